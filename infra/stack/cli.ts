@@ -1,0 +1,158 @@
+// The local stack: `npm run stack:up|stack:down|stack:status`. Starts PostgreSQL, Kafka (KRaft)
+// and the Temporal dev server on loopback, each considered up only once it answers a real
+// request. Idempotent: `up` on a running stack changes nothing and repairs a half-started one.
+import { Command } from 'commander';
+import { kafkaService } from './kafka.js';
+import { ensureDirs, paths } from './paths.js';
+import { postgresService } from './postgres.js';
+import { portOpen, portOwner, StackError, sleep, tail } from './proc.js';
+import type { Service } from './service.js';
+import { temporalService } from './temporal.js';
+
+export function services(): Service[] {
+  return [postgresService(), kafkaService(), temporalService()];
+}
+
+export interface ServiceStatus {
+  service: string;
+  endpoint: string;
+  managed: boolean;
+  pid: number | null;
+  answering: boolean;
+  detail: string;
+}
+
+export async function status(list: Service[] = services()): Promise<ServiceStatus[]> {
+  return Promise.all(
+    list.map(async (s) => {
+      const p = await s.probe();
+      return {
+        service: s.name,
+        endpoint: s.endpoint,
+        managed: s.managed,
+        pid: s.pid() ?? null,
+        answering: p.answering,
+        detail: p.detail,
+      };
+    }),
+  );
+}
+
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+
+async function bringUp(s: Service): Promise<string> {
+  const t0 = Date.now();
+  let probe = await s.probe();
+  if (probe.answering) {
+    const note = s.pid() ? 'already up' : 'answering (a process not started by this stack; left alone)';
+    const extra = s.ready ? `; ${await s.ready()}` : '';
+    return `${note}: ${probe.detail}${extra}`;
+  }
+  if (!s.managed) {
+    throw new StackError(
+      `${s.endpoint} does not answer and is not on loopback, so the stack does not start it: ${probe.detail}`,
+      s.name,
+    );
+  }
+  const existing = s.pid();
+  if (existing) {
+    // Ours but not answering: give a starting process a moment, then repair by restarting.
+    for (let i = 0; i < 20 && !probe.answering; i++) {
+      await sleep(500);
+      probe = await s.probe();
+    }
+    if (probe.answering) return `already up (was starting): ${probe.detail}`;
+    console.log(`[${s.name}] pid ${existing} is ours but does not answer (${probe.detail}); restarting it`);
+    await s.stop();
+  }
+  if (await portOpen('127.0.0.1', s.port)) {
+    throw new StackError(
+      `port ${s.port} is taken by ${await portOwner(s.port)}, which is not ours and does not answer as ${s.name}; stop it or point the endpoint elsewhere (it was not touched)`,
+      s.name,
+    );
+  }
+  const t1 = Date.now();
+  await s.install();
+  const t2 = Date.now();
+  await s.start();
+  const t3 = Date.now();
+  const extra = s.ready ? `; ${await s.ready()}` : '';
+  probe = await s.probe();
+  return `started (install ${secs(t2 - t1)}, start ${secs(t3 - t2)}, total ${secs(Date.now() - t0)}): ${probe.detail}${extra}`;
+}
+
+export async function up(list: Service[] = services()): Promise<void> {
+  ensureDirs();
+  const t0 = Date.now();
+  const results = await Promise.allSettled(
+    list.map(async (s) => {
+      const msg = await bringUp(s);
+      console.log(`[${s.name}] ${msg}`);
+    }),
+  );
+  const failed = results.flatMap((r, i) =>
+    r.status === 'rejected' ? [{ s: list[i]!, e: r.reason as Error }] : [],
+  );
+  if (failed.length > 0) {
+    for (const { s, e } of failed) {
+      console.error(`\n[${s.name}] FAILED: ${e.message}`);
+      if (!e.message.includes('--- tail of')) console.error(`--- tail of ${s.log} ---\n${tail(s.log)}`);
+    }
+    throw new StackError(`stack:up failed for ${failed.map((f) => f.s.name).join(', ')}`);
+  }
+  console.log(`stack up in ${secs(Date.now() - t0)} (data and logs in ${paths.stack})`);
+}
+
+export async function down(list: Service[] = services()): Promise<void> {
+  for (const s of [...list].reverse()) {
+    if (!s.managed) continue;
+    const stopped = await s.stop();
+    console.log(`[${s.name}] ${stopped ? 'stopped' : 'was not running (nothing of ours to stop)'}`);
+  }
+}
+
+function printTable(rows: ServiceStatus[]): void {
+  for (const r of rows) {
+    const state = r.answering ? 'answering' : 'DOWN';
+    const owner = r.pid ? `pid ${r.pid}` : r.managed ? 'not running' : 'external';
+    console.log(
+      `${r.service.padEnd(9)} ${state.padEnd(10)} ${r.endpoint.padEnd(40)} ${owner.padEnd(12)} ${r.detail}`,
+    );
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const program = new Command('stack')
+    .description(
+      'Manage the local rods stack: PostgreSQL 15, Kafka (KRaft) and the Temporal dev server on loopback.',
+    )
+    .showHelpAfterError();
+  program
+    .command('up')
+    .description(
+      'install what is missing (cached under .stack/), start every service, wait until each answers',
+    )
+    .action(async () => up());
+  program
+    .command('down')
+    .description('stop exactly the processes `up` started (by pid file and command line), never others')
+    .action(async () => down());
+  program
+    .command('status')
+    .description('probe every service with a real request; exit 1 if any does not answer')
+    .option('--json', 'print a JSON array of {service, endpoint, managed, pid, answering, detail}')
+    .action(async (opts: { json?: boolean }) => {
+      const rows = await status();
+      if (opts.json) console.log(JSON.stringify(rows, null, 2));
+      else printTable(rows);
+      if (rows.some((r) => !r.answering)) process.exitCode = 1;
+    });
+  await program.parseAsync(argv);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main(process.argv).catch((e: Error) => {
+    console.error(e instanceof StackError ? e.message : e.stack);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,26 @@
+// Where the local stack keeps its cached artifacts, data, logs and pid files. Everything
+// lives under one ignored folder (.stack/ by default) so a clean checkout rebuilds it.
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const STACK_DIR = path.resolve(process.env.RODS_STACK_DIR ?? path.join(PROJECT_ROOT, '.stack'));
+
+export const paths = {
+  root: PROJECT_ROOT,
+  stack: STACK_DIR,
+  bin: path.join(STACK_DIR, 'bin'),
+  data: path.join(STACK_DIR, 'data'),
+  logs: path.join(STACK_DIR, 'logs'),
+  run: path.join(STACK_DIR, 'run'),
+  cache: path.join(STACK_DIR, 'cache'),
+  log: (service: string) => path.join(STACK_DIR, 'logs', `${service}.log`),
+  pid: (service: string) => path.join(STACK_DIR, 'run', `${service}.pid`),
+};
+
+export function ensureDirs(): void {
+  for (const d of [paths.stack, paths.bin, paths.data, paths.logs, paths.run, paths.cache]) {
+    mkdirSync(d, { recursive: true });
+  }
+}

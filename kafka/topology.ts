@@ -1,0 +1,59 @@
+// The project's Kafka topics in one place: names, keys, partition counts and retention.
+// Rewards and decisions are kept forever by default so that a campaign can be replayed.
+
+export interface TopicSpec {
+  name: string;
+  /** What the record key is; documents the partitioning contract. */
+  key: string;
+  partitions: number;
+  replicationFactor: number;
+  config: Record<string, string>;
+  doc: string;
+}
+
+export interface TopologyOptions {
+  /** Partitions for the high-volume, task-keyed topics. */
+  partitions?: number;
+  replicationFactor?: number;
+}
+
+const FOREVER = '-1';
+
+export function topology(opts: TopologyOptions = {}): TopicSpec[] {
+  const partitions = opts.partitions ?? Number(process.env.RODS_KAFKA_PARTITIONS ?? 6);
+  const replicationFactor = opts.replicationFactor ?? Number(process.env.RODS_KAFKA_REPLICATION ?? 1);
+  return [
+    {
+      name: 'rods.rewards.v1',
+      key: 'task id',
+      partitions,
+      replicationFactor,
+      config: { 'retention.ms': FOREVER, 'cleanup.policy': 'delete' },
+      doc: 'RolloutGroupScored and StepClosed observations from the trainer',
+    },
+    {
+      name: 'rods.task-stats.v1',
+      key: 'task id',
+      partitions,
+      replicationFactor,
+      config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '60000' },
+      doc: 'latest TaskStatsUpdated per task (compacted)',
+    },
+    {
+      name: 'rods.decisions.v1',
+      key: 'campaign id',
+      partitions: Math.max(1, Math.min(partitions, 3)),
+      replicationFactor,
+      config: { 'retention.ms': FOREVER, 'cleanup.policy': 'delete' },
+      doc: 'campaign and curriculum decision events relayed from the event store',
+    },
+    {
+      name: 'rods.dlq.v1',
+      key: 'source topic',
+      partitions: 1,
+      replicationFactor,
+      config: { 'retention.ms': String(30 * 24 * 3600 * 1000), 'cleanup.policy': 'delete' },
+      doc: 'records that could not be decoded or validated, with the reason and original bytes',
+    },
+  ];
+}

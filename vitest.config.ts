@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    // Temporal's native bridge does not survive worker threads: run test files in forks.
+    pool: 'forks',
+    globalSetup: ['test/global-setup.ts'],
+    include: ['**/*.{unit,int,e2e}.test.ts'],
+    exclude: ['node_modules/**', '.stack/**'],
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
+    fileParallelism: true,
+    maxWorkers: 2,
+  },
+});
