@@ -1,0 +1,59 @@
+// `npm run bench -- NAME [--json] [...]`: runs one benchmark. Each benchmark measures the
+// project's path and, in the same run, a baseline of the same work without the project's
+// machinery, and prints one JSON object with its figures and the ratio between them.
+import { Command } from 'commander';
+
+export interface BenchResult {
+  [figure: string]: number | string | boolean | Record<string, unknown>;
+}
+
+type BenchFn = (opts: Record<string, string | boolean>) => Promise<BenchResult>;
+
+// Each entry is imported lazily so one benchmark's dependencies do not load for another.
+const benches: Record<string, { describe: string; load: () => Promise<BenchFn> }> = {};
+
+export function registerBench(name: string, describe: string, load: () => Promise<BenchFn>): void {
+  benches[name] = { describe, load };
+}
+
+async function main(argv: string[]): Promise<void> {
+  await import('./registry.js');
+  const names = Object.keys(benches).sort();
+  const program = new Command('bench')
+    .description(`run one benchmark; available: ${names.join(', ') || '(none)'}`)
+    .argument('<name>', 'benchmark name')
+    .option('--json', 'print only the JSON result object')
+    .allowUnknownOption(true)
+    .action(async (name: string, opts: { json?: boolean }, cmd: Command) => {
+      const bench = benches[name];
+      if (!bench) {
+        console.error(`unknown benchmark ${JSON.stringify(name)}; available: ${names.join(', ')}`);
+        process.exitCode = 2;
+        return;
+      }
+      const extra: Record<string, string | boolean> = {};
+      const rest = cmd.args.slice(1);
+      for (let i = 0; i < rest.length; i++) {
+        const a = rest[i]!;
+        if (!a.startsWith('--')) continue;
+        const next = rest[i + 1];
+        if (next !== undefined && !next.startsWith('--')) {
+          extra[a.slice(2)] = next;
+          i++;
+        } else extra[a.slice(2)] = true;
+      }
+      if (!opts.json) console.error(`bench ${name}: ${bench.describe}`);
+      const fn = await bench.load();
+      const result = await fn({ ...extra, json: Boolean(opts.json) });
+      process.stdout.write(`${JSON.stringify(result)}\n`);
+    });
+  await program.parseAsync(argv);
+}
+
+main(process.argv).then(
+  () => process.exit(process.exitCode ?? 0),
+  (e: Error) => {
+    console.error(e.stack ?? e.message);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,15 @@
+import type { Command } from 'commander';
+import { migrate } from '../../store/migrate.js';
+import { printJson } from '../output.js';
+
+export function register(program: Command): void {
+  program
+    .command('migrate')
+    .description('apply pending PostgreSQL migrations (store/migrations) to DATABASE_URL')
+    .option('--json', 'JSON output')
+    .action(async (opts: { json?: boolean }) => {
+      const r = await migrate();
+      if (opts.json) printJson(r);
+      else console.log(r.applied.length ? `applied: ${r.applied.join(', ')}` : 'schema up to date');
+    });
+}

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import { ensureTopics, withAdmin } from '../../kafka/client.js';
+import { topology } from '../../kafka/topology.js';
+import { printJson } from '../output.js';
+
+export function register(program: Command): void {
+  const topics = program.command('topics').description("the project's Kafka topics");
+  topics
+    .command('ensure')
+    .description('create missing topics with explicit partitions, replication factor and retention (against any cluster)')
+    .option('--partitions <n>', 'partitions for task-keyed topics', (v) => Number.parseInt(v, 10))
+    .option('--replication <n>', 'replication factor', (v) => Number.parseInt(v, 10))
+    .option('--json', 'JSON output')
+    .action(async (opts: { partitions?: number; replication?: number; json?: boolean }) => {
+      const specs = topology({ partitions: opts.partitions, replicationFactor: opts.replication });
+      const r = await withAdmin((a) => ensureTopics(a, specs));
+      if (opts.json) printJson(r);
+      else console.log(`created: ${r.created.join(', ') || '(none)'}\nexisting: ${r.existing.join(', ') || '(none)'}`);
+    });
+  topics
+    .command('list')
+    .description('print the topology the project expects')
+    .option('--json', 'JSON output')
+    .action((opts: { json?: boolean }) => {
+      const specs = topology();
+      if (opts.json) printJson(specs);
+      else for (const s of specs) console.log(`${s.name.padEnd(20)} key=${s.key.padEnd(12)} partitions=${s.partitions}  ${s.doc}`);
+    });
+}

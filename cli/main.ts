@@ -1,0 +1,41 @@
+// `rods` — the command-line entry point. Each command lives in its own module under
+// cli/commands and registers itself on the program here.
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../config/endpoints.js';
+import { register as migrateCommand } from './commands/migrate.js';
+import { register as stackCommand } from './commands/stack.js';
+import { register as topicsCommand } from './commands/topics.js';
+import { UsageError } from './errors.js';
+
+export function program(): Command {
+  const p = new Command('rods')
+    .description(
+      'Control plane for reward-driven online data synthesis (RODS): keeps a GRPO training pool at the ' +
+        "policy's capability boundary. Endpoints come from DATABASE_URL, KAFKA_BROKERS, TEMPORAL_ADDRESS, " +
+        'TEMPORAL_NAMESPACE (defaults: the local stack on 127.0.0.1).',
+    )
+    .version(process.env.npm_package_version ?? '0.1.0')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  for (const reg of [stackCommand, topicsCommand, migrateCommand]) reg(p);
+  return p;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await program().parseAsync(argv);
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      process.exitCode = e.exitCode === 0 ? 0 : 2;
+      return;
+    }
+    if (e instanceof UsageError || e instanceof ConfigError) {
+      console.error(`rods: ${e.message}`);
+      process.exitCode = 2;
+      return;
+    }
+    console.error(`rods: ${(e as Error).message}`);
+    if (process.env.RODS_DEBUG) console.error((e as Error).stack);
+    process.exitCode = 1;
+  }
+}
