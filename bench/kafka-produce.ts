@@ -7,7 +7,11 @@ import type { BenchResult } from './run.js';
 export default async function kafkaProduce(opts: Record<string, string | boolean>): Promise<BenchResult> {
   const n = Number(opts.messages ?? 100_000);
   const topic = `bench.produce.${randomUUID().slice(0, 8)}`;
-  await withAdmin((a) => ensureTopics(a, [{ name: topic, key: 'k', partitions: 6, replicationFactor: 1, config: {}, doc: 'bench' }]));
+  await withAdmin((a) =>
+    ensureTopics(a, [
+      { name: topic, key: 'k', partitions: 6, replicationFactor: 1, config: {}, doc: 'bench' },
+    ]),
+  );
   const k = kafka({ clientId: 'rods-bench' });
   const value = Buffer.alloc(200, 1);
   const run = async (idempotent: boolean) => {
@@ -15,7 +19,10 @@ export default async function kafkaProduce(opts: Record<string, string | boolean
     await p.connect();
     const t0 = performance.now();
     for (let i = 0; i < n; i += 1000) {
-      const messages = Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({ key: `task-${(i + j) % 997}`, value }));
+      const messages = Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({
+        key: `task-${(i + j) % 997}`,
+        value,
+      }));
       await p.send({ topic, acks: idempotent ? -1 : 1, messages });
     }
     const s = (performance.now() - t0) / 1000;
@@ -25,7 +32,12 @@ export default async function kafkaProduce(opts: Record<string, string | boolean
   try {
     const baseline = await run(false);
     const idem = await run(true);
-    return { messages: n, idempotent_msgs_per_s: Math.round(idem), baseline_msgs_per_s: Math.round(baseline), ratio: idem / baseline };
+    return {
+      messages: n,
+      idempotent_msgs_per_s: Math.round(idem),
+      baseline_msgs_per_s: Math.round(baseline),
+      ratio: idem / baseline,
+    };
   } finally {
     await withAdmin((a) => a.deleteTopics({ topics: [topic] }));
   }

@@ -1,6 +1,8 @@
 // One line per benchmark: name, what it measures, and its module (loaded on demand).
 import { registerBench } from './run.js';
 
-registerBench('kafka-produce', 'produce keyed messages with the idempotent producer vs. a fire-and-forget producer', async () =>
-  (await import('./kafka-produce.js')).default,
+registerBench(
+  'kafka-produce',
+  'produce keyed messages with the idempotent producer vs. a fire-and-forget producer',
+  async () => (await import('./kafka-produce.js')).default,
 );

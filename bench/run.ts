@@ -24,6 +24,7 @@ async function main(argv: string[]): Promise<void> {
     .argument('<name>', 'benchmark name')
     .option('--json', 'print only the JSON result object')
     .allowUnknownOption(true)
+    .allowExcessArguments(true)
     .action(async (name: string, opts: { json?: boolean }, cmd: Command) => {
       const bench = benches[name];
       if (!bench) {

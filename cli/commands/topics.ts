@@ -7,7 +7,9 @@ export function register(program: Command): void {
   const topics = program.command('topics').description("the project's Kafka topics");
   topics
     .command('ensure')
-    .description('create missing topics with explicit partitions, replication factor and retention (against any cluster)')
+    .description(
+      'create missing topics with explicit partitions, replication factor and retention (against any cluster)',
+    )
     .option('--partitions <n>', 'partitions for task-keyed topics', (v) => Number.parseInt(v, 10))
     .option('--replication <n>', 'replication factor', (v) => Number.parseInt(v, 10))
     .option('--json', 'JSON output')
@@ -15,7 +17,10 @@ export function register(program: Command): void {
       const specs = topology({ partitions: opts.partitions, replicationFactor: opts.replication });
       const r = await withAdmin((a) => ensureTopics(a, specs));
       if (opts.json) printJson(r);
-      else console.log(`created: ${r.created.join(', ') || '(none)'}\nexisting: ${r.existing.join(', ') || '(none)'}`);
+      else
+        console.log(
+          `created: ${r.created.join(', ') || '(none)'}\nexisting: ${r.existing.join(', ') || '(none)'}`,
+        );
     });
   topics
     .command('list')
@@ -24,6 +29,8 @@ export function register(program: Command): void {
     .action((opts: { json?: boolean }) => {
       const specs = topology();
       if (opts.json) printJson(specs);
-      else for (const s of specs) console.log(`${s.name.padEnd(20)} key=${s.key.padEnd(12)} partitions=${s.partitions}  ${s.doc}`);
+      else
+        for (const s of specs)
+          console.log(`${s.name.padEnd(20)} key=${s.key.padEnd(12)} partitions=${s.partitions}  ${s.doc}`);
     });
 }
