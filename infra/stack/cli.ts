@@ -69,6 +69,7 @@ async function bringUp(s: Service): Promise<string> {
     throw new StackError(
       `port ${s.port} is taken by ${await portOwner(s.port)}, which is not ours and does not answer as ${s.name}; stop it or point the endpoint elsewhere (it was not touched)`,
       s.name,
+      false,
     );
   }
   const t1 = Date.now();
@@ -96,9 +97,13 @@ export async function up(list: Service[] = services()): Promise<void> {
   if (failed.length > 0) {
     for (const { s, e } of failed) {
       console.error(`\n[${s.name}] FAILED: ${e.message}`);
-      if (!e.message.includes('--- tail of')) console.error(`--- tail of ${s.log} ---\n${tail(s.log)}`);
+      const relevant = !(e instanceof StackError) || e.logRelevant;
+      if (relevant && !e.message.includes('--- tail of'))
+        console.error(`--- tail of ${s.log} ---\n${tail(s.log)}`);
     }
-    throw new StackError(`stack:up failed for ${failed.map((f) => f.s.name).join(', ')}`);
+    throw new StackError(
+      `stack:up failed for ${failed.map((f) => f.s.name).join(', ')}:\n${failed.map((f) => `[${f.s.name}] ${f.e.message.split('\n')[0]}`).join('\n')}`,
+    );
   }
   console.log(`stack up in ${secs(Date.now() - t0)} (data and logs in ${paths.stack})`);
 }

@@ -27,7 +27,9 @@ export function kafkaService(): Service {
   const propsFile = path.join(home, 'server.properties');
   const log4jFile = path.join(home, 'log4j.properties');
   const log = paths.log(NAME);
-  const marker = `-Drods.stack=${paths.stack}`;
+  // Our broker is the JVM whose command line names this stack folder and this port, so a
+  // process started for another endpoint is never taken for this one.
+  const marker = `-Drods.stack=${paths.stack}:${port}`;
   const version = kafkaVersion();
   const stamp = path.join(libs, `.complete-${version}`);
 

@@ -72,7 +72,10 @@ export function postgresService(): Service {
   const pidFromDataDir = (): number | undefined => {
     const f = path.join(dataDir, 'postmaster.pid');
     if (!existsSync(f)) return undefined;
-    const pid = Number(readFileSync(f, 'utf8').split('\n')[0]);
+    // postmaster.pid: line 1 the pid, line 4 the port; a server of ours on another port is not this one.
+    const lines = readFileSync(f, 'utf8').split('\n');
+    const pid = Number(lines[0]);
+    if (Number(lines[3]) !== port) return undefined;
     return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined;
   };
 

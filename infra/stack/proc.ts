@@ -13,6 +13,8 @@ export class StackError extends Error {
   constructor(
     message: string,
     readonly service?: string,
+    /** False when the service's log has nothing to do with the failure (e.g. a port conflict). */
+    readonly logRelevant = true,
   ) {
     super(message);
   }
@@ -41,15 +43,15 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** The pid recorded for a service, if that process is alive and its command line carries our marker. */
-export function ourPid(service: string, marker: string): number | undefined {
+/** The pid recorded for a service, if that process is alive and its command line carries all our markers. */
+export function ourPid(service: string, ...markers: string[]): number | undefined {
   const file = paths.pid(service);
   if (!existsSync(file)) return undefined;
   const pid = Number(readFileSync(file, 'utf8').trim().split('\n')[0]);
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   if (!isAlive(pid)) return undefined;
   const cl = cmdline(pid);
-  return cl?.includes(marker) ? pid : undefined;
+  return cl && markers.every((m) => cl.includes(m)) ? pid : undefined;
 }
 
 export function writePid(service: string, pid: number): void {

@@ -43,7 +43,7 @@ export function temporalService(): Service {
   const stamp = path.join(paths.bin, `.temporal-${TEMPORAL_CLI_VERSION}`);
   const dbFile = path.join(paths.data, 'temporal', 'temporal.db');
   const log = paths.log(NAME);
-  const marker = dbFile;
+  const marker = `--port ${port} --http-port`;
 
   const probe = () => probeTemporal(temporalAddress, temporalNamespace);
 
@@ -75,7 +75,7 @@ export function temporalService(): Service {
       });
       writeFileSync(stamp, `${new Date().toISOString()}\n`);
     },
-    pid: () => ourPid(NAME, marker),
+    pid: () => ourPid(NAME, marker, dbFile),
     async start() {
       mkdirSync(path.dirname(dbFile), { recursive: true });
       const pid = spawnDetached(NAME, binary, [
@@ -102,14 +102,14 @@ export function temporalService(): Service {
         'temporal',
         async () => (await probe()).answering,
         90_000,
-        () => ourPid(NAME, marker) === pid,
+        () => ourPid(NAME, marker, dbFile) === pid,
       ).catch((e) => {
         throw new StackError(`${(e as Error).message}\n--- tail of ${log} ---\n${tail(log)}`, NAME);
       });
     },
     probe,
     async stop() {
-      const pid = ourPid(NAME, marker);
+      const pid = ourPid(NAME, marker, dbFile);
       if (!pid) {
         clearPid(NAME);
         return false;

@@ -1,0 +1,3 @@
+export async function echo(token: string): Promise<string> {
+  return `echo:${token}`;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what the local stack needs and is missing: Debian packages (PostgreSQL 15 server,
+# Java 17, Maven) and checks Go and Node. Kafka jars (Maven) and the temporal CLI (Go) are
+# fetched by `npm run stack:up` into .stack/ and cached there.
+# Usage: infra/bootstrap.sh            (as root, installs; otherwise says what to install)
+set -euo pipefail
+
+missing=()
+need_apt=()
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+pg_bindir() {
+  local d
+  for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+pg_bindir >/dev/null || need_apt+=(postgresql-15)
+have psql || need_apt+=(postgresql-client-15)
+have java || need_apt+=(openjdk-17-jre-headless)
+have mvn || need_apt+=(maven)
+have ss || need_apt+=(iproute2)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && have apt-get; then
+    echo "[bootstrap] installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || { echo "[bootstrap] apt-get update failed: is the Debian package registry reachable?" >&2; exit 1; }
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    # The Debian package creates and may start a cluster `15 main` on port 5432; the project runs
+    # its own data directory on that port, so stop the packaged cluster we just brought in.
+    if have pg_lsclusters; then
+      pg_lsclusters --no-header 2>/dev/null | while read -r ver name port status _; do
+        if [ "$status" = online ]; then echo "[bootstrap] stopping packaged cluster $ver/$name on port $port"; pg_ctlcluster "$ver" "$name" stop || true; fi
+      done
+    fi
+  else
+    missing+=("Debian packages ${need_apt[*]} (run: sudo apt-get install -y ${need_apt[*]})")
+  fi
+fi
+
+if ! have node; then
+  missing+=("Node.js 20 (apt-get install nodejs, or from nodejs.org)")
+else
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  [ "$major" -ge 20 ] || missing+=("Node.js >= 20 (found $(node --version))")
+fi
+have npm || missing+=("npm")
+if ! have go; then
+  missing+=("Go >= 1.25 (needed once to build the temporal CLI; from go.dev/dl or your distribution)")
+else
+  gov=$(go env GOVERSION | sed 's/^go//')
+  gmaj=${gov%%.*}; rest=${gov#*.}; gmin=${rest%%.*}
+  if [ "$gmaj" -lt 1 ] || { [ "$gmaj" -eq 1 ] && [ "$gmin" -lt 25 ]; }; then
+    missing+=("Go >= 1.25 (found go$gov)")
+  fi
+fi
+have python3 || missing+=("python3 >= 3.10 (apt-get install python3 python3-venv)")
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[bootstrap] missing toolchain:" >&2
+  for m in "${missing[@]}"; do echo "  - $m" >&2; done
+  exit 1
+fi
+echo "[bootstrap] toolchain ok: node $(node --version), go $(go env GOVERSION), $(java -version 2>&1 | head -1), $(mvn -B -v 2>/dev/null | head -1 | sed "s/\x1b\[[0-9;]*m//g" | cut -c1-40), postgres in $(pg_bindir)"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# `npm run demo`, the README's main job. On a fresh machine it installs what is missing,
+# starts the real stack and proves the pipeline end to end. The stack stays up afterwards
+# (stop it with `npm run stack:down`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash infra/bootstrap.sh
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+npx tsx infra/stack/cli.ts up
+npx rods doctor

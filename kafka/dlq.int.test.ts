@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decode, encode } from '../codec/registry.js';
+import { SAMPLE_EVENTS } from '../codec/samples.js';
+import type { DeadLettered } from '../schemas/types.generated.js';
+import {
+  type Consumer,
+  consumer,
+  ensureTopics,
+  type KafkaMessage,
+  kafka,
+  producer,
+  withAdmin,
+} from './client.js';
+import { DLQ_TOPIC, decodeOrDeadLetter } from './dlq.js';
+import { topology } from './topology.js';
+
+const k = kafka({ clientId: 'rods-dlq-test' });
+const source = `dlqtest.source.${randomUUID()}`;
+
+/** Runs a consumer from the beginning of `topic` and hands each message to `onMessage` until it returns true. */
+async function consumeUntil(
+  c: Consumer,
+  topic: string,
+  onMessage: (m: KafkaMessage, partition: number) => Promise<boolean>,
+): Promise<void> {
+  await c.connect();
+  await c.subscribe({ topic, fromBeginning: true });
+  await new Promise<void>((resolve, reject) => {
+    let done = false;
+    c.run({
+      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+        for (const m of batch.messages) {
+          if (done) return;
+          done = await onMessage(m, batch.partition);
+          resolveOffset(m.offset);
+        }
+        await heartbeat();
+        if (done) resolve();
+      },
+    }).catch(reject);
+  });
+}
+
+beforeAll(async () => {
+  await withAdmin(async (a) => {
+    await ensureTopics(a, [
+      ...topology().filter((t) => t.name === DLQ_TOPIC),
+      { name: source, key: 'test', partitions: 1, replicationFactor: 1, config: {}, doc: 'DLQ test source' },
+    ]);
+  });
+});
+
+afterAll(async () => {
+  await withAdmin((a) => a.deleteTopics({ topics: [source] }));
+});
+
+describe('dead-letter path', () => {
+  it('routes undecodable and unexpected records to rods.dlq.v1 with reason, position and original bytes', async () => {
+    const malformed = Buffer.from('{"taskId":"t","rewards":[1,0]}');
+    const unknownFingerprint = Buffer.concat([
+      Buffer.from([0xc3, 0x01]),
+      Buffer.from('ffeeddccbbaa9988', 'hex'),
+      Buffer.from([0x02, 0x61]),
+    ]);
+    const good = encode('RolloutGroupScored', SAMPLE_EVENTS.RolloutGroupScored);
+    const unexpected = encode('TaskRetired', SAMPLE_EVENTS.TaskRetired);
+    const sent: { key: Buffer; value: Buffer | null }[] = [
+      { key: Buffer.from('task-good'), value: good },
+      { key: Buffer.from('task-malformed'), value: malformed },
+      { key: Buffer.from('task-unknown'), value: unknownFingerprint },
+      { key: Buffer.from('task-unexpected'), value: unexpected },
+      { key: Buffer.from('task-tombstone'), value: null },
+    ];
+
+    const p = producer(k, { idempotent: true, maxInFlightRequests: 1 });
+    await p.connect();
+    try {
+      await p.send({ topic: source, acks: -1, messages: sent });
+
+      // Consume the source the way a consumer of rods.rewards.v1 would.
+      const results: (string | null)[] = [];
+      const c = consumer(k, { groupId: `dlq-test-${randomUUID()}` });
+      try {
+        await consumeUntil(c, source, async (message, partition) => {
+          const decoded = await decodeOrDeadLetter(
+            p,
+            { topic: source, partition, message },
+            { accept: ['RolloutGroupScored', 'StepClosed'] },
+          );
+          results.push(decoded ? decoded.name : null);
+          return results.length === sent.length;
+        });
+      } finally {
+        await c.disconnect();
+      }
+      expect(results).toEqual(['RolloutGroupScored', null, null, null, null]);
+    } finally {
+      await p.disconnect();
+    }
+
+    // Read the DLQ back and pick this test's records by their key (the unique source topic).
+    const letters: { name: string; record: DeadLettered }[] = [];
+    const r = consumer(k, { groupId: `dlq-test-reader-${randomUUID()}` });
+    try {
+      await consumeUntil(r, DLQ_TOPIC, async (m) => {
+        if (m.key?.toString() === source) {
+          const d = decode(m.value!);
+          letters.push({ name: d.name, record: d.payload as DeadLettered });
+        }
+        return letters.length === 4;
+      });
+    } finally {
+      await r.disconnect();
+    }
+
+    expect(letters.map((l) => l.name)).toEqual(Array(4).fill('DeadLettered'));
+    const byOffset = new Map(letters.map((l) => [l.record.offset, l.record]));
+    expect([...byOffset.keys()].sort()).toEqual([1, 2, 3, 4]);
+    const expected: [offset: number, code: string, reason: RegExp][] = [
+      [1, 'bad-magic', /not an Avro single-object record: starts with 0x7b22/],
+      [2, 'unknown-fingerprint', /no published schema has fingerprint ffeeddccbbaa9988/],
+      [3, 'unexpected-event', /TaskRetired is not an event this consumer reads/],
+      [4, 'too-short', /no value \(a tombstone\)/],
+    ];
+    for (const [offset, code, reason] of expected) {
+      const rec = byOffset.get(offset)!;
+      expect(rec.reasonCode).toBe(code);
+      expect(rec.reason).toMatch(reason);
+      expect(rec.sourceTopic).toBe(source);
+      expect(rec.partition).toBe(0);
+      expect(rec.key).toEqual(sent[offset]!.key);
+      expect(rec.value).toEqual(sent[offset]!.value);
+      expect(rec.eventId).toMatch(/^[0-9a-f-]{36}$/);
+    }
+  });
+});

@@ -1,0 +1,112 @@
+// The dead-letter path: a record that a consumer cannot decode (or does not expect) goes to
+// rods.dlq.v1 as a DeadLettered record with the reason, its source topic, partition and offset
+// and the original key and value bytes, keyed by the source topic. Nothing is dropped silently
+// and nothing undecodable reaches the statistics.
+import { randomUUID } from 'node:crypto';
+import { DecodeError } from '../codec/errors.js';
+import { type DecodedEvent, defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
+import type { DeadLettered, EventName } from '../schemas/types.generated.js';
+import type { KafkaMessage, Producer, RecordMetadata } from './client.js';
+
+export const DLQ_TOPIC = 'rods.dlq.v1';
+
+/** A producer or a transaction: inside a consume-transform-produce transaction the dead letter commits with the offsets. */
+export type Sender = Pick<Producer, 'send'>;
+
+export interface DeadLetterInput {
+  /** Human-readable reason. */
+  reason: string;
+  /** Machine-readable reason: a DecodeError code, or another short code such as unexpected-event. */
+  code: string;
+  /** Source topic, partition and offset of the record. */
+  topic: string;
+  partition: number;
+  offset: string | number;
+  /** Original key and value bytes. */
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+export interface DeadLetterOptions {
+  /** The registry that encodes the DeadLettered record (the project's schemas by default). */
+  registry?: SchemaRegistry;
+  /** Target topic; rods.dlq.v1 by default. */
+  dlqTopic?: string;
+  /** Clock for occurredAt (milliseconds since the epoch). */
+  now?: () => number;
+}
+
+function offsetNumber(offset: string | number): number {
+  const n = typeof offset === 'number' ? offset : Number(offset);
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`invalid Kafka offset ${String(offset)}`);
+  return n;
+}
+
+/** Publishes a DeadLettered record to the DLQ (acks from all in-sync replicas) and returns it. */
+export async function deadLetter(
+  sender: Sender,
+  input: DeadLetterInput,
+  opts: DeadLetterOptions = {},
+): Promise<{ record: DeadLettered; metadata: RecordMetadata[] }> {
+  const record: DeadLettered = {
+    eventId: randomUUID(),
+    reasonCode: input.code,
+    reason: input.reason,
+    sourceTopic: input.topic,
+    partition: input.partition,
+    offset: offsetNumber(input.offset),
+    key: input.key,
+    value: input.value,
+    occurredAt: (opts.now ?? Date.now)(),
+  };
+  const registry = opts.registry ?? defaultRegistry();
+  const metadata = await sender.send({
+    topic: opts.dlqTopic ?? DLQ_TOPIC,
+    acks: -1,
+    messages: [{ key: input.topic, value: registry.encode('DeadLettered', record) }],
+  });
+  return { record, metadata };
+}
+
+export interface SourceRecord {
+  topic: string;
+  partition: number;
+  message: Pick<KafkaMessage, 'key' | 'value' | 'offset'>;
+}
+
+export interface DecodeOrDeadLetterOptions extends DeadLetterOptions {
+  /** Event names this consumer accepts; any other decodable event is dead-lettered as unexpected-event. */
+  accept?: readonly EventName[];
+}
+
+/**
+ * Decodes a consumed record, or routes it to the DLQ and returns null. Only decoding problems
+ * are dead-lettered; a failure to publish to the DLQ is thrown so that the consumer does not
+ * commit past a record that went nowhere.
+ */
+export async function decodeOrDeadLetter(
+  sender: Sender,
+  source: SourceRecord,
+  opts: DecodeOrDeadLetterOptions = {},
+): Promise<DecodedEvent | null> {
+  const { topic, partition, message } = source;
+  let code: string;
+  let reason: string;
+  try {
+    if (message.value === null) throw new DecodeError('too-short', 'record has no value (a tombstone)');
+    const decoded = (opts.registry ?? defaultRegistry()).decode(message.value) as DecodedEvent;
+    if (!opts.accept || opts.accept.includes(decoded.name)) return decoded;
+    code = 'unexpected-event';
+    reason = `${decoded.name} is not an event this consumer reads from ${topic} (accepts ${opts.accept.join(', ')})`;
+  } catch (e) {
+    if (!(e instanceof DecodeError)) throw e;
+    code = e.code;
+    reason = e.message;
+  }
+  await deadLetter(
+    sender,
+    { reason, code, topic, partition, offset: message.offset, key: message.key, value: message.value },
+    opts,
+  );
+  return null;
+}
