@@ -6,3 +6,8 @@ registerBench(
   'produce keyed messages with the idempotent producer vs. a fire-and-forget producer',
   async () => (await import('./kafka-produce.js')).default,
 );
+registerBench(
+  'event-store',
+  'append N events through the store and read them back by global position vs. raw COPY',
+  async () => (await import('./event-store.js')).default,
+);

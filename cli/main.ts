@@ -2,7 +2,12 @@
 // cli/commands and registers itself on the program here.
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/endpoints.js';
+import { register as aggregatorCommand } from './commands/aggregator.js';
+import { register as auditCommand } from './commands/audit.js';
+import { register as doctorCommand } from './commands/doctor.js';
 import { register as migrateCommand } from './commands/migrate.js';
+import { register as relayCommand } from './commands/relay.js';
+import { register as schemasCommand } from './commands/schemas.js';
 import { register as stackCommand } from './commands/stack.js';
 import { register as topicsCommand } from './commands/topics.js';
 import { UsageError } from './errors.js';
@@ -17,7 +22,17 @@ export function program(): Command {
     .version(process.env.npm_package_version ?? '0.1.0')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
-  for (const reg of [stackCommand, topicsCommand, migrateCommand]) reg(p);
+  for (const reg of [
+    stackCommand,
+    topicsCommand,
+    migrateCommand,
+    doctorCommand,
+    schemasCommand,
+    auditCommand,
+    relayCommand,
+    aggregatorCommand,
+  ])
+    reg(p);
   return p;
 }
 

@@ -281,6 +281,27 @@ export class SchemaRegistry {
         `unknown event "${name}" (known: ${this.names().join(', ')})`,
       );
     }
+    return this.encodeEntry(e, payload);
+  }
+
+  /**
+   * Encodes with one published version, named by its fingerprint (16 hex digits): what the
+   * outbox relay uses so an event stored under an older schema goes out under that schema.
+   */
+  encodeWith(fingerprint: string, payload: unknown): Buffer {
+    const e = this.byFingerprint.get(fingerprint.toLowerCase());
+    if (!e) {
+      throw new EncodeError(
+        'unknown-event',
+        fingerprint,
+        `no published schema has fingerprint ${fingerprint}`,
+      );
+    }
+    return this.encodeEntry(e, payload);
+  }
+
+  private encodeEntry(e: Entry, payload: unknown): Buffer {
+    const name = e.info.name;
     const issues = validationIssues(e.type, payload);
     if (issues.length > 0) {
       const what = issues.map((i) => `${i.path || '(payload)'}: expected ${i.expected}, got ${i.got}`);

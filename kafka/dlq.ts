@@ -2,10 +2,10 @@
 // rods.dlq.v1 as a DeadLettered record with the reason, its source topic, partition and offset
 // and the original key and value bytes, keyed by the source topic. Nothing is dropped silently
 // and nothing undecodable reaches the statistics.
-import { randomUUID } from 'node:crypto';
 import { DecodeError } from '../codec/errors.js';
 import { type DecodedEvent, defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
 import type { DeadLettered, EventName } from '../schemas/types.generated.js';
+import { derivedUuid } from '../util/ids.js';
 import type { KafkaMessage, Producer, RecordMetadata } from './client.js';
 
 export const DLQ_TOPIC = 'rods.dlq.v1';
@@ -49,7 +49,8 @@ export async function deadLetter(
   opts: DeadLetterOptions = {},
 ): Promise<{ record: DeadLettered; metadata: RecordMetadata[] }> {
   const record: DeadLettered = {
-    eventId: randomUUID(),
+    // Derived from the source position: a dead letter re-sent after a crash carries the same id.
+    eventId: derivedUuid('DeadLettered', input.topic, input.partition, String(input.offset), input.code),
     reasonCode: input.code,
     reason: input.reason,
     sourceTopic: input.topic,
@@ -84,28 +85,50 @@ export interface DecodeOrDeadLetterOptions extends DeadLetterOptions {
  * are dead-lettered; a failure to publish to the DLQ is thrown so that the consumer does not
  * commit past a record that went nowhere.
  */
+/** Decodes a consumed record, or says why it cannot be read (the dead-letter code and reason). */
+export function decodeOrReason(
+  source: SourceRecord,
+  opts: Pick<DecodeOrDeadLetterOptions, 'accept' | 'registry'> = {},
+): { decoded: DecodedEvent } | { code: string; reason: string } {
+  const { topic, message } = source;
+  try {
+    if (message.value === null) throw new DecodeError('too-short', 'record has no value (a tombstone)');
+    const decoded = (opts.registry ?? defaultRegistry()).decode(message.value) as DecodedEvent;
+    if (!opts.accept || opts.accept.includes(decoded.name)) return { decoded };
+    return {
+      code: 'unexpected-event',
+      reason: `${decoded.name} is not an event this consumer reads from ${topic} (accepts ${opts.accept.join(', ')})`,
+    };
+  } catch (e) {
+    if (!(e instanceof DecodeError)) throw e;
+    return { code: e.code, reason: e.message };
+  }
+}
+
+/**
+ * Decodes a consumed record, or routes it to the DLQ and returns null. Only decoding problems
+ * are dead-lettered; a failure to publish to the DLQ is thrown so that the consumer does not
+ * commit past a record that went nowhere.
+ */
 export async function decodeOrDeadLetter(
   sender: Sender,
   source: SourceRecord,
   opts: DecodeOrDeadLetterOptions = {},
 ): Promise<DecodedEvent | null> {
+  const r = decodeOrReason(source, opts);
+  if ('decoded' in r) return r.decoded;
   const { topic, partition, message } = source;
-  let code: string;
-  let reason: string;
-  try {
-    if (message.value === null) throw new DecodeError('too-short', 'record has no value (a tombstone)');
-    const decoded = (opts.registry ?? defaultRegistry()).decode(message.value) as DecodedEvent;
-    if (!opts.accept || opts.accept.includes(decoded.name)) return decoded;
-    code = 'unexpected-event';
-    reason = `${decoded.name} is not an event this consumer reads from ${topic} (accepts ${opts.accept.join(', ')})`;
-  } catch (e) {
-    if (!(e instanceof DecodeError)) throw e;
-    code = e.code;
-    reason = e.message;
-  }
   await deadLetter(
     sender,
-    { reason, code, topic, partition, offset: message.offset, key: message.key, value: message.value },
+    {
+      reason: r.reason,
+      code: r.code,
+      topic,
+      partition,
+      offset: message.offset,
+      key: message.key,
+      value: message.value,
+    },
     opts,
   );
   return null;

@@ -19,12 +19,17 @@ export interface TopologyOptions {
 
 const FOREVER = '-1';
 
+export const REWARDS_TOPIC = 'rods.rewards.v1';
+export const TASK_STATS_TOPIC = 'rods.task-stats.v1';
+export const DECISIONS_TOPIC = 'rods.decisions.v1';
+export const RELAY_CHECKPOINT_TOPIC = 'rods.relay-checkpoints.v1';
+
 export function topology(opts: TopologyOptions = {}): TopicSpec[] {
   const partitions = opts.partitions ?? Number(process.env.RODS_KAFKA_PARTITIONS ?? 6);
   const replicationFactor = opts.replicationFactor ?? Number(process.env.RODS_KAFKA_REPLICATION ?? 1);
   return [
     {
-      name: 'rods.rewards.v1',
+      name: REWARDS_TOPIC,
       key: 'task id',
       partitions,
       replicationFactor,
@@ -32,7 +37,7 @@ export function topology(opts: TopologyOptions = {}): TopicSpec[] {
       doc: 'RolloutGroupScored and StepClosed observations from the trainer',
     },
     {
-      name: 'rods.task-stats.v1',
+      name: TASK_STATS_TOPIC,
       key: 'task id',
       partitions,
       replicationFactor,
@@ -40,12 +45,20 @@ export function topology(opts: TopologyOptions = {}): TopicSpec[] {
       doc: 'latest TaskStatsUpdated per task (compacted)',
     },
     {
-      name: 'rods.decisions.v1',
+      name: DECISIONS_TOPIC,
       key: 'campaign id',
       partitions: Math.max(1, Math.min(partitions, 3)),
       replicationFactor,
       config: { 'retention.ms': FOREVER, 'cleanup.policy': 'delete' },
       doc: 'campaign and curriculum decision events relayed from the event store',
+    },
+    {
+      name: RELAY_CHECKPOINT_TOPIC,
+      key: 'none',
+      partitions: 1,
+      replicationFactor,
+      config: { 'cleanup.policy': 'compact' },
+      doc: "never written: the outbox relay commits its event-store cursor as this topic's group offset, inside its Kafka transactions",
     },
     {
       name: 'rods.dlq.v1',

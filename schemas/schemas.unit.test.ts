@@ -151,16 +151,16 @@ describe('schema files', () => {
     DeadLettered: '73d239c7c99c442b',
     PoolPruned: '365073e8d2db6fd3',
     RolloutGroupScored: '2645a7cc0c52eff3',
-    SeedSelected: 'ee2598e9a3e1848b',
+    SeedSelected: '246ddb9fa30e8d02',
     StageCompleted: 'd84dc37999432e84',
     StepAggregated: 'e9a9571b9463f13c',
     StepClosed: 'bbf740a91242bb5d',
     SynthesisStarted: 'de9144c141abd50f',
-    TaskBandChanged: 'fd818b39f11dbefd',
+    TaskBandChanged: 'db43a7b46628c81c',
     TaskInjected: '20aee336eebb4944',
-    TaskRetired: 'ba188e0830c6cc30',
+    TaskRetired: 'c875240a592f493e',
     TaskSeeded: 'e6f8982ffbbd01de',
-    TaskStatsUpdated: '6eaae7d286869cd3',
+    TaskStatsUpdated: 'd5e86b528eda7746',
   };
 
   it.each(Object.entries(PYTHON_V1))('%s v1 has the fingerprint Apache Python avro computes', (name, hex) => {

@@ -198,7 +198,7 @@ export interface RolloutGroupScored {
   producedAt: number;
 }
 
-/** Band of a task from its latest group mean m: hard (m < 0.20), boundary (0.20 <= m <= 0.85), mastered (m > 0.85); the thresholds are campaign config values. */
+/** Band of a task from its detector signal m (by default the latest group mean): hard (m < low), boundary (low <= m <= high), mastered (m > high); the paper's thresholds are 0.20 and 0.85, both campaign config values. */
 export type Band = 'hard' | 'boundary' | 'mastered';
 
 /** Reward statistics of one task, kept by the stream aggregator (each reward group counted exactly once). */
@@ -213,13 +213,17 @@ export interface TaskStats {
   m2: number;
   /** Population variance of all observed rewards: M2 / count. */
   variance: number;
-  /** Mean reward of the latest group; the band and phi are computed from it. */
+  /** Mean reward of the latest group. */
   latestGroupMean: number;
   /** Population variance of the rewards of the latest group. */
   latestGroupVariance: number;
-  /** Boundary score phi = 4*m*(1-m) of the latest group mean m (Popoviciu bound on the reward variance); ranks seeds. */
+  /** Exponentially weighted mean of the group means (alpha from the campaign's detector config; the first group sets it). */
+  ewma: number;
+  /** The statistic m the campaign's band detector used: the latest group mean by default, or the EWMA, or the mean of the last k group means. The band and phi are computed from it. */
+  signal: number;
+  /** Boundary score phi = 4*m*(1-m) of the detector signal m (Popoviciu bound on the reward variance); ranks seeds. */
   phi: number;
-  /** Band of the task from the latest group mean. */
+  /** Band of the task from the detector signal. */
   band: Band;
   /** Training step of the latest observed group. */
   lastStep: number;

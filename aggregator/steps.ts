@@ -1,0 +1,179 @@
+// Closing training steps and the step watermark. A step closes once the groups accounted for it
+// (applied + rejected, summed over partitions) reach the count its StepClosed declared; closing
+// appends one StepAggregated to the campaign's steps stream. Any aggregator instance may close a
+// step: a per-campaign advisory lock and the closed_at flag make it happen once.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { defaultRegistry } from '../codec/registry.js';
+import { BANDS } from '../domain/band.js';
+import { bandSummary, boundaryVarianceRatio, emptyTally, type StepTally } from '../domain/step-tally.js';
+import { append } from '../store/event-store.js';
+import { derivedUuid } from '../util/ids.js';
+
+export const stepsStream = (campaignId: string) => `steps-${campaignId}`;
+
+interface ProgressRow {
+  applied: number;
+  rejected: number;
+  hard_tasks: number;
+  hard_var_sum: number;
+  boundary_tasks: number;
+  boundary_var_sum: number;
+  mastered_tasks: number;
+  mastered_var_sum: number;
+}
+
+async function progress(
+  db: pg.PoolClient,
+  campaignId: string,
+  step: number,
+): Promise<{ rejected: number; tally: StepTally }> {
+  const { rows } = await db.query<ProgressRow>(
+    `select coalesce(sum(groups_applied), 0)::bigint as applied, coalesce(sum(groups_rejected), 0)::bigint as rejected,
+            coalesce(sum(hard_tasks), 0)::bigint as hard_tasks, coalesce(sum(hard_var_sum), 0) as hard_var_sum,
+            coalesce(sum(boundary_tasks), 0)::bigint as boundary_tasks, coalesce(sum(boundary_var_sum), 0) as boundary_var_sum,
+            coalesce(sum(mastered_tasks), 0)::bigint as mastered_tasks, coalesce(sum(mastered_var_sum), 0) as mastered_var_sum
+       from step_progress where campaign_id = $1 and step = $2`,
+    [campaignId, step],
+  );
+  const r = rows[0]!;
+  const tally = emptyTally();
+  tally.groups = r.applied;
+  tally.hard = { tasks: r.hard_tasks, varianceSum: r.hard_var_sum };
+  tally.boundary = { tasks: r.boundary_tasks, varianceSum: r.boundary_var_sum };
+  tally.mastered = { tasks: r.mastered_tasks, varianceSum: r.mastered_var_sum };
+  return { rejected: r.rejected, tally };
+}
+
+/** Closes the given steps if complete (or every open declared step when none are given). Returns the closed ones. */
+export async function closeReadySteps(
+  pool: pg.Pool,
+  candidates?: { campaignId: string; step: number }[],
+  now: () => number = Date.now,
+): Promise<{ campaignId: string; step: number }[]> {
+  const list =
+    candidates ??
+    (
+      await pool.query<{ campaign_id: string; step: number }>(
+        'select campaign_id, step from steps where closed_at is null and declared_groups is not null order by campaign_id, step',
+      )
+    ).rows.map((r) => ({ campaignId: r.campaign_id, step: r.step }));
+  const closed: { campaignId: string; step: number }[] = [];
+  const registry = defaultRegistry();
+  for (const { campaignId, step } of list) {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
+        `rods-steps:${campaignId}`,
+      ]);
+      const s = await client.query<{ declared_groups: number | null; closed_at: Date | null }>(
+        'select declared_groups, closed_at from steps where campaign_id = $1 and step = $2',
+        [campaignId, step],
+      );
+      const row = s.rows[0];
+      if (!row || row.closed_at || row.declared_groups === null) {
+        await client.query('rollback');
+        continue;
+      }
+      const { rejected, tally } = await progress(client, campaignId, step);
+      if (tally.groups + rejected < row.declared_groups) {
+        await client.query('rollback');
+        continue;
+      }
+      const eventId = derivedUuid('StepAggregated', campaignId, step);
+      const payload = {
+        eventId,
+        campaignId,
+        step,
+        groupCount: tally.groups,
+        hard: bandSummary(tally.hard),
+        boundary: bandSummary(tally.boundary),
+        mastered: bandSummary(tally.mastered),
+        occurredAt: now(),
+      };
+      await append(client, stepsStream(campaignId), 'any', [
+        {
+          eventId,
+          type: 'StepAggregated',
+          fingerprint: registry.current('StepAggregated')!.fingerprint,
+          payload,
+          metadata: { producer: 'rods-aggregator' },
+        },
+      ]);
+      const summary = {
+        groupCount: tally.groups,
+        rejected,
+        declared: row.declared_groups,
+        ...Object.fromEntries(BANDS.map((b) => [b, bandSummary(tally[b])])),
+        boundaryVarianceRatio: boundaryVarianceRatio(tally),
+      };
+      await client.query(
+        'update steps set closed_at = now(), summary = $3 where campaign_id = $1 and step = $2',
+        [campaignId, step, JSON.stringify(summary)],
+      );
+      await client.query('commit');
+      closed.push({ campaignId, step });
+    } catch (e) {
+      await client.query('rollback').catch(() => {});
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+  return closed;
+}
+
+export interface WatermarkState {
+  campaignId: string;
+  step: number;
+  reached: boolean;
+  /** Steps <= step that are not closed yet (with what is known of them). */
+  open: { step: number; declared: number | null; accounted: number }[];
+}
+
+/** Whether every reward event of steps <= `step` is reflected in the statistics (step closed, none before it open). */
+export async function watermark(db: pg.Pool, campaignId: string, step: number): Promise<WatermarkState> {
+  const { rows } = await db.query<{
+    step: number;
+    declared_groups: number | null;
+    closed_at: Date | null;
+    accounted: number;
+  }>(
+    `select s.step, s.declared_groups, s.closed_at,
+            coalesce((select sum(groups_applied + groups_rejected) from step_progress p
+                       where p.campaign_id = s.campaign_id and p.step = s.step), 0)::bigint as accounted
+       from steps s where s.campaign_id = $1 and s.step <= $2 order by s.step`,
+    [campaignId, step],
+  );
+  const target = rows.find((r) => r.step === step);
+  const open = rows
+    .filter((r) => !r.closed_at)
+    .map((r) => ({ step: r.step, declared: r.declared_groups, accounted: r.accounted }));
+  return { campaignId, step, reached: Boolean(target?.closed_at) && open.length === 0, open };
+}
+
+export class WatermarkTimeout extends Error {
+  override name = 'WatermarkTimeout';
+}
+
+/** Waits until the watermark reaches `step` (the library call the campaign workflow uses). */
+export async function waitForWatermark(
+  db: pg.Pool,
+  campaignId: string,
+  step: number,
+  opts: { timeoutMs?: number; pollMs?: number; signal?: AbortSignal } = {},
+): Promise<WatermarkState> {
+  const deadline = Date.now() + (opts.timeoutMs ?? Number.POSITIVE_INFINITY);
+  for (;;) {
+    const w = await watermark(db, campaignId, step);
+    if (w.reached) return w;
+    if (Date.now() >= deadline) {
+      const detail = w.open.length
+        ? w.open.map((o) => `step ${o.step}: ${o.accounted}/${o.declared ?? '?'} groups`).join(', ')
+        : `step ${step} not seen yet`;
+      throw new WatermarkTimeout(`campaign ${campaignId}: step ${step} not aggregated in time (${detail})`);
+    }
+    await sleep(opts.pollMs ?? 200, undefined, { signal: opts.signal });
+  }
+}

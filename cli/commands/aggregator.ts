@@ -1,0 +1,157 @@
+import type { Command } from 'commander';
+import { AggregatorService } from '../../aggregator/service.js';
+import { queryStats } from '../../aggregator/stats-query.js';
+import { WatermarkTimeout, waitForWatermark, watermark } from '../../aggregator/steps.js';
+import { BANDS, type Band } from '../../domain/band.js';
+import { loadCampaign } from '../../store/campaigns.js';
+import { createPool } from '../../store/db.js';
+import { migrate } from '../../store/migrate.js';
+import { UsageError } from '../errors.js';
+import { printJson } from '../output.js';
+
+const int = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new UsageError(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+  return n;
+};
+
+async function requireCampaign(pool: ReturnType<typeof createPool>, campaignId: string): Promise<void> {
+  if (!(await loadCampaign(pool, campaignId)))
+    throw new UsageError(`unknown campaign ${JSON.stringify(campaignId)}`);
+}
+
+export function register(program: Command): void {
+  program
+    .command('aggregator')
+    .description(
+      'run the stream aggregator: exactly-once per-task reward statistics and band detection from rods.rewards.v1 (until SIGTERM)',
+    )
+    .option(
+      '--group <id>',
+      'Kafka consumer group (instances in one group share the partitions)',
+      'rods-aggregator',
+    )
+    .option('--topic <topic>', 'reward topic', 'rods.rewards.v1')
+    .option(
+      '--metrics-port <port>',
+      'serve Prometheus metrics on 127.0.0.1:PORT/metrics',
+      int('--metrics-port'),
+    )
+    .option(
+      '--dedupe-window-hours <h>',
+      'how long event ids are remembered for duplicate detection',
+      int('--dedupe-window-hours'),
+      168,
+    )
+    .action(
+      async (opts: { group: string; topic: string; metricsPort?: number; dedupeWindowHours: number }) => {
+        await migrate();
+        const pool = createPool({ application: 'rods-aggregator', max: 6 });
+        const svc = new AggregatorService(pool, {
+          groupId: opts.group,
+          topic: opts.topic,
+          metricsPort: opts.metricsPort,
+          dedupeWindowHours: opts.dedupeWindowHours,
+        });
+        await svc.start();
+        await new Promise<void>((resolve) => {
+          process.once('SIGTERM', resolve);
+          process.once('SIGINT', resolve);
+        });
+        await svc.stop();
+        await pool.end();
+      },
+    );
+
+  program
+    .command('watermark')
+    .description('report (or wait until) every reward event of steps <= S is reflected in the statistics')
+    .requiredOption('--campaign <id>', 'campaign id')
+    .requiredOption('--step <n>', 'training step', int('--step'))
+    .option('--wait', 'block until the watermark reaches the step')
+    .option('--timeout <sec>', 'give up waiting after this many seconds (exit 3)', int('--timeout'))
+    .option('--json', 'JSON output')
+    .action(
+      async (opts: { campaign: string; step: number; wait?: boolean; timeout?: number; json?: boolean }) => {
+        const pool = createPool({ application: 'rods-cli', max: 2 });
+        try {
+          await requireCampaign(pool, opts.campaign);
+          const w = opts.wait
+            ? await waitForWatermark(pool, opts.campaign, opts.step, {
+                timeoutMs: opts.timeout !== undefined ? opts.timeout * 1000 : undefined,
+              })
+            : await watermark(pool, opts.campaign, opts.step);
+          if (opts.json) printJson(w);
+          else
+            console.log(
+              w.reached
+                ? `step ${opts.step} aggregated`
+                : `step ${opts.step} not aggregated yet (${w.open.length} open step(s))`,
+            );
+          if (!w.reached) process.exitCode = 3;
+        } catch (e) {
+          if (e instanceof WatermarkTimeout) {
+            console.error(`rods: ${e.message}`);
+            process.exitCode = 3;
+            return;
+          }
+          throw e;
+        } finally {
+          await pool.end();
+        }
+      },
+    );
+
+  program
+    .command('stats')
+    .description('per-task reward statistics of a campaign')
+    .requiredOption('--campaign <id>', 'campaign id')
+    .option('--task <id>', 'one task')
+    .option('--band <band>', `only tasks in this band (${BANDS.join('|')})`)
+    .option(
+      '--json',
+      'JSON array of {campaignId, taskId, groups, rollouts, mean, variance, latestMean, latestVariance, ewma, phi, band, lastStep}',
+    )
+    .action(async (opts: { campaign: string; task?: string; band?: string; json?: boolean }) => {
+      if (opts.band && !BANDS.includes(opts.band as Band)) {
+        throw new UsageError(`--band must be one of ${BANDS.join(', ')}, got ${JSON.stringify(opts.band)}`);
+      }
+      const pool = createPool({ application: 'rods-cli', max: 2 });
+      try {
+        await requireCampaign(pool, opts.campaign);
+        const rows = await queryStats(pool, {
+          campaignId: opts.campaign,
+          taskId: opts.task,
+          band: opts.band as Band | undefined,
+        });
+        if (opts.task && rows.length === 0)
+          throw new UsageError(`unknown task ${JSON.stringify(opts.task)} in campaign ${opts.campaign}`);
+        if (opts.json) printJson(rows);
+        else {
+          console.log(
+            'task'.padEnd(32),
+            'band'.padEnd(9),
+            'groups',
+            'mean'.padStart(8),
+            'latest'.padStart(8),
+            'phi'.padStart(6),
+            'step',
+          );
+          for (const r of rows) {
+            console.log(
+              r.taskId.padEnd(32),
+              r.band.padEnd(9),
+              String(r.groups).padStart(6),
+              r.mean.toFixed(4).padStart(8),
+              r.latestMean.toFixed(4).padStart(8),
+              r.phi.toFixed(3).padStart(6),
+              r.lastStep,
+            );
+          }
+        }
+      } finally {
+        await pool.end();
+      }
+    });
+}

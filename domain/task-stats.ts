@@ -1,0 +1,96 @@
+// Per-task reward statistics, one reward group at a time: all-rollout moments, the latest
+// group, an EWMA of group means, a bounded window of recent group means, the detector signal,
+// φ and the band. Pure: the aggregator, replay and what-if call the same function.
+import { type Band, bandOf, type DetectorConfig, phi } from './band.js';
+import { EMPTY_MOMENTS, type Moments, mergeMoments, momentsOf, populationVariance } from './moments.js';
+
+export interface TaskState {
+  groups: number;
+  /** Moments of every rollout reward seen (Welford within a group, Chan across groups). */
+  moments: Moments;
+  latestMean: number;
+  latestVariance: number;
+  ewma: number;
+  /** Most recent group means, oldest first; as long as the detector's window needs. */
+  recentMeans: number[];
+  lastStep: number;
+  /** The statistic the detector read (latest mean, EWMA or window mean). */
+  signal: number;
+  phi: number;
+  band: Band;
+}
+
+export interface GroupApplied {
+  state: TaskState;
+  /** Set when the band differs from the previous state's (from is null for a first observation). */
+  bandChange: { from: Band | null; to: Band } | null;
+  /** The group's own moments (mean and population variance of its rewards). */
+  group: { mean: number; variance: number; n: number };
+}
+
+function ewmaAlpha(cfg: DetectorConfig): number {
+  return cfg.window.kind === 'ewma' ? cfg.window.alpha : cfg.ewmaAlpha;
+}
+
+function keep(cfg: DetectorConfig): number {
+  return cfg.window.kind === 'last' ? cfg.window.k : 1;
+}
+
+function signalOf(cfg: DetectorConfig, latest: number, ewma: number, recent: number[]): number {
+  switch (cfg.window.kind) {
+    case 'latest':
+      return latest;
+    case 'ewma':
+      return ewma;
+    case 'last':
+      return recent.reduce((a, b) => a + b, 0) / recent.length;
+  }
+}
+
+/** Folds one validated reward group (non-empty, finite, in [0,1]) into a task's state. */
+export function applyGroup(
+  prev: TaskState | undefined,
+  rewards: readonly number[],
+  step: number,
+  cfg: DetectorConfig,
+): GroupApplied {
+  const g = momentsOf(rewards);
+  const groupVariance = populationVariance(g);
+  const alpha = ewmaAlpha(cfg);
+  const ewma = prev ? alpha * g.mean + (1 - alpha) * prev.ewma : g.mean;
+  const recentMeans = [...(prev?.recentMeans ?? []), g.mean].slice(-keep(cfg));
+  const signal = signalOf(cfg, g.mean, ewma, recentMeans);
+  const band = bandOf(signal, cfg);
+  const state: TaskState = {
+    groups: (prev?.groups ?? 0) + 1,
+    moments: mergeMoments(prev?.moments ?? EMPTY_MOMENTS, g),
+    latestMean: g.mean,
+    latestVariance: groupVariance,
+    ewma,
+    recentMeans,
+    lastStep: Math.max(prev?.lastStep ?? step, step),
+    signal,
+    phi: phi(signal),
+    band,
+  };
+  const bandChange = !prev || prev.band !== band ? { from: prev?.band ?? null, to: band } : null;
+  return { state, bandChange, group: { mean: g.mean, variance: groupVariance, n: g.n } };
+}
+
+/** The TaskStats record of the event schemas (TaskStatsUpdated, TaskBandChanged, ...). */
+export function statsRecord(s: TaskState) {
+  return {
+    groupCount: s.groups,
+    count: s.moments.n,
+    mean: s.moments.mean,
+    m2: s.moments.m2,
+    variance: populationVariance(s.moments),
+    latestGroupMean: s.latestMean,
+    latestGroupVariance: s.latestVariance,
+    ewma: s.ewma,
+    signal: s.signal,
+    phi: s.phi,
+    band: s.band,
+    lastStep: s.lastStep,
+  };
+}

@@ -1,0 +1,238 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decode, defaultRegistry } from '../codec/registry.js';
+import { SAMPLE_EVENTS } from '../codec/samples.js';
+import { consumer, ensureTopics, kafka, withAdmin } from '../kafka/client.js';
+import { DLQ_TOPIC } from '../kafka/dlq.js';
+import { createPool } from '../store/db.js';
+import { append, type Cursor, headCursor, type NewEvent } from '../store/event-store.js';
+import { headerNames, Relay, relayCheckpoint } from './relay.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const pool = createPool({ application: 'rods-relay-test', max: 4 });
+const registry = defaultRegistry();
+const fingerprint = registry.current('TaskSeeded')!.fingerprint;
+
+function taskSeeded(streamId: string, n: number): NewEvent {
+  const eventId = randomUUID();
+  return {
+    eventId,
+    type: 'TaskSeeded',
+    fingerprint,
+    payload: {
+      ...SAMPLE_EVENTS.TaskSeeded,
+      eventId,
+      campaignId: streamId,
+      taskId: `task-${n}`,
+      poolVersion: n,
+    },
+    metadata: { producer: 'relay-test' },
+  };
+}
+
+function startRelay(name: string, topic: string, startAfter: Cursor, extra: string[] = []): ChildProcess {
+  return spawn(
+    process.execPath,
+    [
+      path.join(ROOT, 'bin/rods.mjs'),
+      'relay',
+      '--name',
+      name,
+      '--topic',
+      topic,
+      '--batch-size',
+      '40',
+      '--poll-ms',
+      '50',
+      '--start-after',
+      `${startAfter.transactionId}:${startAfter.position}`,
+      ...extra,
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: process.env },
+  );
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.once('exit', (code) => resolve(code));
+  });
+}
+
+const topics: string[] = [];
+
+beforeAll(async () => {
+  await withAdmin((a) => ensureTopics(a));
+});
+
+afterAll(async () => {
+  if (topics.length) await withAdmin((a) => a.deleteTopics({ topics }));
+  await pool.end();
+});
+
+describe('outbox relay', () => {
+  it('after 5 kill -9 at random moments while events are appended, every stored event is on Kafka once, in stream order', async () => {
+    const name = `test-${randomUUID().slice(0, 8)}`;
+    const topic = `relay.test.${name}`;
+    topics.push(topic);
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        { name: topic, key: 'campaign', partitions: 3, replicationFactor: 1, config: {}, doc: 'relay test' },
+      ]),
+    );
+    const prefix = `relay-${name}`;
+    const streams = Array.from({ length: 20 }, (_, i) => `${prefix}-s${i}`);
+    const start = await headCursor(pool);
+
+    // Appends keep going while the relay is being killed.
+    const appended = new Map<string, string[]>(); // stream -> event ids in version order
+    let appending = true;
+    const appender = (async () => {
+      // Spread over the whole kill phase (bounded: at most 6,000 events).
+      for (let n = 0; appending && n < 6000; n += 2) {
+        const s = streams[(n / 2) % streams.length]!;
+        const batch = [taskSeeded(s, n), taskSeeded(s, n + 1)];
+        await append(pool, s, 'any', batch);
+        appended.set(s, [...(appended.get(s) ?? []), ...batch.map((e) => e.eventId)]);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+
+    let kills = 0;
+    for (let i = 0; i < 5; i++) {
+      const child = startRelay(name, topic, start);
+      // Random moment: after start-up (1.5-4 s), while transactions are flowing.
+      await new Promise((r) => setTimeout(r, 1500 + Math.random() * 2500));
+      child.kill('SIGKILL');
+      await exited(child);
+      kills++;
+    }
+    appending = false;
+    await appender;
+    expect(kills).toBe(5);
+
+    // A last run drains what is left and exits.
+    const final = startRelay(name, topic, start, ['--until-caught-up']);
+    let stderr = '';
+    final.stderr!.on('data', (d) => {
+      stderr += d;
+    });
+    expect(await exited(final), stderr).toBe(0);
+
+    const total = [...appended.values()].reduce((a, l) => a + l.length, 0);
+    const checkpoint = await withAdmin((a) => relayCheckpoint(a, name));
+    expect(checkpoint.position).toBeGreaterThan(start.position);
+
+    // Read everything committed on the topic.
+    const seen: { stream: string; eventId: string; version: number; position: number }[] = [];
+    const c = consumer(kafka({ clientId: 'relay-test' }), {
+      groupId: `relay-test-${randomUUID()}`,
+      readUncommitted: false,
+    });
+    await c.connect();
+    await c.subscribe({ topic, fromBeginning: true });
+    const mine = () => seen.filter((s) => s.stream.startsWith(prefix)).length;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`only ${mine()}/${total} relayed events read back`)),
+        90_000,
+      );
+      c.run({
+        eachBatch: async ({ batch, heartbeat }) => {
+          for (const m of batch.messages) {
+            const h = (k: string) => m.headers?.[k]?.toString() ?? '';
+            const decoded = registry.decode(m.value!);
+            expect(decoded.name).toBe('TaskSeeded');
+            seen.push({
+              stream: h(headerNames.stream),
+              eventId: h(headerNames.eventId),
+              version: Number(h(headerNames.version)),
+              position: Number(h(headerNames.position)),
+            });
+          }
+          await heartbeat();
+          if (mine() >= total) {
+            clearTimeout(timer);
+            // Give a duplicate, if any, a moment to show up before stopping.
+            setTimeout(resolve, 1500);
+          }
+        },
+      }).catch(reject);
+    });
+    await c.disconnect();
+
+    const relayed = seen.filter((s) => s.stream.startsWith(prefix));
+    // Exactly once: no duplicate event id, nothing missing.
+    expect(new Set(relayed.map((r) => r.eventId)).size).toBe(relayed.length);
+    expect(relayed.length).toBe(total);
+    // Stream order per key: each stream's versions arrive as 1, 2, 3, ...
+    for (const s of streams) {
+      const versions = relayed.filter((r) => r.stream === s).map((r) => r.version);
+      expect(versions).toEqual(Array.from({ length: appended.get(s)!.length }, (_, i) => i + 1));
+      expect(relayed.filter((r) => r.stream === s).map((r) => r.eventId)).toEqual(appended.get(s));
+    }
+  });
+
+  it('sends a stored event it cannot encode to the DLQ with the reason, in the same transaction, and moves on', async () => {
+    const name = `test-dlq-${randomUUID().slice(0, 8)}`;
+    const topic = `relay.test.${name}`;
+    topics.push(topic);
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        { name: topic, key: 'campaign', partitions: 1, replicationFactor: 1, config: {}, doc: 'relay test' },
+      ]),
+    );
+    const stream = `relay-${name}`;
+    const start = await headCursor(pool);
+    const bad: NewEvent = { ...taskSeeded(stream, 1), fingerprint: '00000000deadbeef' };
+    const worse: NewEvent = {
+      ...taskSeeded(stream, 2),
+      payload: { campaignId: stream, poolVersion: 'not a number' },
+    };
+    const good = taskSeeded(stream, 3);
+    const r = await append(pool, stream, 'no-stream', [bad, worse, good]);
+
+    const relay = new Relay(pool, { name, startAfter: start, route: (e) => ({ topic, key: e.streamId }) });
+    await relay.start();
+    try {
+      // Other test files append concurrently; run until our events are behind the cursor.
+      while (relay.stats.cursor.position < r.positions[2]!) await relay.step();
+    } finally {
+      await relay.stop();
+    }
+    expect(relay.stats.deadLettered).toBeGreaterThanOrEqual(2);
+
+    const letters: { reasonCode: string; reason: string; offset: number }[] = [];
+    const c = consumer(kafka({ clientId: 'relay-test' }), { groupId: `relay-dlq-${randomUUID()}` });
+    await c.connect();
+    await c.subscribe({ topic: DLQ_TOPIC, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('dead letters not found')), 60_000);
+      c.run({
+        eachMessage: async ({ message }) => {
+          const d = decode(message.value!);
+          if (d.name !== 'DeadLettered' || !d.payload.reason.includes(stream)) return;
+          letters.push({
+            reasonCode: d.payload.reasonCode,
+            reason: d.payload.reason,
+            offset: d.payload.offset,
+          });
+          if (letters.length >= 2) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      }).catch(reject);
+    });
+    await c.disconnect();
+    const byOffset = new Map(letters.map((l) => [l.offset, l]));
+    expect(byOffset.get(r.positions[0]!)?.reasonCode).toBe('relay-unknown-event');
+    expect(byOffset.get(r.positions[0]!)?.reason).toContain('00000000deadbeef');
+    expect(byOffset.get(r.positions[1]!)?.reasonCode).toBe('relay-invalid-payload');
+    expect(byOffset.get(r.positions[1]!)?.reason).toContain('poolVersion');
+    expect(byOffset.has(r.positions[2]!)).toBe(false);
+  });
+});

@@ -1,0 +1,229 @@
+// The outbox relay: publishes every event of the PostgreSQL event store to Kafka exactly once,
+// in log order (so in stream order per key), and nothing that is not stored.
+//
+// How exactly-once holds across crashes. The relay reads committed events in the store's read
+// order (see store/event-store.ts) and publishes each page in ONE Kafka transaction together with
+// its own cursor, committed as the group offset of a consumer group named after the relay on the
+// never-written topic rods.relay-checkpoints.v1 (offset = position + 1, metadata = the cursor).
+// Records and cursor therefore become visible together or not at all. On start the transactional
+// producer's InitProducerId fences any older instance with the same transactional id and lets the
+// coordinator finish or abort its open transaction; only then is the cursor read back, so it is
+// exactly the cursor of the last committed page. A PostgreSQL advisory lock keeps a standby relay
+// waiting instead of fencing the active one back and forth.
+//
+// An event that cannot be encoded (no published schema with its fingerprint, or a payload that
+// does not match it) is not dropped: it goes to rods.dlq.v1 with the reason, in the same
+// transaction, and the relay moves on.
+import type pg from 'pg';
+import { EncodeError } from '../codec/errors.js';
+import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
+import { type Admin, kafka, producer as makeProducer, type Producer } from '../kafka/client.js';
+import { deadLetter } from '../kafka/dlq.js';
+import { DECISIONS_TOPIC, RELAY_CHECKPOINT_TOPIC, TASK_STATS_TOPIC } from '../kafka/topology.js';
+import { type Cursor, cursorOf, type RecordedEvent, readPage, START } from '../store/event-store.js';
+
+export interface Route {
+  topic: string;
+  key: string;
+}
+
+/** Where a stored event goes on Kafka: task statistics by task, everything else by campaign. */
+export function defaultRoute(e: RecordedEvent): Route {
+  const p = (e.payload ?? {}) as Record<string, unknown>;
+  if (e.type === 'TaskStatsUpdated' && typeof p.taskId === 'string') {
+    return { topic: TASK_STATS_TOPIC, key: `${String(p.campaignId ?? '')}/${p.taskId}` };
+  }
+  return { topic: DECISIONS_TOPIC, key: typeof p.campaignId === 'string' ? p.campaignId : e.streamId };
+}
+
+export interface RelayOptions {
+  /** Names the relay's transactional id, checkpoint group and lock; default "main". */
+  name?: string;
+  /** Events per transaction; default 500. */
+  batchSize?: number;
+  /** Wait between polls when caught up; default 200 ms. */
+  pollMs?: number;
+  route?: (e: RecordedEvent) => Route;
+  registry?: SchemaRegistry;
+  /** Where to start when the relay has no checkpoint yet; default the start of the log. */
+  startAfter?: Cursor;
+  /** Called after each committed page (for progress and tests). */
+  onCommit?: (info: { cursor: Cursor; events: number; deadLettered: number }) => void;
+}
+
+export interface RelayStats {
+  published: number;
+  deadLettered: number;
+  transactions: number;
+  cursor: Cursor;
+}
+
+const HEADER = {
+  position: 'rods-position',
+  stream: 'rods-stream',
+  version: 'rods-stream-version',
+  eventId: 'rods-event-id',
+  type: 'rods-event-type',
+} as const;
+
+export const headerNames = HEADER;
+
+function groupOf(name: string): string {
+  return `rods-relay-${name}`;
+}
+
+/** The cursor the relay named `name` has committed to Kafka (START if it never ran). */
+export async function relayCheckpoint(admin: Admin, name = 'main'): Promise<Cursor> {
+  const offsets = await admin.fetchOffsets({ groupId: groupOf(name), topics: [RELAY_CHECKPOINT_TOPIC] });
+  const p = offsets[0]?.partitions.find((x) => x.partition === 0);
+  if (!p || Number(p.offset) < 0 || !p.metadata) return { ...START };
+  const c = JSON.parse(p.metadata) as Cursor;
+  if (typeof c.transactionId !== 'string' || typeof c.position !== 'number') {
+    throw new Error(`relay ${name}: unreadable checkpoint metadata ${p.metadata}`);
+  }
+  return c;
+}
+
+export class Relay {
+  private readonly name: string;
+  private readonly batchSize: number;
+  private readonly pollMs: number;
+  private readonly route: (e: RecordedEvent) => Route;
+  private readonly registry: SchemaRegistry;
+  private producer?: Producer;
+  private lockClient?: pg.PoolClient;
+  private stopping = false;
+  readonly stats: RelayStats = { published: 0, deadLettered: 0, transactions: 0, cursor: { ...START } };
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly opts: RelayOptions = {},
+  ) {
+    this.name = opts.name ?? 'main';
+    this.batchSize = opts.batchSize ?? 500;
+    this.pollMs = opts.pollMs ?? 200;
+    this.route = opts.route ?? defaultRoute;
+    this.registry = opts.registry ?? defaultRegistry();
+  }
+
+  /** Takes the leadership lock, fences older instances and reads the committed cursor. */
+  async start(): Promise<Cursor> {
+    this.lockClient = await this.pool.connect();
+    await this.lockClient.query('select pg_advisory_lock(hashtextextended($1, 0))', [
+      `rods-relay:${this.name}`,
+    ]);
+    const k = kafka({ clientId: `rods-relay-${this.name}` });
+    this.producer = makeProducer(k, {
+      transactionalId: `rods-relay-${this.name}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: 60_000,
+    });
+    await this.producer.connect();
+    const admin = k.admin();
+    await admin.connect();
+    try {
+      const committed = await relayCheckpoint(admin, this.name);
+      this.stats.cursor =
+        committed.position === 0 && this.opts.startAfter ? { ...this.opts.startAfter } : committed;
+    } finally {
+      await admin.disconnect();
+    }
+    return this.stats.cursor;
+  }
+
+  /** Publishes one page after the cursor in one transaction; returns how many events it carried. */
+  async step(): Promise<number> {
+    if (!this.producer) throw new Error('relay not started');
+    const page = await readPage(this.pool, this.stats.cursor, this.batchSize);
+    if (page.length === 0) return 0;
+    const tx = await this.producer.transaction();
+    let dead = 0;
+    try {
+      const byTopic = new Map<string, { key: string; value: Buffer; headers: Record<string, string> }[]>();
+      for (const e of page) {
+        let value: Buffer;
+        try {
+          value = this.registry.encodeWith(e.fingerprint, e.payload);
+        } catch (err) {
+          if (!(err instanceof EncodeError)) throw err;
+          dead++;
+          await deadLetter(tx, {
+            reason: `event store position ${e.position} (${e.type}, stream ${e.streamId} v${e.version}): ${err.message}`,
+            code: `relay-${err.code}`,
+            topic: 'event-store',
+            partition: 0,
+            offset: String(e.position),
+            key: Buffer.from(e.streamId),
+            value: Buffer.from(JSON.stringify({ eventId: e.eventId, type: e.type, payload: e.payload })),
+          });
+          continue;
+        }
+        const r = this.route(e);
+        const list = byTopic.get(r.topic) ?? [];
+        list.push({
+          key: r.key,
+          value,
+          headers: {
+            [HEADER.position]: String(e.position),
+            [HEADER.stream]: e.streamId,
+            [HEADER.version]: String(e.version),
+            [HEADER.eventId]: e.eventId,
+            [HEADER.type]: e.type,
+          },
+        });
+        byTopic.set(r.topic, list);
+      }
+      if (byTopic.size > 0) {
+        await tx.sendBatch({
+          acks: -1,
+          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+        });
+      }
+      const last = cursorOf(page[page.length - 1]!);
+      await tx.sendOffsets({
+        consumerGroupId: groupOf(this.name),
+        topics: [
+          {
+            topic: RELAY_CHECKPOINT_TOPIC,
+            partitions: [
+              { partition: 0, offset: String(last.position + 1), metadata: JSON.stringify(last) } as never,
+            ],
+          },
+        ],
+      });
+      await tx.commit();
+      this.stats.cursor = last;
+    } catch (err) {
+      await tx.abort().catch(() => {});
+      throw err;
+    }
+    this.stats.published += page.length - dead;
+    this.stats.deadLettered += dead;
+    this.stats.transactions++;
+    this.opts.onCommit?.({ cursor: this.stats.cursor, events: page.length, deadLettered: dead });
+    return page.length;
+  }
+
+  /** Relays until stopped (or, with untilCaughtUp, until a page comes back empty). */
+  async run(opts: { untilCaughtUp?: boolean; signal?: AbortSignal } = {}): Promise<RelayStats> {
+    while (!this.stopping && !opts.signal?.aborted) {
+      const n = await this.step();
+      if (n === 0) {
+        if (opts.untilCaughtUp) break;
+        await new Promise((r) => setTimeout(r, this.pollMs));
+      }
+    }
+    return this.stats;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.producer?.disconnect().catch(() => {});
+    if (this.lockClient) {
+      await this.lockClient.query('select pg_advisory_unlock_all()').catch(() => {});
+      this.lockClient.release();
+      this.lockClient = undefined;
+    }
+  }
+}
