@@ -25,6 +25,8 @@ export interface AggregatorOptions {
   /** Retention of the dedupe set (aggregator_seen), in hours. */
   dedupeWindowHours?: number;
   logLevel?: string;
+  /** Consumer group session timeout: how long a dead member keeps its partitions. */
+  sessionTimeoutMs?: number;
 }
 
 export class AggregatorService {
@@ -90,8 +92,9 @@ export class AggregatorService {
       groupId: this.groupId,
       maxBytesPerPartition: 8 * 1024 * 1024,
       maxWaitTimeInMs: 200,
-      sessionTimeout: 30_000,
-      heartbeatInterval: 3000,
+      sessionTimeout: this.opts.sessionTimeoutMs ?? 30_000,
+      rebalanceTimeout: Math.max(10_000, (this.opts.sessionTimeoutMs ?? 30_000) * 2),
+      heartbeatInterval: Math.min(3000, Math.floor((this.opts.sessionTimeoutMs ?? 30_000) / 3)),
     });
     await this.consumer.connect();
     // Resume every assigned partition at the offset stored with the state (Kafka's committed

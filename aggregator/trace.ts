@@ -161,6 +161,8 @@ export async function produceTrace(
   topic: string,
   records: { key: string; value: Buffer }[],
   onProgress?: (sent: number) => void,
+  /** Pause between chunks of 2,000, to stretch the stream over time (crash tests). */
+  paceMs = 0,
 ): Promise<void> {
   const p = producer(kafka({ clientId: 'rods-trace' }), { idempotent: true, maxInFlightRequests: 1 });
   await p.connect();
@@ -168,6 +170,7 @@ export async function produceTrace(
     for (let i = 0; i < records.length; i += 2000) {
       await p.send({ topic, acks: -1, messages: records.slice(i, i + 2000) });
       onProgress?.(Math.min(records.length, i + 2000));
+      if (paceMs > 0) await new Promise((r) => setTimeout(r, paceMs));
     }
   } finally {
     await p.disconnect();

@@ -11,3 +11,8 @@ registerBench(
   'append N events through the store and read them back by global position vs. raw COPY',
   async () => (await import('./event-store.js')).default,
 );
+registerBench(
+  'aggregator',
+  'exactly-once aggregator over N reward groups vs. a plain consumer that only decodes the same topic',
+  async () => (await import('./aggregator.js')).default,
+);

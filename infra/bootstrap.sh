@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the local stack needs and is missing: Debian packages (PostgreSQL 15 server,
-# Java 17, Maven) and checks Go and Node. Kafka jars (Maven) and the temporal CLI (Go) are
+# Java 17, Maven, python3-venv) and checks Go and Node. Kafka jars (Maven) and the temporal CLI (Go) are
 # fetched by `npm run stack:up` into .stack/ and cached there.
 # Usage: infra/bootstrap.sh            (as root, installs; otherwise says what to install)
 set -euo pipefail
@@ -23,6 +23,14 @@ have psql || need_apt+=(postgresql-client-15)
 have java || need_apt+=(openjdk-17-jre-headless)
 have mvn || need_apt+=(maven)
 have ss || need_apt+=(iproute2)
+# The environment executor runs from a venv in .stack/venv (infra/stack/executor.ts). Debian
+# ships the venv module's ensurepip (without which `python3 -m venv` fails) in python3-venv.
+venv_works() { python3 -c 'import ensurepip, venv' >/dev/null 2>&1; }
+if ! have python3; then
+  need_apt+=(python3 python3-venv)
+elif ! venv_works; then
+  need_apt+=(python3-venv)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && have apt-get; then
@@ -65,4 +73,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do echo "  - $m" >&2; done
   exit 1
 fi
-echo "[bootstrap] toolchain ok: node $(node --version), go $(go env GOVERSION), $(java -version 2>&1 | head -1), $(mvn -B -v 2>/dev/null | head -1 | sed "s/\x1b\[[0-9;]*m//g" | cut -c1-40), postgres in $(pg_bindir)"
+echo "[bootstrap] toolchain ok: node $(node --version), go $(go env GOVERSION), $(java -version 2>&1 | head -1), $(mvn -B -v 2>/dev/null | head -1 | sed "s/\x1b\[[0-9;]*m//g" | cut -c1-40), $(python3 --version 2>&1), postgres in $(pg_bindir)"

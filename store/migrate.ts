@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
+import pg from 'pg';
 import { loadEndpoints } from '../config/endpoints.js';
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -14,16 +15,25 @@ export interface MigrateResult {
 export async function migrate(
   opts: { databaseUrl?: string; direction?: 'up' | 'down'; count?: number } = {},
 ): Promise<MigrateResult> {
-  const quiet = { debug() {}, info() {}, warn: console.warn, error: console.error };
-  const ran = await runner({
-    databaseUrl: opts.databaseUrl ?? loadEndpoints().databaseUrl,
-    dir: MIGRATIONS_DIR,
-    direction: opts.direction ?? 'up',
-    count: opts.count ?? Number.POSITIVE_INFINITY,
-    migrationsTable: 'rods_migrations',
-    checkOrder: true,
-    singleTransaction: true,
-    logger: quiet,
-  });
-  return { applied: ran.map((m) => m.name) };
+  // node-pg-migrate's own lock fails when another process migrates; wait for ours instead, so
+  // that several processes starting at once (aggregators, tests) all succeed.
+  const client = new pg.Client({ connectionString: opts.databaseUrl ?? loadEndpoints().databaseUrl });
+  await client.connect();
+  try {
+    await client.query("select pg_advisory_lock(hashtextextended('rods-migrate', 0))");
+    const ran = await runner({
+      dbClient: client,
+      noLock: true,
+      dir: MIGRATIONS_DIR,
+      direction: opts.direction ?? 'up',
+      count: opts.count ?? Number.POSITIVE_INFINITY,
+      migrationsTable: 'rods_migrations',
+      checkOrder: true,
+      singleTransaction: true,
+      logger: { debug() {}, info() {}, warn: console.warn, error: console.error },
+    });
+    return { applied: ran.map((m) => m.name) };
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

@@ -44,8 +44,20 @@ export function register(program: Command): void {
       int('--dedupe-window-hours'),
       168,
     )
+    .option(
+      '--session-timeout-ms <ms>',
+      'how long a dead member keeps its partitions before the group rebalances (>= 6000)',
+      int('--session-timeout-ms'),
+      30_000,
+    )
     .action(
-      async (opts: { group: string; topic: string; metricsPort?: number; dedupeWindowHours: number }) => {
+      async (opts: {
+        group: string;
+        topic: string;
+        metricsPort?: number;
+        dedupeWindowHours: number;
+        sessionTimeoutMs: number;
+      }) => {
         await migrate();
         const pool = createPool({ application: 'rods-aggregator', max: 6 });
         const svc = new AggregatorService(pool, {
@@ -53,6 +65,7 @@ export function register(program: Command): void {
           topic: opts.topic,
           metricsPort: opts.metricsPort,
           dedupeWindowHours: opts.dedupeWindowHours,
+          sessionTimeoutMs: opts.sessionTimeoutMs,
         });
         await svc.start();
         await new Promise<void>((resolve) => {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { verifyChains } from '../../store/audit.js';
 import { createPool } from '../../store/db.js';
+import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 
 export function register(program: Command): void {
@@ -12,7 +13,12 @@ export function register(program: Command): void {
     )
     .option('--stream <id>', 'check only this stream')
     .option('--prefix <text>', 'check only the streams whose id starts with this')
-    .option('--page-size <n>', 'rows read per query', (v) => Number.parseInt(v, 10))
+    .option('--page-size <n>', 'rows read per query (default 2000)', (v) => {
+      const n = Number(v);
+      if (!Number.isSafeInteger(n) || n < 1)
+        throw new UsageError(`--page-size: expected a positive integer, got ${v}`);
+      return n;
+    })
     .option('--json', 'JSON output')
     .action(async (opts: { stream?: string; prefix?: string; pageSize?: number; json?: boolean }) => {
       const pool = createPool({ application: 'rods-audit', max: 1 });

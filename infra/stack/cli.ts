@@ -2,6 +2,7 @@
 // and the Temporal dev server on loopback, each considered up only once it answers a real
 // request. Idempotent: `up` on a running stack changes nothing and repairs a half-started one.
 import { Command } from 'commander';
+import { executorService } from './executor.js';
 import { kafkaService } from './kafka.js';
 import { ensureDirs, paths } from './paths.js';
 import { postgresService } from './postgres.js';
@@ -10,7 +11,7 @@ import type { Service } from './service.js';
 import { temporalService } from './temporal.js';
 
 export function services(): Service[] {
-  return [postgresService(), kafkaService(), temporalService()];
+  return [postgresService(), kafkaService(), temporalService(), executorService()];
 }
 
 export interface ServiceStatus {

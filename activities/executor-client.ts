@@ -1,0 +1,231 @@
+// Client of the environment executor (executor/, a Python service on bfcl-eval): BFCL seed
+// tasks and the execution of call strings in fresh environment instances. Generated call
+// strings are sent as data; the executor parses them with its restricted parser and never
+// evaluates them (DESIGN.md §2, invariant 6).
+import { z } from 'zod';
+
+export const DEFAULT_EXECUTOR_URL = 'http://127.0.0.1:7300';
+export const SEED_CATEGORIES = ['base', 'miss_func', 'miss_param', 'long_context'] as const;
+export type SeedCategory = (typeof SEED_CATEGORIES)[number];
+
+/** The executor's base URL: RODS_EXECUTOR_URL (empty counts as unset) or the local default. */
+export function executorUrl(env: NodeJS.ProcessEnv = process.env): string {
+  const raw = env.RODS_EXECUTOR_URL || DEFAULT_EXECUTOR_URL;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ExecutorError(`RODS_EXECUTOR_URL is not a URL: ${raw}`, 'config');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ExecutorError(`RODS_EXECUTOR_URL must be http(s), got ${raw}`, 'config');
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+const Json: z.ZodType<unknown> = z.unknown();
+const Message = z.object({ role: z.string(), content: z.string() }).loose();
+
+export const HealthSchema = z
+  .object({
+    ok: z.literal(true),
+    bfcl_eval_version: z.string(),
+    classes: z.array(z.string()),
+    categories: z.record(z.string(), z.number().int()),
+    python: z.string(),
+    pid: z.number().int(),
+  })
+  .loose();
+export type Health = z.infer<typeof HealthSchema>;
+
+/** A BFCL multi-turn task record (bfcl-eval's question file joined with its ground truth). */
+export const TaskRecordSchema = z
+  .object({
+    id: z.string(),
+    category: z.enum(SEED_CATEGORIES),
+    involved_classes: z.array(z.string()).min(1),
+    initial_config: z.record(z.string(), z.record(z.string(), Json)),
+    /** User turns; a turn may be empty (miss_func: the turn where the withheld function is added). */
+    question: z.array(z.array(Message)),
+    /** Call strings per turn. */
+    ground_truth: z.array(z.array(z.string())),
+    /** miss_func: turn index -> the function names withheld until that turn. */
+    missed_function: z.record(z.string(), z.array(z.string())).optional(),
+    /** Functions not offered to the model at all. */
+    excluded_function: z.array(z.string()).optional(),
+    /** The function path the task was written from ("Class.method"). */
+    path: z.array(z.string()).optional(),
+  })
+  .loose();
+export type TaskRecord = z.infer<typeof TaskRecordSchema>;
+
+const SeedsResponseSchema = z.object({
+  category: z.enum(SEED_CATEGORIES),
+  total: z.number().int(),
+  offset: z.number().int(),
+  seeds: z.array(TaskRecordSchema),
+});
+
+export const FailureKindSchema = z.enum(['parse', 'unknown-function', 'execution']);
+export type FailureKind = z.infer<typeof FailureKindSchema>;
+
+export const CallResultSchema = z.object({
+  call: z.string(),
+  ok: z.boolean(),
+  /** "Class.method" once the call parsed. */
+  function: z.string().optional(),
+  /** What the method returned, as JSON (absent when it raised or did not parse). */
+  result: Json.optional(),
+  /** The string bfcl's own executor records for this call (what its response checker compares). */
+  text: z.string(),
+  kind: FailureKindSchema.optional(),
+  error: z.string().optional(),
+});
+export type CallResult = z.infer<typeof CallResultSchema>;
+
+export const FailureSchema = z.object({
+  turn: z.number().int(),
+  index: z.number().int(),
+  call: z.string(),
+  reason: z.string(),
+  kind: FailureKindSchema,
+});
+export type Failure = z.infer<typeof FailureSchema>;
+
+export const TurnResultSchema = z.object({
+  turn: z.number().int(),
+  results: z.array(CallResultSchema),
+  /** Class name -> the instance's public attributes after the turn (what bfcl's state checker compares). */
+  state: z.record(z.string(), z.record(z.string(), Json)),
+});
+export type TurnResult = z.infer<typeof TurnResultSchema>;
+
+export const ExecuteResponseSchema = z.object({
+  ok: z.boolean(),
+  failure: FailureSchema.nullable(),
+  turns: z.array(TurnResultSchema),
+  /** Present when the run was killed (time limit) or died: where it stopped. */
+  stopped: z
+    .object({ turn: z.number().int(), index: z.number().int(), call: z.string(), reason: z.string() })
+    .optional(),
+});
+export type ExecuteResponse = z.infer<typeof ExecuteResponseSchema>;
+
+export interface ExecuteRequest {
+  involved_classes: string[];
+  initial_config: Record<string, Record<string, unknown>>;
+  ground_truth: string[][];
+  /** Load the long-context extensions of the scenario (as bfcl does for long_context tasks). */
+  long_context?: boolean;
+  /** The executor's time limit for this request (capped by the server). */
+  timeout_ms?: number;
+}
+
+export type ExecutorErrorCode = 'down' | 'timeout' | 'http' | 'invalid-response' | 'config';
+
+export class ExecutorError extends Error {
+  override name = 'ExecutorError';
+  constructor(
+    message: string,
+    readonly code: ExecutorErrorCode,
+    /** The HTTP status when the executor answered with an error. */
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface ExecutorClientOptions {
+  url?: string;
+  /** Per-request timeout of the HTTP exchange (ms); /execute also waits for the server's own time limit. */
+  timeoutMs?: number;
+}
+
+export class ExecutorClient {
+  readonly url: string;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ExecutorClientOptions = {}) {
+    this.url = (opts.url ?? executorUrl()).replace(/\/+$/, '');
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
+
+  async health(opts: { timeoutMs?: number } = {}): Promise<Health> {
+    return this.request('GET', '/health', HealthSchema, undefined, opts.timeoutMs);
+  }
+
+  /** The first `limit` seed tasks of a BFCL multi-turn category (from `offset`). */
+  async seeds(category: SeedCategory, limit = 100, offset = 0): Promise<TaskRecord[]> {
+    const q = new URLSearchParams({ category, limit: String(limit), offset: String(offset) });
+    const r = await this.request('GET', `/seeds?${q}`, SeedsResponseSchema);
+    return r.seeds;
+  }
+
+  /** Runs the call strings turn by turn in fresh environment instances. */
+  async execute(req: ExecuteRequest): Promise<ExecuteResponse> {
+    // Leave the server room to report its own time limit before ours fires.
+    const timeout = Math.max(this.timeoutMs, (req.timeout_ms ?? 0) + 5_000);
+    return this.request('POST', '/execute', ExecuteResponseSchema, JSON.stringify(req), timeout);
+  }
+
+  /** Sends a raw body to /execute (for callers that already hold serialized JSON). */
+  async executeRaw(body: string): Promise<ExecuteResponse> {
+    return this.request('POST', '/execute', ExecuteResponseSchema, body);
+  }
+
+  private async request<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    schema: z.ZodType<T>,
+    body?: string,
+    timeoutMs = this.timeoutMs,
+  ): Promise<T> {
+    const where = `${method} ${this.url}${path.split('?')[0]}`;
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${path}`, {
+        method,
+        ...(body !== undefined ? { body, headers: { 'content-type': 'application/json' } } : {}),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (e) {
+      const err = e as Error & { cause?: { code?: string; message?: string } };
+      if (err.name === 'TimeoutError' || err.name === 'AbortError') {
+        throw new ExecutorError(`${where}: no answer within ${timeoutMs} ms`, 'timeout');
+      }
+      const cause = err.cause?.code ?? err.cause?.message ?? err.message;
+      throw new ExecutorError(
+        `the environment executor at ${this.url} is not reachable (${cause}); start it with \`npm run stack:up\` or set RODS_EXECUTOR_URL`,
+        'down',
+      );
+    }
+    const text = await res.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new ExecutorError(
+        `${where}: HTTP ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+        res.ok ? 'invalid-response' : 'http',
+        res.status,
+      );
+    }
+    if (!res.ok) {
+      const message = (json as { error?: unknown } | null)?.error;
+      throw new ExecutorError(
+        `${where}: HTTP ${res.status}: ${typeof message === 'string' ? message : text.slice(0, 200)}`,
+        'http',
+        res.status,
+      );
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      const issues = parsed.error.issues
+        .slice(0, 3)
+        .map((i) => `${i.path.join('.')}: ${i.message}`)
+        .join('; ');
+      throw new ExecutorError(`${where}: unexpected response shape: ${issues}`, 'invalid-response');
+    }
+    return parsed.data;
+  }
+}

@@ -1,0 +1,81 @@
+// The exactly-once aggregator against a plain kafkajs consumer that only decodes, over the same
+// topic in the same run: {events_per_s, raw_consume_events_per_s, ratio, groups}.
+import { randomUUID } from 'node:crypto';
+import { AggregatorService } from '../aggregator/service.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../aggregator/trace.js';
+import { decode } from '../codec/registry.js';
+import { consumer, kafka, withAdmin } from '../kafka/client.js';
+import { registerCampaign } from '../store/campaigns.js';
+import { createPool } from '../store/db.js';
+import { migrate } from '../store/migrate.js';
+import type { BenchResult } from './run.js';
+
+export default async function aggregatorBench(opts: Record<string, string | boolean>): Promise<BenchResult> {
+  const groups = Number(opts.groups ?? 500_000);
+  const tasks = Number(opts.tasks ?? 2000);
+  const steps = Math.max(1, Math.ceil(groups / tasks));
+  const log = (m: string) => opts.json || console.error(m);
+  await migrate();
+  const pool = createPool({ application: 'rods-bench-aggregator', max: 8 });
+  const campaignId = `bench-${randomUUID().slice(0, 8)}`;
+  await registerCampaign(pool, { campaignId });
+  const topic = await freshRewardTopic('bench.rewards', 6);
+  try {
+    const trace = makeTrace({ campaignId, tasks, steps, seed: 1 });
+    const records = trace.records.map((r) => encodeRecord(r, campaignId));
+    log(`producing ${records.length} records (${trace.groups.length} groups of 16 rewards) ...`);
+    await produceTrace(topic, records);
+    const total = records.length;
+
+    // Baseline: consume and decode every record, nothing else.
+    const c = consumer(kafka({ clientId: 'bench-raw' }), {
+      groupId: `bench-raw-${randomUUID()}`,
+      maxBytesPerPartition: 8 << 20,
+    });
+    await c.connect();
+    await c.subscribe({ topic, fromBeginning: true });
+    let seen = 0;
+    const t0 = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      c.run({
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) decode(m.value!);
+          seen += batch.messages.length;
+          if (seen >= total) resolve();
+        },
+      }).catch(reject);
+    });
+    const rawSeconds = (performance.now() - t0) / 1000;
+    await c.disconnect();
+    log(`raw consume+decode: ${(total / rawSeconds).toFixed(0)} records/s`);
+
+    // The aggregator: until every step is aggregated (every group applied and committed).
+    const svc = new AggregatorService(pool, { groupId: `bench-agg-${campaignId}`, topic, logLevel: 'warn' });
+    const t1 = performance.now();
+    await svc.start();
+    for (;;) {
+      const { rows } = await pool.query<{ n: number }>(
+        'select count(*)::int as n from steps where campaign_id = $1 and closed_at is not null',
+        [campaignId],
+      );
+      if (rows[0]!.n >= steps) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const aggSeconds = (performance.now() - t1) / 1000;
+    await svc.stop();
+    const eventsPerS = total / aggSeconds;
+    const rawPerS = total / rawSeconds;
+    return {
+      groups: trace.groups.length,
+      records: total,
+      events_per_s: Math.round(eventsPerS),
+      raw_consume_events_per_s: Math.round(rawPerS),
+      ratio: Number((eventsPerS / rawPerS).toFixed(3)),
+      aggregator_seconds: Number(aggSeconds.toFixed(2)),
+      raw_seconds: Number(rawSeconds.toFixed(2)),
+    };
+  } finally {
+    await withAdmin((a) => a.deleteTopics({ topics: [topic] }));
+    await pool.end();
+  }
+}

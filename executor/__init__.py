@@ -1,0 +1,1 @@
+"""rods environment executor: BFCL multi-turn tasks executed through a restricted parser."""
