@@ -6,12 +6,13 @@
 // - the partition's next offset lives in aggregator_offsets and is read under a per-partition
 //   advisory lock: a record below it was applied already (a redelivery after a crash or a
 //   rebalance) and is skipped, and two members briefly owning one partition serialise here;
-// - every applied group's event id goes into aggregator_seen in the same transaction, so a
-//   duplicate produced later by a retrying producer (another offset, same id) is skipped too.
+// - every applied group's event id joins its task's dedupe window (the ids of the task's last
+//   N groups, stored in the task's row in the same transaction), so a duplicate produced later
+//   by a retrying producer (another offset, same id, same task) is skipped too.
 // Nothing is applied or emitted unless the whole transaction commits.
 import type pg from 'pg';
 import type { SchemaRegistry } from '../codec/registry.js';
-import { BANDS, type Band } from '../domain/band.js';
+import type { Band } from '../domain/band.js';
 import type { CampaignConfig } from '../domain/campaign-config.js';
 import { checkGroup, type Rejection } from '../domain/reward-group.js';
 import { addToTally, emptyTally, type StepTally } from '../domain/step-tally.js';
@@ -62,6 +63,7 @@ interface StoredRow {
   signal: number;
   phi: number;
   band: Band;
+  recent_event_ids: string[];
 }
 
 function fromRow(r: StoredRow): TaskState {
@@ -113,6 +115,8 @@ export interface ApplyBatchDeps {
   groupId: string;
   /** Publishes the batch's dead letters; must resolve before the transaction commits. */
   deadLetter: (notes: DeadLetterNote[]) => Promise<void>;
+  /** Groups per task whose event ids are remembered for duplicate detection; default 64. */
+  dedupeWindow?: number;
   now?: () => number;
 }
 
@@ -203,7 +207,6 @@ async function applyOnce(
   for (const id of new Set([...groups.map((g) => g.campaignId), ...closings.map((c) => c.campaignId)])) {
     campaigns.set(id, await deps.campaigns.get(id));
   }
-
   const client = await deps.pool.connect();
   try {
     await client.query('begin');
@@ -221,19 +224,10 @@ async function applyOnce(
     const liveGroups = groups.filter((g) => fresh(g.offset));
     const liveClosings = closings.filter((c) => fresh(c.offset));
     const liveDead = dead.filter((d) => fresh(d.offset));
-
-    // Dedupe against everything counted before (any partition, any time within the window).
-    const seen = new Set<string>();
-    if (liveGroups.length > 0) {
-      const r = await client.query<{ event_id: string }>(
-        'select event_id::text from aggregator_seen where event_id = any($1::uuid[])',
-        [liveGroups.map((g) => g.eventId)],
-      );
-      for (const row of r.rows) seen.add(row.event_id);
-    }
-
     // Current state of the tasks the batch touches.
     const states = new Map<string, TaskState>();
+    const recentIds = new Map<string, string[]>();
+    const window = deps.dedupeWindow ?? 64;
     const key = (c: string, t: string) => `${c}\u0000${t}`;
     if (liveGroups.length > 0) {
       const pairs = [...new Map(liveGroups.map((g) => [key(g.campaignId, g.taskId), g])).values()];
@@ -242,9 +236,11 @@ async function applyOnce(
            join unnest($1::text[], $2::text[]) as k(campaign_id, task_id) using (campaign_id, task_id)`,
         [pairs.map((g) => g.campaignId), pairs.map((g) => g.taskId)],
       );
-      for (const row of r.rows) states.set(key(row.campaign_id, row.task_id), fromRow(row));
+      for (const row of r.rows) {
+        states.set(key(row.campaign_id, row.task_id), fromRow(row));
+        recentIds.set(key(row.campaign_id, row.task_id), row.recent_event_ids);
+      }
     }
-
     // Fold the groups in offset order (per task, the order the trainer produced them).
     const touched = new Map<string, { campaignId: string; taskId: string; lastEventId: string }>();
     const events = new Map<string, NewEvent[]>(); // campaign -> events
@@ -274,9 +270,9 @@ async function applyOnce(
     };
     let applied = 0;
     let duplicates = 0;
-    const newSeen: string[] = [];
     for (const g of liveGroups) {
-      if (seen.has(g.eventId)) {
+      const ids = recentIds.get(key(g.campaignId, g.taskId));
+      if (ids?.includes(g.eventId)) {
         duplicates++;
         continue;
       }
@@ -306,8 +302,11 @@ async function applyOnce(
         tallyOf(g.campaignId, g.step).rejected++;
         continue;
       }
-      seen.add(g.eventId);
-      newSeen.push(g.eventId);
+      // The task's window, updated in place (this batch owns the array it loaded).
+      if (ids) {
+        ids.push(g.eventId);
+        if (ids.length > window) ids.splice(0, ids.length - window);
+      } else recentIds.set(k, [g.eventId]);
       const r = applyGroup(prev, g.rewards, g.step, cfg.detector);
       states.set(k, r.state);
       applied++;
@@ -350,29 +349,30 @@ async function applyOnce(
         });
       }
     }
-
     // Events first (the store's rule for transactions that also write other rows).
     let eventCount = 0;
     for (const [campaignId, list] of events) {
       await append(client, statsStream(campaignId, topic, partition), 'any', list);
       eventCount += list.length;
     }
-    if (newSeen.length > 0) {
-      await client.query(
-        'insert into aggregator_seen (event_id) select unnest($1::uuid[]) on conflict do nothing',
-        [newSeen],
-      );
-    }
     if (touched.size > 0)
       await upsertStats(
         client,
-        [...touched].map(([k, t]) => ({ ...t, state: states.get(k)! })),
+        [...touched].map(([k, t]) => ({ ...t, state: states.get(k)!, recentIds: recentIds.get(k)! })),
       );
-    for (const t of tallies.values()) {
+    if (tallies.size > 0) {
+      // One statement for all steps the batch touched, in key order (no lock-order inversions).
+      const ts = [...tallies.values()].sort(
+        (a, b) => a.campaignId.localeCompare(b.campaignId) || a.step - b.step,
+      );
+      const band = (b: Band, f: 'tasks' | 'varianceSum') => ts.map((t) => t.tally[b][f]);
       await client.query(
         `insert into step_progress (campaign_id, step, topic, partition, groups_applied, groups_rejected,
             hard_tasks, hard_var_sum, boundary_tasks, boundary_var_sum, mastered_tasks, mastered_var_sum)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         select c, st, $3, $4, ga, gr, ht, hv, bt, bv, mt, mv
+           from unnest($1::text[], $2::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::float8[],
+                       $9::bigint[], $10::float8[], $11::bigint[], $12::float8[])
+             as u(c, st, ga, gr, ht, hv, bt, bv, mt, mv)
          on conflict (campaign_id, step, topic, partition) do update set
            groups_applied = step_progress.groups_applied + excluded.groups_applied,
            groups_rejected = step_progress.groups_rejected + excluded.groups_rejected,
@@ -383,19 +383,25 @@ async function applyOnce(
            mastered_tasks = step_progress.mastered_tasks + excluded.mastered_tasks,
            mastered_var_sum = step_progress.mastered_var_sum + excluded.mastered_var_sum`,
         [
-          t.campaignId,
-          t.step,
+          ts.map((t) => t.campaignId),
+          ts.map((t) => t.step),
           topic,
           partition,
-          t.tally.groups,
-          t.rejected,
-          ...BANDS.flatMap((b) => [t.tally[b].tasks, t.tally[b].varianceSum]),
+          ts.map((t) => t.tally.groups),
+          ts.map((t) => t.rejected),
+          band('hard', 'tasks'),
+          band('hard', 'varianceSum'),
+          band('boundary', 'tasks'),
+          band('boundary', 'varianceSum'),
+          band('mastered', 'tasks'),
+          band('mastered', 'varianceSum'),
         ],
       );
-      await client.query('insert into steps (campaign_id, step) values ($1, $2) on conflict do nothing', [
-        t.campaignId,
-        t.step,
-      ]);
+      await client.query(
+        `insert into steps (campaign_id, step) select * from unnest($1::text[], $2::bigint[])
+         on conflict do nothing`,
+        [ts.map((t) => t.campaignId), ts.map((t) => t.step)],
+      );
     }
     for (const c of liveClosings.filter((x) => campaigns.get(x.campaignId))) {
       await client.query(
@@ -434,25 +440,28 @@ async function applyOnce(
   }
 }
 
+// Ragged arrays (recent means, recent ids) travel as PostgreSQL array literals, one per row.
+const pgArray = (xs: readonly (string | number)[]) => `{${xs.join(',')}}`;
+
 async function upsertStats(
   client: pg.PoolClient,
-  rows: { campaignId: string; taskId: string; lastEventId: string; state: TaskState }[],
+  rows: { campaignId: string; taskId: string; lastEventId: string; state: TaskState; recentIds: string[] }[],
 ): Promise<void> {
   const col = <T>(f: (r: (typeof rows)[number]) => T) => rows.map(f);
   await client.query(
     `insert into task_stats (campaign_id, task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma,
-        recent_means, last_step, signal, phi, band, last_event_id, updated_at)
-     select c, t, g, n, mean, m2, lm, lv, ewma, (select array_agg(x::float8) from jsonb_array_elements_text(rm) x),
-            ls, sig, phi, band, eid, now()
+        recent_means, last_step, signal, phi, band, last_event_id, recent_event_ids, updated_at)
+     select c, t, g, n, mean, m2, lm, lv, ewma, rm::float8[], ls, sig, phi, band, eid, ri::uuid[], now()
        from unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[],
-                   $8::float8[], $9::float8[], $10::jsonb[], $11::bigint[], $12::float8[], $13::float8[], $14::text[],
-                   $15::uuid[])
-         as u(c, t, g, n, mean, m2, lm, lv, ewma, rm, ls, sig, phi, band, eid)
+                   $8::float8[], $9::float8[], $10::text[], $11::bigint[], $12::float8[], $13::float8[], $14::text[],
+                   $15::uuid[], $16::text[])
+         as u(c, t, g, n, mean, m2, lm, lv, ewma, rm, ls, sig, phi, band, eid, ri)
      on conflict (campaign_id, task_id) do update set
        groups = excluded.groups, rollouts = excluded.rollouts, mean = excluded.mean, m2 = excluded.m2,
        latest_mean = excluded.latest_mean, latest_variance = excluded.latest_variance, ewma = excluded.ewma,
        recent_means = excluded.recent_means, last_step = excluded.last_step, signal = excluded.signal,
-       phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id, updated_at = now()`,
+       phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id,
+       recent_event_ids = excluded.recent_event_ids, updated_at = now()`,
     [
       col((r) => r.campaignId),
       col((r) => r.taskId),
@@ -463,12 +472,13 @@ async function upsertStats(
       col((r) => r.state.latestMean),
       col((r) => r.state.latestVariance),
       col((r) => r.state.ewma),
-      col((r) => JSON.stringify(r.state.recentMeans)),
+      col((r) => pgArray(r.state.recentMeans)),
       col((r) => r.state.lastStep),
       col((r) => r.state.signal),
       col((r) => r.state.phi),
       col((r) => r.state.band),
       col((r) => r.lastEventId),
+      col((r) => pgArray(r.recentIds)),
     ],
   );
 }

@@ -22,9 +22,11 @@ export interface AggregatorOptions {
   groupId?: string;
   topic?: string;
   metricsPort?: number;
-  /** Retention of the dedupe set (aggregator_seen), in hours. */
-  dedupeWindowHours?: number;
+  /** Groups per task whose event ids are remembered for duplicate detection. */
+  dedupeWindow?: number;
   logLevel?: string;
+  /** Partitions whose batches are applied at the same time (each in its own transaction). */
+  concurrency?: number;
   /** Consumer group session timeout: how long a dead member keeps its partitions. */
   sessionTimeoutMs?: number;
 }
@@ -114,7 +116,8 @@ export class AggregatorService {
     await this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1,
+      // Batches of different partitions commit independently (each holds its own partition lock).
+      partitionsConsumedConcurrently: this.opts.concurrency ?? 3,
       eachBatch: async ({ batch, heartbeat, resolveOffset, isRunning, isStale }) => {
         if (!isRunning() || isStale() || batch.messages.length === 0) return;
         const end = this.batchSeconds.startTimer();
@@ -125,6 +128,7 @@ export class AggregatorService {
             campaigns: this.campaigns,
             groupId: this.groupId,
             deadLetter: (notes) => this.sendDeadLetters(batch.topic, batch.partition, notes),
+            dedupeWindow: this.opts.dedupeWindow,
           },
           batch.topic,
           batch.partition,
@@ -146,14 +150,13 @@ export class AggregatorService {
         }
         await heartbeat();
         if (r.steps.length > 0) {
-          const closed = await closeReadySteps(this.pool, r.steps);
+          const closed = await closeReadySteps(this.pool, [...new Set(r.steps.map((x) => x.campaignId))]);
           this.stepsClosed.inc(closed.length);
           for (const s of closed) this.log.info(s, 'step aggregated');
         }
       },
     });
-    // Steps whose last group was applied by an instance that crashed before closing them, and
-    // the dedupe window's retention.
+    // Steps whose last group was applied by an instance that crashed before closing them.
     this.sweeper = setInterval(() => {
       this.sweep().catch((e: Error) => this.log.warn({ err: e.message }, 'sweep failed'));
     }, 5000);
@@ -163,10 +166,6 @@ export class AggregatorService {
   private async sweep(): Promise<void> {
     const closed = await closeReadySteps(this.pool);
     this.stepsClosed.inc(closed.length);
-    const hours = this.opts.dedupeWindowHours ?? 24 * 7;
-    await this.pool.query(`delete from aggregator_seen where seen_at < now() - make_interval(hours => $1)`, [
-      hours,
-    ]);
   }
 
   private async sendDeadLetters(topic: string, partition: number, notes: DeadLetterNote[]): Promise<void> {

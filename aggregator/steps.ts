@@ -45,83 +45,107 @@ async function progress(
   return { rejected: r.rejected, tally };
 }
 
-/** Closes the given steps if complete (or every open declared step when none are given). Returns the closed ones. */
+/**
+ * Closes the campaigns' complete steps, in step order: a step closes only after every earlier
+ * step of its campaign has (so StepAggregated events and the watermark advance in order).
+ * With no campaigns given, looks at every campaign with an open step. Returns the closed steps.
+ */
 export async function closeReadySteps(
   pool: pg.Pool,
-  candidates?: { campaignId: string; step: number }[],
+  campaignIds?: string[],
   now: () => number = Date.now,
 ): Promise<{ campaignId: string; step: number }[]> {
-  const list =
-    candidates ??
+  const ids =
+    campaignIds ??
     (
-      await pool.query<{ campaign_id: string; step: number }>(
-        'select campaign_id, step from steps where closed_at is null and declared_groups is not null order by campaign_id, step',
+      await pool.query<{ campaign_id: string }>(
+        'select distinct campaign_id from steps where closed_at is null',
       )
-    ).rows.map((r) => ({ campaignId: r.campaign_id, step: r.step }));
+    ).rows.map((r) => r.campaign_id);
   const closed: { campaignId: string; step: number }[] = [];
-  const registry = defaultRegistry();
-  for (const { campaignId, step } of list) {
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      await client.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
-        `rods-steps:${campaignId}`,
-      ]);
-      const s = await client.query<{ declared_groups: number | null; closed_at: Date | null }>(
-        'select declared_groups, closed_at from steps where campaign_id = $1 and step = $2',
-        [campaignId, step],
-      );
-      const row = s.rows[0];
-      if (!row || row.closed_at || row.declared_groups === null) {
-        await client.query('rollback');
-        continue;
-      }
-      const { rejected, tally } = await progress(client, campaignId, step);
-      if (tally.groups + rejected < row.declared_groups) {
-        await client.query('rollback');
-        continue;
-      }
-      const eventId = derivedUuid('StepAggregated', campaignId, step);
-      const payload = {
-        eventId,
-        campaignId,
-        step,
-        groupCount: tally.groups,
-        hard: bandSummary(tally.hard),
-        boundary: bandSummary(tally.boundary),
-        mastered: bandSummary(tally.mastered),
-        occurredAt: now(),
-      };
-      await append(client, stepsStream(campaignId), 'any', [
-        {
-          eventId,
-          type: 'StepAggregated',
-          fingerprint: registry.current('StepAggregated')!.fingerprint,
-          payload,
-          metadata: { producer: 'rods-aggregator' },
-        },
-      ]);
-      const summary = {
-        groupCount: tally.groups,
-        rejected,
-        declared: row.declared_groups,
-        ...Object.fromEntries(BANDS.map((b) => [b, bandSummary(tally[b])])),
-        boundaryVarianceRatio: boundaryVarianceRatio(tally),
-      };
-      await client.query(
-        'update steps set closed_at = now(), summary = $3 where campaign_id = $1 and step = $2',
-        [campaignId, step, JSON.stringify(summary)],
-      );
-      await client.query('commit');
-      closed.push({ campaignId, step });
-    } catch (e) {
-      await client.query('rollback').catch(() => {});
-      throw e;
-    } finally {
-      client.release();
+  for (const campaignId of new Set(ids)) {
+    const open = await pool.query<{ step: number }>(
+      'select step from steps where campaign_id = $1 and closed_at is null order by step',
+      [campaignId],
+    );
+    for (const { step } of open.rows) {
+      const r = await tryClose(pool, campaignId, step, now);
+      if (r === 'incomplete') break;
+      if (r === 'closed') closed.push({ campaignId, step });
     }
   }
   return closed;
+}
+
+/** Closes one step if it is complete (another instance may have closed it meanwhile). */
+async function tryClose(
+  pool: pg.Pool,
+  campaignId: string,
+  step: number,
+  now: () => number,
+): Promise<'closed' | 'already' | 'incomplete'> {
+  const registry = defaultRegistry();
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-steps:${campaignId}`]);
+    const s = await client.query<{ declared_groups: number | null; closed_at: Date | null }>(
+      'select declared_groups, closed_at from steps where campaign_id = $1 and step = $2',
+      [campaignId, step],
+    );
+    const row = s.rows[0];
+    if (row?.closed_at) {
+      await client.query('rollback');
+      return 'already';
+    }
+    if (!row || row.declared_groups === null) {
+      await client.query('rollback');
+      return 'incomplete';
+    }
+    const { rejected, tally } = await progress(client, campaignId, step);
+    if (tally.groups + rejected < row.declared_groups) {
+      await client.query('rollback');
+      return 'incomplete';
+    }
+    const eventId = derivedUuid('StepAggregated', campaignId, step);
+    const payload = {
+      eventId,
+      campaignId,
+      step,
+      groupCount: tally.groups,
+      hard: bandSummary(tally.hard),
+      boundary: bandSummary(tally.boundary),
+      mastered: bandSummary(tally.mastered),
+      occurredAt: now(),
+    };
+    await append(client, stepsStream(campaignId), 'any', [
+      {
+        eventId,
+        type: 'StepAggregated',
+        fingerprint: registry.current('StepAggregated')!.fingerprint,
+        payload,
+        metadata: { producer: 'rods-aggregator' },
+      },
+    ]);
+    const summary = {
+      groupCount: tally.groups,
+      rejected,
+      declared: row.declared_groups,
+      ...Object.fromEntries(BANDS.map((b) => [b, bandSummary(tally[b])])),
+      boundaryVarianceRatio: boundaryVarianceRatio(tally),
+    };
+    await client.query(
+      'update steps set closed_at = now(), summary = $3 where campaign_id = $1 and step = $2',
+      [campaignId, step, JSON.stringify(summary)],
+    );
+    await client.query('commit');
+    return 'closed';
+  } catch (e) {
+    await client.query('rollback').catch(() => {});
+    throw e;
+  } finally {
+    client.release();
+  }
 }
 
 export interface WatermarkState {

@@ -147,7 +147,8 @@ describe('outbox relay', () => {
             // Other test files append to the same store concurrently; only this test's streams count.
             if (!h(headerNames.stream).startsWith(prefix)) continue;
             const decoded = registry.decode(m.value!);
-            if (decoded.name !== 'TaskSeeded') throw new Error(`relayed ${decoded.name} for a TaskSeeded event`);
+            if (decoded.name !== 'TaskSeeded')
+              throw new Error(`relayed ${decoded.name} for a TaskSeeded event`);
             seen.push({
               stream: h(headerNames.stream),
               eventId: h(headerNames.eventId),

@@ -39,10 +39,10 @@ export function register(program: Command): void {
       int('--metrics-port'),
     )
     .option(
-      '--dedupe-window-hours <h>',
-      'how long event ids are remembered for duplicate detection',
-      int('--dedupe-window-hours'),
-      168,
+      '--dedupe-window <groups>',
+      "how many of a task's most recent groups are remembered for duplicate detection",
+      int('--dedupe-window'),
+      64,
     )
     .option(
       '--session-timeout-ms <ms>',
@@ -55,7 +55,7 @@ export function register(program: Command): void {
         group: string;
         topic: string;
         metricsPort?: number;
-        dedupeWindowHours: number;
+        dedupeWindow: number;
         sessionTimeoutMs: number;
       }) => {
         await migrate();
@@ -64,7 +64,7 @@ export function register(program: Command): void {
           groupId: opts.group,
           topic: opts.topic,
           metricsPort: opts.metricsPort,
-          dedupeWindowHours: opts.dedupeWindowHours,
+          dedupeWindow: opts.dedupeWindow,
           sessionTimeoutMs: opts.sessionTimeoutMs,
         });
         await svc.start();

@@ -153,6 +153,10 @@ export function postgresService(): Service {
         '-c max_connections=300',
         '-c shared_buffers=512MB',
         '-c max_prepared_transactions=0',
+        // Fewer forced checkpoints under bulk appends (local stack; durability settings unchanged).
+        '-c max_wal_size=4GB',
+        '-c checkpoint_timeout=15min',
+        '-c wal_buffers=64MB',
       ].join(' ');
       await run(
         path.join(bin, 'pg_ctl'),

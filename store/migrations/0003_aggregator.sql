@@ -1,6 +1,6 @@
 -- Up Migration
 -- Campaign registry and the stream aggregator's state (aggregator/). The aggregator writes
--- task_stats, the dedupe set, step progress and its consumed offsets in the same transaction
+-- task_stats (with each task's dedupe window), step progress and its consumed offsets in the same transaction
 -- as the events it appends to the event store, so a reward group counts exactly once.
 
 -- Campaigns known to the pipeline (a projection of CampaignStarted / CampaignReconfigured).
@@ -30,6 +30,8 @@ create table task_stats (
   phi             double precision not null,
   band            text not null check (band in ('hard', 'boundary', 'mastered')),
   last_event_id   uuid not null,
+  -- Event ids of the task's most recent groups, newest last: the dedupe window (aggregator/README.md).
+  recent_event_ids uuid[] not null default '{}',
   updated_at      timestamptz not null default now(),
   primary key (campaign_id, task_id)
 );
@@ -45,13 +47,6 @@ create table aggregator_offsets (
   updated_at  timestamptz not null default now(),
   primary key (group_id, topic, partition)
 );
-
--- Event ids of reward groups already counted, for the dedupe window (see aggregator/README.md).
-create table aggregator_seen (
-  event_id uuid primary key,
-  seen_at  timestamptz not null default now()
-);
-create index aggregator_seen_at on aggregator_seen (seen_at);
 
 -- Groups accounted per (campaign, step, partition): no row is shared by two partitions, so
 -- aggregator instances never wait on each other here.
@@ -85,7 +80,6 @@ create index steps_open on steps (campaign_id, step) where closed_at is null;
 -- Down Migration
 drop table steps;
 drop table step_progress;
-drop table aggregator_seen;
 drop table aggregator_offsets;
 drop table task_stats;
 drop table campaigns;

@@ -1,0 +1,205 @@
+// The aggregator's outputs end to end: metrics, TaskStatsUpdated on a compacted topic through the
+// event store and the outbox relay, and the `rods stats` / `rods watermark` commands.
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { decode } from '../codec/registry.js';
+import { consumer, ensureTopics, kafka, withAdmin } from '../kafka/client.js';
+import { defaultRoute, Relay } from '../relay/relay.js';
+import { registerCampaign } from '../store/campaigns.js';
+import { createPool } from '../store/db.js';
+import { headCursor } from '../store/event-store.js';
+import { AggregatorService } from './service.js';
+import { queryStats } from './stats-query.js';
+import { watermark } from './steps.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from './trace.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const execFileP = promisify(execFile);
+const pool = createPool({ application: 'rods-pipeline-test', max: 8 });
+const topics: string[] = [];
+
+afterAll(async () => {
+  if (topics.length) await withAdmin((a) => a.deleteTopics({ topics }));
+  await pool.end();
+});
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+async function rods(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execFileP(process.execPath, [path.join(ROOT, 'bin/rods.mjs'), ...args], {
+      cwd: ROOT,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+describe('aggregator outputs', () => {
+  it('serves metrics, publishes TaskStatsUpdated to a compacted topic through the relay, and answers stats/watermark', async () => {
+    const campaignId = `pipe-${randomUUID().slice(0, 8)}`;
+    await registerCampaign(pool, { campaignId });
+    const rewards = await freshRewardTopic('pipe.rewards', 3);
+    const statsTopic = `pipe.task-stats.${campaignId}`;
+    const decisionsTopic = `pipe.decisions.${campaignId}`;
+    topics.push(rewards, statsTopic, decisionsTopic);
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        {
+          name: statsTopic,
+          key: 'task',
+          partitions: 3,
+          replicationFactor: 1,
+          config: { 'cleanup.policy': 'compact' },
+          doc: 'test',
+        },
+        {
+          name: decisionsTopic,
+          key: 'campaign',
+          partitions: 1,
+          replicationFactor: 1,
+          config: {},
+          doc: 'test',
+        },
+      ]),
+    );
+    const start = await headCursor(pool);
+    const trace = makeTrace({ campaignId, tasks: 30, steps: 4, duplicateRate: 0.1, seed: 5 });
+    await produceTrace(
+      rewards,
+      trace.records.map((r) => encodeRecord(r, campaignId)),
+    );
+
+    const port = await freePort();
+    const svc = new AggregatorService(pool, {
+      groupId: `g-${campaignId}`,
+      topic: rewards,
+      metricsPort: port,
+      logLevel: 'warn',
+    });
+    await svc.start();
+    let metrics = '';
+    try {
+      for (let i = 0; i < 600 && !(await watermark(pool, campaignId, 4)).reached; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect((await watermark(pool, campaignId, 4)).reached).toBe(true);
+      metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    } finally {
+      await svc.stop();
+    }
+    const metric = (re: RegExp) => Number(re.exec(metrics)?.[1] ?? Number.NaN);
+    expect(metric(/rods_aggregator_events_total\{outcome="applied"\} (\d+)/)).toBe(trace.groups.length);
+    expect(metric(/rods_aggregator_events_total\{outcome="duplicate"\} (\d+)/)).toBe(trace.duplicates);
+    expect(metric(/rods_aggregator_steps_closed_total (\d+)/)).toBe(4);
+    expect(metrics).toMatch(/rods_aggregator_batch_seconds_count \d+/);
+
+    // Relay this campaign's events (and whatever else is appended meanwhile) to test topics.
+    const relay = new Relay(pool, {
+      name: `pipe-${campaignId}`,
+      startAfter: start,
+      route: (e) => ({
+        topic: e.type === 'TaskStatsUpdated' ? statsTopic : decisionsTopic,
+        key: defaultRoute(e).key,
+      }),
+    });
+    await relay.start();
+    try {
+      await relay.run({ untilCaughtUp: true });
+    } finally {
+      await relay.stop();
+    }
+
+    // The latest TaskStatsUpdated per key equals the task's statistics.
+    const latest = new Map<string, { groupCount: number; mean: number }>();
+    const c = consumer(kafka({ clientId: 'pipe-test' }), { groupId: `pipe-${randomUUID()}` });
+    await c.connect();
+    await c.subscribe({ topic: statsTopic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`only ${latest.size} task keys seen`)), 60_000);
+      c.run({
+        eachMessage: async ({ message }) => {
+          const d = decode(message.value!);
+          if (d.name !== 'TaskStatsUpdated' || d.payload.campaignId !== campaignId) return;
+          expect(message.key!.toString()).toBe(`${campaignId}/${d.payload.taskId}`);
+          latest.set(d.payload.taskId, {
+            groupCount: d.payload.stats.groupCount,
+            mean: d.payload.stats.mean,
+          });
+          if (latest.size === 30 && [...latest.values()].every((v) => v.groupCount === 4)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      }).catch(reject);
+    });
+    await c.disconnect();
+    const rows = await queryStats(pool, { campaignId });
+    for (const r of rows) expect(latest.get(r.taskId)).toEqual({ groupCount: r.groups, mean: r.mean });
+
+    // The CLI views.
+    const stats = await rods(['stats', '--campaign', campaignId, '--json']);
+    expect(stats.code).toBe(0);
+    const printed = JSON.parse(stats.stdout) as Record<string, unknown>[];
+    expect(printed).toHaveLength(30);
+    expect(Object.keys(printed[0]!).sort()).toEqual(
+      [
+        'band',
+        'campaignId',
+        'ewma',
+        'groups',
+        'lastStep',
+        'latestMean',
+        'latestVariance',
+        'mean',
+        'phi',
+        'rollouts',
+        'taskId',
+        'variance',
+      ].sort(),
+    );
+    const boundary = await rods(['stats', '--campaign', campaignId, '--band', 'boundary', '--json']);
+    expect((JSON.parse(boundary.stdout) as { band: string }[]).every((r) => r.band === 'boundary')).toBe(
+      true,
+    );
+    expect((await rods(['stats', '--campaign', campaignId, '--band', 'lukewarm'])).code).toBe(2);
+    expect((await rods(['stats', '--campaign', `nope-${randomUUID()}`])).code).toBe(2);
+    const w = await rods([
+      'watermark',
+      '--campaign',
+      campaignId,
+      '--step',
+      '4',
+      '--wait',
+      '--timeout',
+      '5',
+      '--json',
+    ]);
+    expect(w.code).toBe(0);
+    expect(JSON.parse(w.stdout)).toMatchObject({ reached: true, open: [] });
+    const late = await rods([
+      'watermark',
+      '--campaign',
+      campaignId,
+      '--step',
+      '9',
+      '--wait',
+      '--timeout',
+      '1',
+    ]);
+    expect(late.code).toBe(3);
+    expect(late.stderr).toMatch(/step 9 not aggregated/);
+  }, 240_000);
+});
