@@ -1,6 +1,7 @@
 // Reading the per-task statistics (the `rods stats` view).
 import type pg from 'pg';
 import type { Band } from '../domain/band.js';
+import type { TaskStats } from '../schemas/types.generated.js';
 
 export interface TaskStatsView {
   campaignId: string;
@@ -31,4 +32,48 @@ export async function queryStats(
     [filter.campaignId, filter.taskId ?? null, filter.band ?? null],
   );
   return rows;
+}
+
+/** The TaskStats records (event schema shape) of a campaign's tasks, by task id. */
+export async function loadTaskStats(
+  db: pg.Pool | pg.PoolClient,
+  campaignId: string,
+  taskIds?: string[],
+): Promise<Record<string, TaskStats>> {
+  const { rows } = await db.query<{
+    task_id: string;
+    groups: number;
+    rollouts: number;
+    mean: number;
+    m2: number;
+    latest_mean: number;
+    latest_variance: number;
+    ewma: number;
+    signal: number;
+    phi: number;
+    band: TaskStats['band'];
+    last_step: number;
+  }>(
+    `select task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma, signal, phi, band, last_step
+       from task_stats where campaign_id = $1 and ($2::text[] is null or task_id = any($2::text[]))`,
+    [campaignId, taskIds ?? null],
+  );
+  const out: Record<string, TaskStats> = {};
+  for (const r of rows) {
+    out[r.task_id] = {
+      groupCount: r.groups,
+      count: r.rollouts,
+      mean: r.mean,
+      m2: r.m2,
+      variance: r.rollouts > 0 ? Math.max(0, r.m2 / r.rollouts) : 0,
+      latestGroupMean: r.latest_mean,
+      latestGroupVariance: r.latest_variance,
+      ewma: r.ewma,
+      signal: r.signal,
+      phi: r.phi,
+      band: r.band,
+      lastStep: r.last_step,
+    };
+  }
+  return out;
 }

@@ -4,12 +4,14 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/endpoints.js';
 import { register as aggregatorCommand } from './commands/aggregator.js';
 import { register as auditCommand } from './commands/audit.js';
+import { register as campaignCommand } from './commands/campaign.js';
 import { register as doctorCommand } from './commands/doctor.js';
 import { register as migrateCommand } from './commands/migrate.js';
 import { register as relayCommand } from './commands/relay.js';
 import { register as schemasCommand } from './commands/schemas.js';
 import { register as stackCommand } from './commands/stack.js';
 import { register as topicsCommand } from './commands/topics.js';
+import { register as workerCommand } from './commands/worker.js';
 import { UsageError } from './errors.js';
 
 export function program(): Command {
@@ -31,6 +33,8 @@ export function program(): Command {
     auditCommand,
     relayCommand,
     aggregatorCommand,
+    campaignCommand,
+    workerCommand,
   ])
     reg(p);
   return p;

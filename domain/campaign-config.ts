@@ -1,7 +1,10 @@
-// A campaign's configuration. Every number of the method is a config value; the defaults are
-// the paper's. The workflows issue extends this with the synthesis and pool knobs.
+// A campaign's configuration. Every number of the method is a config value (DESIGN.md §2); the
+// defaults are the paper's, or, where the paper publishes none (seed budget, quotas, cooldown,
+// concurrency, epoch length), a documented choice. Validation messages say what to change.
+//
+// Pure: no I/O, no clock, no randomness; imported by workflow code (Temporal's sandbox).
 import { z } from 'zod';
-import { DetectorConfigSchema } from './band.js';
+import { DetectorConfigSchema, type DetectorWindow, windowSpec } from './band.js';
 import { DEFAULT_REWARD_LIMITS } from './reward-group.js';
 
 export const RewardLimitsSchema = z.object({
@@ -9,24 +12,364 @@ export const RewardLimitsSchema = z.object({
   staleStepTolerance: z.number().int().min(0).default(DEFAULT_REWARD_LIMITS.staleStepTolerance),
 });
 
+// ---------------------------------------------------------------------------------------------
+// Injection cadence
+
+/**
+ * When queued candidates are injected: at the end of every epoch of `pool.epochSteps` steps
+ * (`epoch`), or every N steps (`steps:N`). Either way a step s is an injection boundary when s is
+ * a positive multiple of the period (see isInjectionBoundary).
+ */
+export type InjectionCadence = { kind: 'epoch' } | { kind: 'steps'; every: number };
+
+/** Parses `epoch` or `steps:N` (N >= 1), the config and CLI spelling of a cadence. */
+export function parseCadence(spec: string): InjectionCadence {
+  if (spec === 'epoch') return { kind: 'epoch' };
+  const m = /^steps:(\d+)$/.exec(spec);
+  if (m) {
+    const every = Number(m[1]);
+    if (!(Number.isSafeInteger(every) && every >= 1)) {
+      throw new Error(`injectionCadence ${spec}: N must be an integer >= 1 (inject every N steps)`);
+    }
+    return { kind: 'steps', every };
+  }
+  throw new Error(
+    `injectionCadence ${JSON.stringify(spec)}: expected 'epoch' (every pool.epochSteps steps) or 'steps:N'`,
+  );
+}
+
+export function cadenceSpec(c: InjectionCadence): string {
+  return c.kind === 'epoch' ? 'epoch' : `steps:${c.every}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pool, selection, synthesis, generator
+
+const share = (what: string) =>
+  z.number().min(0, `${what} must be in [0, 1]`).max(1, `${what} must be in [0, 1]`);
+
+export const PoolConfigSchema = z.strictObject({
+  /** P_max: most generated tasks in the pool; over it the lowest-φ generated tasks are pruned. */
+  generatedCap: z
+    .number()
+    .int('pool.generatedCap (P_max) must be a whole number of tasks')
+    .min(0, 'pool.generatedCap (P_max) must be >= 0 (0 keeps no generated task)')
+    .default(400),
+  /** β: at most this share of the active pool is injected per injection. */
+  injectionShare: z
+    .number()
+    .gt(0, 'pool.injectionShare (β) must be > 0: with 0 nothing is ever injected; use a small share instead')
+    .max(1, 'pool.injectionShare (β) must be <= 1 (a share of the active pool per injection)')
+    .default(0.2),
+  /** `epoch` (every epochSteps steps) or `steps:N`. */
+  injectionCadence: z
+    .string()
+    .default('epoch')
+    .transform((s, ctx): InjectionCadence => {
+      try {
+        return parseCadence(s);
+      } catch (e) {
+        ctx.addIssue({ code: 'custom', message: (e as Error).message });
+        return z.NEVER;
+      }
+    }),
+  /** Steps per trainer epoch (the injection period when the cadence is `epoch`). */
+  epochSteps: z
+    .number()
+    .int('pool.epochSteps must be a whole number of steps')
+    .min(1, 'pool.epochSteps must be >= 1')
+    .default(10),
+  /** A task whose detector signal is above this retires as mastered. */
+  retireMasteredAbove: share('pool.retireMasteredAbove').default(0.95),
+  /** A generated task whose detector signal is below this (once observed) retires (burn-in). */
+  burnInFloor: share('pool.burnInFloor').default(0.2),
+  /** Whether human seeds may retire as mastered too (the paper keeps them). */
+  retireSeeds: z.boolean().default(false),
+});
+
+export const SelectionConfigSchema = z.strictObject({
+  /** M: most seeds selected per step. */
+  budgetPerStep: z
+    .number()
+    .int('selection.budgetPerStep (M) must be a whole number of seeds')
+    .min(0, 'selection.budgetPerStep (M) must be >= 0 (0 selects nothing)')
+    .default(8),
+  /** M_τ: most seeds per category per step; a category without an entry gets no seed. */
+  perCategoryQuota: z
+    .record(
+      z.string().min(1, 'selection.perCategoryQuota: a category name must not be empty'),
+      z
+        .number()
+        .int('selection.perCategoryQuota: a quota must be a whole number of seeds')
+        .min(0, 'selection.perCategoryQuota: a quota must be >= 0'),
+    )
+    .default({ base: 2, miss_func: 2, miss_param: 2, long_context: 2 }),
+  /** c: a seed selected at step s may be selected again from step s + c + 1 on. */
+  cooldownSteps: z
+    .number()
+    .int('selection.cooldownSteps (c) must be a whole number of steps')
+    .min(0, 'selection.cooldownSteps (c) must be >= 0 (0: a seed may be reused at the next step)')
+    .default(5),
+  /** Most synthesis runs in flight at once; selection leaves the rest of the budget unused. */
+  maxConcurrentSyntheses: z
+    .number()
+    .int('selection.maxConcurrentSyntheses must be a whole number')
+    .min(1, 'selection.maxConcurrentSyntheses must be >= 1; set budgetPerStep to 0 to stop selecting')
+    .default(4),
+});
+
+const range = (what: string, min: number, max: number, floor: number) =>
+  z
+    .strictObject({
+      min: z
+        .number()
+        .int(`${what}.min must be a whole number`)
+        .min(floor, `${what}.min must be >= ${floor}`)
+        .default(min),
+      max: z
+        .number()
+        .int(`${what}.max must be a whole number`)
+        .min(1, `${what}.max must be >= 1`)
+        .default(max),
+    })
+    .refine((r) => r.min <= r.max, {
+      message: `${what}.min must not exceed ${what}.max; lower min or raise max`,
+      path: ['min'],
+    });
+
+export const SynthesisConfigSchema = z.strictObject({
+  /** Config-patch repairs of the initial environment state in the Execute stage. */
+  maxConfigRepairs: z
+    .number()
+    .int('synthesis.maxConfigRepairs must be a whole number')
+    .min(0, 'synthesis.maxConfigRepairs must be >= 0')
+    .default(3),
+  /** Classify-and-rewrite refinements of a rejected candidate before it is dropped. */
+  maxRefinements: z
+    .number()
+    .int('synthesis.maxRefinements must be a whole number')
+    .min(0, 'synthesis.maxRefinements must be >= 0')
+    .default(1),
+  /** User turns of a candidate. */
+  turns: range('synthesis.turns', 2, 5, 1).prefault({}),
+  /** Ground-truth calls per turn (turns deliberately left empty by miss_func/miss_param excepted). */
+  callsPerTurn: range('synthesis.callsPerTurn', 1, 3, 0).prefault({}),
+  /** Longest string (in Unicode code points) anywhere in initial_config and in call arguments. */
+  maxStringLength: z
+    .number()
+    .int('synthesis.maxStringLength must be a whole number of characters')
+    .min(1, 'synthesis.maxStringLength must be >= 1')
+    .default(200),
+  /** Most items of a list anywhere in initial_config and in call arguments. */
+  maxListItems: z
+    .number()
+    .int('synthesis.maxListItems must be a whole number')
+    .min(0, 'synthesis.maxListItems must be >= 0')
+    .default(5),
+  /** Optional Augment stage: missing-function and missing-parameter variants. */
+  augment: z
+    .strictObject({
+      missingFunction: z.boolean().default(false),
+      missingParameter: z.boolean().default(false),
+    })
+    .prefault({}),
+});
+
+/** The generator and judge endpoint: any OpenAI-compatible server (vLLM in production). Loose. */
+export const GeneratorConfigSchema = z
+  .object({
+    baseUrl: z.string().min(1, 'generator.baseUrl must not be empty').default('http://127.0.0.1:8000/v1'),
+    model: z.string().min(1, 'generator.model must not be empty').default('Qwen/Qwen3-32B'),
+    judgeModel: z.string().min(1, 'generator.judgeModel must not be empty').default('Qwen/Qwen3-32B'),
+    temperature: z
+      .number()
+      .min(0, 'generator.temperature must be >= 0')
+      .max(2, 'generator.temperature must be <= 2')
+      .default(1.0),
+    topP: z
+      .number()
+      .gt(0, 'generator.topP must be in (0, 1]')
+      .max(1, 'generator.topP must be in (0, 1]')
+      .default(0.7),
+  })
+  .passthrough();
+
 export const CampaignConfigSchema = z
   .object({
     /** Rollouts per task (GRPO group size K). */
     rolloutsPerTask: z.number().int().min(1).max(1024).default(16),
     detector: DetectorConfigSchema.prefault({}),
     rewards: RewardLimitsSchema.prefault({}),
+    pool: PoolConfigSchema.prefault({}),
+    selection: SelectionConfigSchema.prefault({}),
+    synthesis: SynthesisConfigSchema.prefault({}),
+    generator: GeneratorConfigSchema.prefault({}),
   })
-  .passthrough();
+  .passthrough()
+  .superRefine((c, ctx) => {
+    const quotas = Object.values(c.selection.perCategoryQuota);
+    const sum = quotas.reduce((a, b) => a + b, 0);
+    if (sum > c.selection.budgetPerStep) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['selection', 'perCategoryQuota'],
+        message: `per-category quotas (sum ${sum}) exceed the per-step budget M = ${c.selection.budgetPerStep}; lower a quota or raise budgetPerStep`,
+      });
+    }
+    if (c.rolloutsPerTask > c.rewards.maxRollouts) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rewards', 'maxRollouts'],
+        message: `rewards.maxRollouts (${c.rewards.maxRollouts}) is below rolloutsPerTask (${c.rolloutsPerTask}): every group would be rejected; raise maxRollouts or lower rolloutsPerTask`,
+      });
+    }
+    if (c.pool.retireMasteredAbove < c.detector.high) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pool', 'retireMasteredAbove'],
+        message: `pool.retireMasteredAbove (${c.pool.retireMasteredAbove}) is below detector.high (${c.detector.high}): boundary tasks would retire as mastered; raise retireMasteredAbove or lower detector.high`,
+      });
+    }
+    if (c.pool.burnInFloor > c.detector.low) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pool', 'burnInFloor'],
+        message: `pool.burnInFloor (${c.pool.burnInFloor}) is above detector.low (${c.detector.low}): boundary generated tasks would retire in burn-in; lower burnInFloor or raise detector.low`,
+      });
+    }
+  });
 
 export type CampaignConfigInput = z.input<typeof CampaignConfigSchema>;
 export type CampaignConfig = z.output<typeof CampaignConfigSchema>;
+export type PoolConfig = CampaignConfig['pool'];
+export type SelectionConfig = CampaignConfig['selection'];
+export type SynthesisConfig = CampaignConfig['synthesis'];
+export type GeneratorConfig = CampaignConfig['generator'];
 
+export class CampaignConfigError extends Error {
+  override name = 'CampaignConfigError';
+  constructor(readonly issues: string[]) {
+    super(`invalid campaign config: ${issues.join('; ')}`);
+  }
+}
+
+function issuesOf(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
+}
+
+/** Parses and validates a campaign config (missing values take their defaults); throws CampaignConfigError. */
 export function parseCampaignConfig(input: unknown): CampaignConfig {
   const r = CampaignConfigSchema.safeParse(input ?? {});
-  if (!r.success) {
-    throw new Error(
-      `invalid campaign config: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
-    );
-  }
+  if (!r.success) throw new CampaignConfigError(issuesOf(r.error));
   return r.data;
+}
+
+/**
+ * The config in its input spelling (window and cadence as their spec strings), a plain JSON
+ * value: parseCampaignConfig(campaignConfigToJson(c)) deep-equals c. This is what events carry.
+ */
+export function campaignConfigToJson(c: CampaignConfig): Record<string, unknown> {
+  return JSON.parse(
+    JSON.stringify({
+      ...c,
+      detector: { ...c.detector, window: windowSpec(c.detector.window as DetectorWindow) },
+      pool: { ...c.pool, injectionCadence: cadenceSpec(c.pool.injectionCadence) },
+    }),
+  ) as Record<string, unknown>;
+}
+
+/** Injection period in steps: pool.epochSteps for `epoch`, N for `steps:N`. */
+export function injectionPeriod(c: Pick<CampaignConfig, 'pool'>): number {
+  const cad = c.pool.injectionCadence;
+  return cad.kind === 'epoch' ? c.pool.epochSteps : cad.every;
+}
+
+/**
+ * Whether step s is an injection boundary: s is a positive multiple of the injection period
+ * (with steps counted from 1, the last step of each epoch; step 0 never is).
+ */
+export function isInjectionBoundary(step: number, c: Pick<CampaignConfig, 'pool'>): boolean {
+  return Number.isSafeInteger(step) && step > 0 && step % injectionPeriod(c) === 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reconfiguration of a running campaign
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Dotted paths of the leaves that differ between two JSON values (sorted). */
+export function changedPaths(a: unknown, b: unknown, prefix = ''): string[] {
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+    return keys.flatMap((k) => {
+      const p = prefix ? `${prefix}.${k}` : k;
+      const inA = Object.hasOwn(a, k);
+      const inB = Object.hasOwn(b, k);
+      if (inA !== inB) return [p];
+      return changedPaths(a[k], b[k], p);
+    });
+  }
+  return JSON.stringify(a) === JSON.stringify(b) ? [] : [prefix || '(root)'];
+}
+
+/** Config values that cannot change on a running campaign, and why. */
+const FIXED_FOR_A_CAMPAIGN: readonly { path: string; why: string }[] = [
+  {
+    path: 'rolloutsPerTask',
+    why: "the trainer's GRPO group size is fixed for a campaign and every task's statistics are counted in groups of it",
+  },
+  {
+    path: 'detector.window',
+    why: "every task's detector signal was computed with the current window; a new window would mix two statistics in one pool",
+  },
+  {
+    path: 'detector.ewmaAlpha',
+    why: "every task's EWMA was accumulated with the current alpha; a new alpha would mix two statistics in one pool",
+  },
+];
+
+export type Reconfiguration =
+  | { ok: true; config: CampaignConfig; changedKeys: string[] }
+  | { ok: false; message: string; issues: string[] };
+
+/**
+ * Validates a new configuration for a running campaign: it must be a valid config, and it may not
+ * change what cannot apply mid-campaign (rolloutsPerTask, detector.window, detector.ewmaAlpha).
+ * Everything else (thresholds, pool, selection, synthesis, generator knobs) applies from the next
+ * decision on. changedKeys are the dotted paths that changed (for CampaignReconfigured).
+ */
+export function validateReconfiguration(current: CampaignConfig, next: unknown): Reconfiguration {
+  let parsed: CampaignConfig;
+  try {
+    parsed = parseCampaignConfig(next);
+  } catch (e) {
+    const issues = e instanceof CampaignConfigError ? e.issues : [(e as Error).message];
+    return { ok: false, message: `invalid campaign config: ${issues.join('; ')}`, issues };
+  }
+  const changedKeys = changedPaths(campaignConfigToJson(current), campaignConfigToJson(parsed));
+  const issues: string[] = [];
+  for (const fixed of FIXED_FOR_A_CAMPAIGN) {
+    if (changedKeys.some((k) => k === fixed.path || k.startsWith(`${fixed.path}.`))) {
+      const before = JSON.stringify(readPath(campaignConfigToJson(current), fixed.path));
+      const after = JSON.stringify(readPath(campaignConfigToJson(parsed), fixed.path));
+      issues.push(
+        `${fixed.path} cannot change on a running campaign (${before} -> ${after}): ${fixed.why}; keep ${before}, or start a new campaign (or try it with what-if replay)`,
+      );
+    }
+  }
+  if (issues.length > 0) {
+    return { ok: false, message: `reconfiguration refused: ${issues.join('; ')}`, issues };
+  }
+  return { ok: true, config: parsed, changedKeys };
+}
+
+function readPath(v: unknown, path: string): unknown {
+  let cur = v;
+  for (const k of path.split('.')) {
+    if (!isPlainObject(cur) || !Object.hasOwn(cur, k)) return undefined;
+    cur = cur[k];
+  }
+  return cur;
 }

@@ -1,0 +1,262 @@
+// chatJson: one JSON-producing call of an OpenAI-compatible chat-completions endpoint (vLLM in
+// production). Transient failures are retried with exponential backoff and jitter; a reply that
+// is not schema-valid JSON is re-asked, then refused with GeneratorOutputError (raw text and
+// issues kept for audit). Replies are data: parsed with JSON.parse and zod, never evaluated.
+// Independent of Temporal: an activity passes its heartbeat and cancellation signal in.
+import OpenAI from 'openai';
+import { z } from 'zod';
+import type { GeneratorConfig } from './config.js';
+import {
+  GeneratorOutputError,
+  GeneratorRequestError,
+  GeneratorUnavailableError,
+  type OutputAttempt,
+} from './errors.js';
+import { hashValue, parseJsonReply } from './json.js';
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+export interface ChatJsonOptions {
+  /** Called at the start, every heartbeatIntervalMs while waiting, and before each retry. */
+  heartbeat?: () => void;
+  /** Cancels the call (the request in flight and any backoff wait); the abort reason is thrown. */
+  signal?: AbortSignal;
+  /** Sampling seed sent to the endpoint (vLLM honours it). */
+  seed?: number;
+  /** Prompt version hash to carry into the result (the stage functions set it). */
+  promptHash?: string;
+  /** Overrides the model (default: cfg.judgeModel for stage 'judge', else cfg.model). */
+  model?: string;
+  /** JSON Schema sent as response_format (default: derived from the zod schema). */
+  jsonSchema?: Record<string, unknown>;
+  /** Random source of the backoff jitter, in [0, 1) (tests). */
+  random?: () => number;
+}
+
+export interface ChatJsonResult<T> {
+  /** The validated value. */
+  value: T;
+  /** The accepted reply text, verbatim. */
+  raw: string;
+  /** The model that answered (as the endpoint reports it). */
+  model: string;
+  promptHash?: string;
+  /** SHA-256 (hex) of the value's canonical JSON. */
+  outputHash: string;
+  /** Answers requested until one was valid (1 = the first). */
+  attempts: number;
+  /** HTTP requests made, transient failures included. */
+  requests: number;
+  /** Refused answers before the accepted one (for audit). */
+  refused: OutputAttempt[];
+}
+
+/** The JSON Schema of a zod schema as response_format wants it (refinements are checked by zod only). */
+export function jsonSchemaOf(schema: z.ZodType): Record<string, unknown> {
+  const js = z.toJSONSchema(schema, { unrepresentable: 'any', io: 'output' }) as Record<string, unknown>;
+  delete js.$schema;
+  return js;
+}
+
+const clients = new WeakMap<GeneratorConfig, OpenAI>();
+
+function clientFor(cfg: GeneratorConfig): OpenAI {
+  let c = clients.get(cfg);
+  if (!c) {
+    c = new OpenAI({
+      baseURL: cfg.baseUrl,
+      apiKey: cfg.apiKey,
+      maxRetries: 0, // retries are ours: classified, heartbeating, cancellable
+      timeout: cfg.timeoutMs,
+      defaultHeaders: cfg.headers,
+    });
+    clients.set(cfg, c);
+  }
+  return c;
+}
+
+type Transient = { transient: true; reason: string; status?: number; retryAfterMs?: number };
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
+}
+
+/** Classifies a failed request: transient (retry), or throws the error callers should see. */
+function classify(e: unknown, signal?: AbortSignal): Transient {
+  if (signal?.aborted) throw abortError(signal);
+  if (e instanceof OpenAI.APIConnectionTimeoutError) return { transient: true, reason: 'timed out' };
+  if (e instanceof OpenAI.APIUserAbortError) throw e;
+  if (e instanceof OpenAI.APIConnectionError) {
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    return { transient: true, reason: `connection failed (${cause?.code ?? cause?.message ?? e.message})` };
+  }
+  if (e instanceof OpenAI.APIError) {
+    const status = e.status;
+    if (status === 429 || status === 408 || status === 409 || (status !== undefined && status >= 500)) {
+      return { transient: true, reason: `HTTP ${status}`, status, retryAfterMs: retryAfter(e.headers) };
+    }
+    throw new GeneratorRequestError(`the generator refused the request: HTTP ${status}: ${e.message}`, status, {
+      cause: e,
+    });
+  }
+  throw e;
+}
+
+function retryAfter(headers: Headers | undefined): number | undefined {
+  const ms = Number(headers?.get('retry-after-ms'));
+  if (Number.isFinite(ms) && ms >= 0 && headers?.get('retry-after-ms')) return ms;
+  const raw = headers?.get('retry-after');
+  if (!raw) return undefined;
+  const s = Number(raw);
+  if (Number.isFinite(s)) return Math.max(0, s * 1000);
+  const date = Date.parse(raw);
+  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined, heartbeat: (() => void) | undefined, beatMs: number) {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(abortError(signal));
+    const beat = heartbeat ? setInterval(heartbeat, beatMs) : undefined;
+    const done = () => {
+      clearTimeout(timer);
+      if (beat) clearInterval(beat);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = () => {
+      done();
+      reject(abortError(signal!));
+    };
+    const timer = setTimeout(() => {
+      done();
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function zodIssues(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
+}
+
+const feedback = (issues: string[]): string =>
+  `Your previous answer could not be used:\n- ${issues.slice(0, 8).join('\n- ')}\n` +
+  'Answer again with exactly one JSON object that matches the requested schema, and nothing else.';
+
+/**
+ * Asks the generator for JSON matching `schema`. `stage` selects the model (judge → judgeModel)
+ * and names the response_format schema.
+ */
+export async function chatJson<S extends z.ZodType>(
+  stage: string,
+  messages: ChatMessage[],
+  schema: S,
+  cfg: GeneratorConfig,
+  opts: ChatJsonOptions = {},
+): Promise<ChatJsonResult<z.output<S>>> {
+  const model = opts.model ?? (stage === 'judge' ? cfg.judgeModel : cfg.model);
+  const random = opts.random ?? Math.random;
+  const client = clientFor(cfg);
+  const responseFormat =
+    cfg.structuredOutput === 'json_schema'
+      ? {
+          type: 'json_schema' as const,
+          json_schema: {
+            name: `rods_${stage.replace(/[^A-Za-z0-9_-]/g, '_')}`,
+            schema: opts.jsonSchema ?? jsonSchemaOf(schema),
+          },
+        }
+      : cfg.structuredOutput === 'json_object'
+        ? { type: 'json_object' as const }
+        : undefined;
+
+  const beat = opts.heartbeat;
+  beat?.();
+  const ticker = beat ? setInterval(beat, cfg.heartbeatIntervalMs) : undefined;
+  let requests = 0;
+  let transientFailures = 0;
+  const refused: OutputAttempt[] = [];
+  let conversation = messages;
+  try {
+    for (let attempt = 1; attempt <= cfg.maxAttempts; attempt++) {
+      let completion: OpenAI.Chat.Completions.ChatCompletion;
+      for (;;) {
+        if (opts.signal?.aborted) throw abortError(opts.signal);
+        requests++;
+        try {
+          completion = await client.chat.completions.create(
+            {
+              ...cfg.extraBody,
+              model,
+              messages: conversation,
+              temperature: cfg.temperature,
+              top_p: cfg.topP,
+              max_tokens: cfg.maxTokens,
+              ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+              ...(responseFormat ? { response_format: responseFormat } : {}),
+              stream: false,
+            },
+            { signal: opts.signal, timeout: cfg.timeoutMs },
+          );
+          break;
+        } catch (e) {
+          const t = classify(e, opts.signal);
+          transientFailures++;
+          if (transientFailures > cfg.transientRetries) {
+            throw new GeneratorUnavailableError(
+              `the generator at ${cfg.baseUrl} is unavailable for stage ${stage}: ${t.reason} ` +
+                `(${requests} request(s), ${transientFailures} transient failure(s))`,
+              requests,
+              t.status,
+              { cause: e },
+            );
+          }
+          const exp = Math.min(cfg.backoffMaxMs, cfg.backoffBaseMs * 2 ** (transientFailures - 1));
+          let delay = exp / 2 + random() * (exp / 2);
+          if (t.retryAfterMs !== undefined) delay = Math.max(delay, Math.min(t.retryAfterMs, cfg.retryAfterCapMs));
+          beat?.();
+          await sleep(delay, opts.signal, beat, cfg.heartbeatIntervalMs);
+        }
+      }
+      const choice = completion.choices[0];
+      const raw = choice?.message?.content ?? '';
+      const issues: string[] = [];
+      let value: z.output<S> | undefined;
+      if (choice?.finish_reason === 'length') {
+        issues.push(`the answer was cut off at max_tokens (${cfg.maxTokens})`);
+      } else {
+        const parsed = parseJsonReply(raw);
+        if (!parsed.ok) issues.push(parsed.error);
+        else {
+          const checked = schema.safeParse(parsed.value);
+          if (checked.success) value = checked.data;
+          else issues.push(...zodIssues(checked.error));
+        }
+      }
+      if (value !== undefined && issues.length === 0) {
+        return {
+          value,
+          raw,
+          model: completion.model || model,
+          promptHash: opts.promptHash,
+          outputHash: hashValue(value),
+          attempts: attempt,
+          requests,
+          refused,
+        };
+      }
+      refused.push({ raw, issues });
+      // Re-ask with the refused answer and what was wrong with it (only the latest exchange).
+      conversation = [
+        ...messages,
+        { role: 'assistant', content: raw },
+        { role: 'user', content: feedback(issues) },
+      ];
+    }
+    throw new GeneratorOutputError(stage, model, refused);
+  } finally {
+    if (ticker) clearInterval(ticker);
+  }
+}

@@ -1,0 +1,221 @@
+// Output schemas of the LLM stages (zod). Base schemas give response_format its JSON Schema; the
+// builders add the checks that depend on the input (classes of the seed, blocklist, turn counts),
+// so that an answer breaking them is re-asked like any other invalid answer.
+import { z } from 'zod';
+import { type TaskRecord, TaskRecordSchema } from '../executor-client.js';
+
+/** A candidate task: a BFCL multi-turn record {id, category, involved_classes, initial_config, question, ground_truth, missed_function?}. */
+export const CandidateSchema = TaskRecordSchema;
+export type Candidate = TaskRecord;
+
+/** Shape limits of a planned task (the paper: 2–5 turns, 1–3 calls a turn). */
+export interface SynthesisLimits {
+  minTurns: number;
+  maxTurns: number;
+  minCallsPerTurn: number;
+  maxCallsPerTurn: number;
+}
+export const DEFAULT_LIMITS: SynthesisLimits = { minTurns: 2, maxTurns: 5, minCallsPerTurn: 1, maxCallsPerTurn: 3 };
+
+const Identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier');
+const InitialConfig = z.record(z.string(), z.record(z.string(), z.unknown()));
+
+export const PlanFunctionSchema = z.object({ class: Identifier, name: Identifier });
+export type PlanFunction = z.infer<typeof PlanFunctionSchema>;
+
+export function planBaseSchema(limits: SynthesisLimits = DEFAULT_LIMITS) {
+  return z.object({
+    functions: z
+      .array(z.array(PlanFunctionSchema).min(limits.minCallsPerTurn).max(limits.maxCallsPerTurn))
+      .min(limits.minTurns)
+      .max(limits.maxTurns),
+    narrative: z.string().min(1).max(2000),
+  });
+}
+export type Plan = z.infer<ReturnType<typeof planBaseSchema>>;
+
+/** A blocklist entry is `name` or `Class.name`. */
+export function isBlocked(blocklist: readonly string[], cls: string, name: string): boolean {
+  return blocklist.includes(name) || blocklist.includes(`${cls}.${name}`);
+}
+
+/** The plan schema for a seed: classes of the seed only, nothing from the blocklist. */
+export function planSchema(seed: TaskRecord, blocklist: readonly string[] = [], limits = DEFAULT_LIMITS) {
+  return planBaseSchema(limits).superRefine((plan, ctx) => {
+    plan.functions.forEach((turn, t) =>
+      turn.forEach((f, i) => {
+        if (!seed.involved_classes.includes(f.class)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['functions', t, i, 'class'],
+            message: `${f.class} is not one of the seed's classes (${seed.involved_classes.join(', ')})`,
+          });
+        }
+        if (isBlocked(blocklist, f.class, f.name)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['functions', t, i, 'name'],
+            message: `${f.class}.${f.name} is on the blocklist`,
+          });
+        }
+      }),
+    );
+  });
+}
+
+const CALL = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(.*\)\s*$/s;
+
+/** The function name of a call string (syntax only: the executor's restricted parser decides). */
+export function callName(call: string): string | null {
+  return CALL.exec(call)?.[1] ?? null;
+}
+
+export const CallsBaseSchema = z.object({
+  initial_config: InitialConfig,
+  ground_truth: z.array(z.array(z.string().min(1).max(2000)).min(1)).min(1),
+});
+export type GeneratedCalls = z.infer<typeof CallsBaseSchema>;
+
+/** The parameter-stage schema for a plan: its turns, its functions, the seed's classes. */
+export function callsSchema(plan: Plan, seed: TaskRecord) {
+  return CallsBaseSchema.superRefine((out, ctx) => {
+    if (out.ground_truth.length !== plan.functions.length) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ground_truth'],
+        message: `the plan has ${plan.functions.length} turns, the answer ${out.ground_truth.length}`,
+      });
+    }
+    out.ground_truth.forEach((turn, t) => {
+      const planned = new Set((plan.functions[t] ?? []).map((f) => f.name));
+      turn.forEach((call, i) => {
+        const name = callName(call);
+        if (!name) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['ground_truth', t, i],
+            message: `not a call string of the form name(arg=value, ...): ${call.slice(0, 80)}`,
+          });
+        } else if (!planned.has(name)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['ground_truth', t, i],
+            message: `${name} is not planned for turn ${t} (planned: ${[...planned].join(', ')})`,
+          });
+        }
+      });
+    });
+    for (const cls of Object.keys(out.initial_config)) {
+      if (!seed.involved_classes.includes(cls)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['initial_config', cls],
+          message: `${cls} is not one of the task's classes`,
+        });
+      }
+    }
+  });
+}
+
+export const PatchSchema = z.object({ initial_config: InitialConfig });
+export type ConfigPatch = z.infer<typeof PatchSchema>;
+
+export function patchSchema(candidate: TaskRecord) {
+  return PatchSchema.superRefine((out, ctx) => {
+    for (const cls of Object.keys(out.initial_config)) {
+      if (!candidate.involved_classes.includes(cls)) {
+        ctx.addIssue({ code: 'custom', path: ['initial_config', cls], message: `${cls} is not one of the task's classes` });
+      }
+    }
+  });
+}
+
+export const UserMessageSchema = z.object({ role: z.literal('user'), content: z.string().min(1).max(4000) });
+export const RewriteBaseSchema = z.object({ question: z.array(z.array(UserMessageSchema).length(1)).min(1) });
+export type Rewrite = z.infer<typeof RewriteBaseSchema>;
+
+/** Identifiers that read as code when they appear verbatim in a user message (snake_case, camelCase). */
+function codeLike(name: string): boolean {
+  return name.includes('_') || /[a-z][A-Z]/.test(name);
+}
+
+/** The rewrite schema for a candidate: one message per turn, no function names or call syntax. */
+export function rewriteSchema(candidate: TaskRecord) {
+  const names = new Set(candidate.ground_truth.flat().flatMap((c) => callName(c) ?? []));
+  return RewriteBaseSchema.superRefine((out, ctx) => {
+    if (out.question.length !== candidate.ground_truth.length) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['question'],
+        message: `the candidate has ${candidate.ground_truth.length} turns, the answer ${out.question.length}`,
+      });
+    }
+    out.question.forEach((turn, t) =>
+      turn.forEach((m, i) => {
+        for (const name of names) {
+          const esc = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+          const call = new RegExp(`\\b${esc}\\s*\\(`).test(m.content);
+          const verbatim = codeLike(name) && new RegExp(`\\b${esc}\\b`).test(m.content);
+          if (call || verbatim) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['question', t, i, 'content'],
+              message: `names the function ${name}; say what the user wants instead`,
+            });
+          }
+        }
+      }),
+    );
+  });
+}
+
+export const JUDGE_CRITERIA = ['alignment', 'state_consistency', 'coherence', 'naturalness', 'ambiguity'] as const;
+export type JudgeCriterion = (typeof JUDGE_CRITERIA)[number];
+const Score = z.number().min(0).max(1);
+export const JudgementSchema = z.object({
+  verdict: z.enum(['accept', 'reject']),
+  scores: z.object({
+    alignment: Score,
+    state_consistency: Score,
+    coherence: Score,
+    naturalness: Score,
+    ambiguity: Score,
+  }),
+  reasons: z.array(z.string().min(1).max(500)).max(10),
+});
+export type Judgement = z.infer<typeof JudgementSchema>;
+
+export const REFINE_CLASSES = [
+  'query_misaligned',
+  'state_inconsistent',
+  'incoherent',
+  'unnatural',
+  'ambiguity_malformed',
+  'unfixable',
+] as const;
+export type RefineClass = (typeof REFINE_CLASSES)[number];
+export const RefinementBaseSchema = z.object({ classification: z.enum(REFINE_CLASSES), candidate: CandidateSchema });
+export type Refinement = z.infer<typeof RefinementBaseSchema>;
+
+/** The refine schema for a candidate: same id, category and classes. */
+export function refinementSchema(candidate: TaskRecord) {
+  return RefinementBaseSchema.superRefine((out, ctx) => {
+    const c = out.candidate;
+    if (c.id !== candidate.id) {
+      ctx.addIssue({ code: 'custom', path: ['candidate', 'id'], message: `must stay ${candidate.id}` });
+    }
+    if (c.category !== candidate.category) {
+      ctx.addIssue({ code: 'custom', path: ['candidate', 'category'], message: `must stay ${candidate.category}` });
+    }
+    const same =
+      c.involved_classes.length === candidate.involved_classes.length &&
+      c.involved_classes.every((x) => candidate.involved_classes.includes(x));
+    if (!same) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['candidate', 'involved_classes'],
+        message: `must stay ${candidate.involved_classes.join(', ')}`,
+      });
+    }
+  });
+}

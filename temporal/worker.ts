@@ -1,0 +1,53 @@
+// The rods worker: runs the campaign and synthesis workflows and all their activities on one
+// task queue. Several workers (processes or machines) may serve the same queue.
+import { fileURLToPath } from 'node:url';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type pg from 'pg';
+import { createCampaignActivities } from '../activities/campaign.js';
+import { createCurriculumActivities } from '../activities/curriculum.js';
+import { ExecutorClient } from '../activities/executor-client.js';
+import { createSynthesisActivities } from '../activities/synthesis.js';
+import { temporalNamespace, workerConnection } from './connect.js';
+
+export const DEFAULT_TASK_QUEUE = 'rods';
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+export function taskQueue(): string {
+  return process.env.RODS_TASK_QUEUE || DEFAULT_TASK_QUEUE;
+}
+
+export interface RodsWorkerOptions {
+  pool: pg.Pool;
+  taskQueue?: string;
+  sinkDir?: string;
+  /** A pre-built bundle (tests bundle once per file). */
+  workflowBundle?: WorkflowBundleWithSourceMap;
+  generatorOverrides?: Record<string, unknown>;
+  maxConcurrentActivityTaskExecutions?: number;
+}
+
+export function rodsActivities(opts: RodsWorkerOptions) {
+  const executor = new ExecutorClient();
+  return {
+    ...createCampaignActivities({
+      pool: opts.pool,
+      executor,
+      sinkDir: opts.sinkDir ?? process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
+    }),
+    ...createCurriculumActivities({ pool: opts.pool, executor }),
+    ...createSynthesisActivities({ pool: opts.pool, executor, generatorOverrides: opts.generatorOverrides }),
+  };
+}
+
+export async function createRodsWorker(opts: RodsWorkerOptions): Promise<{ worker: Worker; close: () => Promise<void> }> {
+  const connection = await workerConnection();
+  const worker = await Worker.create({
+    connection,
+    namespace: temporalNamespace(),
+    taskQueue: opts.taskQueue ?? taskQueue(),
+    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    activities: rodsActivities(opts),
+    maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivityTaskExecutions ?? 20,
+  });
+  return { worker, close: () => connection.close() };
+}

@@ -1,0 +1,245 @@
+// The campaign workflow: one per campaign id, running for weeks. Per training step, once the
+// aggregator has closed it, one planning activity retires, selects boundary seeds and injects at
+// the cadence (all decisions are the pure pool policy in domain/, recorded as events); the
+// selected seeds go to synthesis child workflows, at most `maxConcurrentSyntheses` at a time.
+// The workflow itself holds only small state and continues as new when the server suggests it.
+import {
+  ApplicationFailure,
+  allHandlersFinished,
+  CancellationScope,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  isCancellation,
+  ParentClosePolicy,
+  proxyActivities,
+  setHandler,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { CampaignActivities } from '../activities/campaign.js';
+import type { CurriculumActivities, StepPlan } from '../activities/curriculum.js';
+import { parseCampaignConfig, validateReconfiguration } from '../domain/campaign-config.js';
+import type { SynthesisInput, SynthesisOutcome } from './synthesis.js';
+
+export type CampaignStatusName = 'seeding' | 'running' | 'paused' | 'stopped';
+
+export interface CampaignCarry {
+  status: CampaignStatusName;
+  /** Last planned step (0: only seeded). */
+  step: number;
+  poolVersion: number;
+  seeded: boolean;
+  /** synthesisId -> seed task id of the syntheses still running. */
+  running: Record<string, string>;
+  totals: { selected: number; validated: number; rejected: number; injected: number; retired: number; pruned: number };
+  lastPlan?: Omit<StepPlan, 'selected'> & { selected: string[] };
+  config: unknown;
+  /** Continue-as-new generations so far. */
+  generation: number;
+}
+
+export interface CampaignInput {
+  campaignId: string;
+  config: unknown;
+  /** Stop after this step (the demo and tests); runs until stopped when absent. */
+  untilStep?: number;
+  /** Carried over continue-as-new. */
+  carry?: CampaignCarry;
+}
+
+export interface CampaignStatus extends CampaignCarry {
+  campaignId: string;
+  workflowId: string;
+  historyLength: number;
+}
+
+export const statusQuery = defineQuery<CampaignStatus>('status');
+export const statusUpdate = defineUpdate<CampaignStatus>('status');
+export const pauseUpdate = defineUpdate<CampaignStatus, [{ reason?: string }]>('pause');
+export const resumeUpdate = defineUpdate<CampaignStatus>('resume');
+export const stopUpdate = defineUpdate<CampaignStatus, [{ reason?: string }]>('stop');
+export const reconfigureUpdate = defineUpdate<CampaignStatus, [{ config: unknown }]>('reconfigure');
+export const synthesisFinished = defineSignal<[SynthesisOutcome]>('synthesisFinished');
+
+const plan = proxyActivities<CurriculumActivities>({
+  startToCloseTimeout: '5 minutes',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+const camp = proxyActivities<CampaignActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+const waiting = proxyActivities<CampaignActivities>({
+  startToCloseTimeout: '30 days',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
+});
+
+export async function campaignWorkflow(input: CampaignInput): Promise<CampaignStatus> {
+  const { campaignId } = input;
+  const s: CampaignCarry = input.carry ?? {
+    status: 'seeding',
+    step: 0,
+    poolVersion: 0,
+    seeded: false,
+    running: {},
+    totals: { selected: 0, validated: 0, rejected: 0, injected: 0, retired: 0, pruned: 0 },
+    config: input.config,
+    generation: 0,
+  };
+  let config = parseCampaignConfig(s.config);
+  const status = (): CampaignStatus => ({
+    ...s,
+    campaignId,
+    workflowId: workflowInfo().workflowId,
+    historyLength: workflowInfo().historyLength,
+  });
+
+  const stopped = () => s.status === 'stopped';
+  setHandler(statusQuery, status);
+  setHandler(statusUpdate, status);
+  setHandler(
+    pauseUpdate,
+    (_req) => {
+      if (s.status === 'running' || s.status === 'seeding') s.status = 'paused';
+      return status();
+    },
+    {
+      validator: (_req) => {
+        if (s.status === 'stopped') throw new Error('the campaign is stopped; it cannot be paused');
+      },
+    },
+  );
+  setHandler(
+    resumeUpdate,
+    () => {
+      if (s.status === 'paused') s.status = s.seeded ? 'running' : 'seeding';
+      return status();
+    },
+    {
+      validator: () => {
+        if (s.status === 'stopped') throw new Error('the campaign is stopped; start a new one instead of resuming');
+      },
+    },
+  );
+  setHandler(
+    stopUpdate,
+    (_req) => {
+      s.status = 'stopped';
+      return status();
+    },
+  );
+  setHandler(
+    reconfigureUpdate,
+    ({ config: next }) => {
+      const r = validateReconfiguration(config, next);
+      if (!r.ok) throw ApplicationFailure.nonRetryable(r.message);
+      config = r.config;
+      s.config = next;
+      return status();
+    },
+    {
+      validator: ({ config: next }) => {
+        if (s.status === 'stopped') throw new Error('the campaign is stopped; it cannot be reconfigured');
+        const r = validateReconfiguration(config, next);
+        if (!r.ok) throw new Error(r.message);
+      },
+    },
+  );
+  setHandler(synthesisFinished, (o) => {
+    if (!(o.synthesisId in s.running)) return;
+    delete s.running[o.synthesisId];
+    if (o.outcome === 'validated') s.totals.validated++;
+    else s.totals.rejected++;
+  });
+
+  if (!s.seeded) {
+    const seeds = (config as { seeds?: { perCategory?: number; categories?: string[] } }).seeds;
+    const r = await plan.seedCampaign({
+      campaignId,
+      perCategory: seeds?.perCategory ?? 100,
+      categories: seeds?.categories,
+    });
+    s.seeded = true;
+    s.poolVersion = r.poolVersion;
+    if (s.status === 'seeding') s.status = 'running';
+    await camp.deliverPoolJsonl({ campaignId, version: r.poolVersion });
+  }
+
+  while (s.status !== 'stopped' && (input.untilStep === undefined || s.step < input.untilStep)) {
+    if (workflowInfo().continueAsNewSuggested) {
+      // Only once every update and signal handler has finished, carrying the whole state.
+      await condition(allHandlersFinished);
+      s.generation++;
+      await continueAsNew<typeof campaignWorkflow>({ ...input, config: s.config, carry: s });
+    }
+    await condition(() => s.status !== 'paused');
+    if (stopped()) break;
+    const next = s.step + 1;
+
+    // Wait until the aggregator closed the step; a pause or stop cancels the wait.
+    const interrupted = await waitForStep(campaignId, next, () => s.status !== 'running');
+    if (interrupted) continue;
+
+    const p = await plan.planStep({
+      campaignId,
+      step: next,
+      config: s.config,
+      inFlight: Object.values(s.running),
+      runningSyntheses: Object.keys(s.running).length,
+    });
+    s.step = next;
+    s.poolVersion = p.poolVersion;
+    s.totals.selected += p.selected.length;
+    s.totals.injected += p.injected.length;
+    s.totals.retired += p.retired.length;
+    s.totals.pruned += p.pruned.length;
+    s.lastPlan = { ...p, selected: p.selected.map((x) => x.taskId) };
+
+    for (const seed of p.selected) {
+      const synthesisId = `synth-${campaignId}-${next}-${seed.taskId}`;
+      const child: SynthesisInput = {
+        campaignId,
+        synthesisId,
+        step: next,
+        seed,
+        config: s.config,
+        parentWorkflowId: workflowInfo().workflowId,
+      };
+      // Children outlive a continue-as-new of the parent and report back by signal.
+      await startChild('synthesisWorkflow', {
+        workflowId: synthesisId,
+        args: [child],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+      });
+      s.running[synthesisId] = seed.taskId;
+    }
+    if (p.versionChanged) await camp.deliverPoolJsonl({ campaignId, version: p.poolVersion });
+  }
+  await condition(allHandlersFinished);
+  return status();
+}
+
+/** Runs the awaitStep activity, cancelled when `stop()` turns true. Returns true when interrupted. */
+async function waitForStep(campaignId: string, step: number, stop: () => boolean): Promise<boolean> {
+  const waitScope = new CancellationScope();
+  const waitP = waitScope.run(() => waiting.awaitStep({ campaignId, step }));
+  const watchScope = new CancellationScope();
+  const watchP = watchScope.run(() => condition(stop));
+  try {
+    const winner = await Promise.race([waitP.then(() => 'step' as const), watchP.then(() => 'stop' as const)]);
+    if (winner === 'step') return false;
+    waitScope.cancel();
+    await waitP.catch((e) => {
+      if (!isCancellation(e)) throw e;
+    });
+    return true;
+  } finally {
+    watchScope.cancel();
+    watchP.catch(() => {});
+  }
+}

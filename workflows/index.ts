@@ -1,0 +1,3 @@
+// Every workflow the rods worker runs (the bundle entry point).
+export { campaignWorkflow } from './campaign.js';
+export { synthesisWorkflow } from './synthesis.js';

@@ -1,0 +1,237 @@
+// The synthesis workflow: one per selected boundary seed. The five stages of DESIGN.md §2 —
+// plan; execute (at most `maxConfigRepairs` config-patch repairs, failed functions blocklisted
+// for re-planning); coherence rewrite; critique (deterministic gates and a fresh re-execution,
+// then the LLM quality judge, at most `maxRefinements` classify-and-rewrite refinements);
+// augmentation is off unless configured. Every stage records StageCompleted; the run ends in
+// CandidateValidated or CandidateRejected with the stage and reason, and reports to the campaign.
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { SelectedSeed } from '../activities/curriculum.js';
+import type { Failure } from '../activities/executor-client.js';
+import type { Candidate, Judgement } from '../activities/llm/schemas.js';
+import type { SynthesisActivities } from '../activities/synthesis.js';
+import { parseCampaignConfig } from '../domain/campaign-config.js';
+
+export interface SynthesisInput {
+  campaignId: string;
+  synthesisId: string;
+  step: number;
+  seed: SelectedSeed;
+  config: unknown;
+  parentWorkflowId: string;
+}
+
+export interface SynthesisOutcome {
+  synthesisId: string;
+  outcome: 'validated' | 'rejected';
+  candidateId?: string;
+  reasonCode?: string;
+}
+
+type StageName = 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | 'augment';
+
+const llm = proxyActivities<SynthesisActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '2 seconds', maximumInterval: '1 minute', maximumAttempts: 4 },
+});
+const env = proxyActivities<SynthesisActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 6 },
+});
+
+/** A failure that ends the run with a CandidateRejected. */
+class Rejection extends Error {
+  constructor(
+    readonly stage: StageName,
+    readonly code: string,
+    message: string,
+    readonly candidateId: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+/** The function name of a call string (`cd(folder='x')` -> `cd`), for the blocklist. */
+function callName(call: string): string | null {
+  const m = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(/.exec(call);
+  return m ? m[1]! : null;
+}
+
+export async function synthesisWorkflow(input: SynthesisInput): Promise<SynthesisOutcome> {
+  const { campaignId, synthesisId, seed } = input;
+  const cfg = parseCampaignConfig(input.config);
+  const ref = (attempt: number) => ({ campaignId, synthesisId, attempt, config: input.config });
+  const candidateId = `${seed.taskId}~s${input.step}`;
+  let stage: StageName = 'plan';
+  let current: Candidate | null = null;
+  let outcome: SynthesisOutcome;
+
+  await env.synthesisStarted({
+    campaignId,
+    synthesisId,
+    seedTaskId: seed.taskId,
+    selectionEventId: seed.selectionEventId,
+    config: input.config,
+  });
+  const models: Record<string, string> = {};
+  const prompts: Record<string, string> = {};
+  const outputs: Record<string, string> = {};
+  const note = (name: string, r: { model: string; promptHash: string; outputHash: string }) => {
+    models[name] = r.model;
+    prompts[name] = r.promptHash;
+    outputs[name] = r.outputHash;
+  };
+
+  try {
+    // Plan and Execute, with config-patch repairs and re-planning around failing functions.
+    const blocklist: string[] = [];
+    let executed: { ok: boolean; failure: Failure | null } = { ok: false, failure: null };
+    let narrative: string | undefined;
+    let attempt = 0;
+    for (let replan = 0; replan <= cfg.synthesis.maxConfigRepairs && !executed.ok; replan++) {
+      stage = 'plan';
+      const planned = await llm.planTask({ ...ref(replan), seed: seed.task, blocklist });
+      note('plan', planned);
+      narrative = (planned.value as { narrative?: string }).narrative;
+      stage = 'execute';
+      const drafted = await llm.generateCandidate({ ...ref(replan), plan: planned.value, seed: seed.task, candidateId });
+      note('params', drafted);
+      let cand: Candidate = drafted.candidate;
+      current = cand;
+      executed = await env.executeCandidate({ candidate: cand });
+      for (let repair = 1; !executed.ok && repair <= cfg.synthesis.maxConfigRepairs; repair++) {
+        attempt++;
+        const patched: { candidate: Candidate; model: string; promptHash: string; outputHash: string } =
+          await llm.patchConfig({ ...ref(attempt), candidate: cand, failure: executed.failure!, repair });
+        note('config-patch', patched);
+        cand = patched.candidate;
+        current = cand;
+        executed = await env.executeCandidate({ candidate: cand });
+      }
+      if (!executed.ok && executed.failure) {
+        const failed = callName(executed.failure.call);
+        if (failed && !blocklist.includes(failed)) blocklist.push(failed);
+      }
+    }
+    if (!executed.ok || !current) {
+      throw new Rejection(
+        'execute',
+        'execution-failed',
+        `ground truth does not execute after repairs and re-planning: ${executed.failure?.reason ?? 'unknown'} (blocklist: ${blocklist.join(', ') || 'none'})`,
+        current?.id ?? null,
+      );
+    }
+    await env.stageCompleted({ ...ref(0), stage: 'execute', output: current.ground_truth });
+
+    // Coherence rewrite.
+    stage = 'rewrite';
+    const rewritten = await llm.rewriteCandidate({ ...ref(0), candidate: current, narrative, seed: seed.task });
+    note('rewrite', rewritten);
+    let cand: Candidate = rewritten.candidate;
+    current = cand;
+
+    // Critique: deterministic gates and a fresh re-execution, then the judge; one refinement.
+    stage = 'critique';
+    let judgement: Judgement | null = null;
+    let judgeModel = '';
+    let refined = false;
+    for (let round = 0; ; round++) {
+      const gates = await env.gateCandidate({ candidate: cand, config: input.config });
+      if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, cand.id);
+      const again = await env.executeCandidate({ candidate: cand });
+      if (!again.ok) {
+        throw new Rejection('critique', 'reexecution-failed', `fresh re-execution failed: ${again.failure?.reason}`, cand.id);
+      }
+      const judged = await llm.judgeCandidate({ ...ref(round), candidate: cand, execution: { ok: true } });
+      note(round === 0 ? 'judge' : `judge-${round}`, judged);
+      judgement = judged.value;
+      judgeModel = judged.model;
+      if (judgement.verdict === 'accept') break;
+      if (round >= cfg.synthesis.maxRefinements) {
+        throw new Rejection('critique', 'judge-rejected', `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`, cand.id);
+      }
+      stage = 'refine';
+      const r = await llm.refineCandidate({ ...ref(round), candidate: cand, judgement });
+      note('refine', r);
+      cand = r.candidate;
+      current = cand;
+      refined = true;
+      stage = 'critique';
+    }
+    await env.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
+
+    const r = await env.recordOutcome({
+      kind: 'validated',
+      campaignId,
+      synthesisId,
+      seedTaskId: seed.taskId,
+      candidate: cand,
+      judge: { model: judgeModel, scores: judgement.scores, reasons: judgement.reasons },
+      refined,
+      lineage: {
+        parents: [seed.taskId],
+        rootSeedId: seed.rootSeedId,
+        depth: seed.depth,
+        parentPhi: seed.phi,
+        category: cand.category,
+        step: input.step,
+        triggeringStats: seed.stats,
+        selectionEventId: seed.selectionEventId,
+        synthesisId,
+        workflowId: workflowInfo().workflowId,
+        models,
+        promptVersions: prompts,
+        stageOutputs: outputs,
+        judgeVerdict: judgement.verdict,
+        judgeScores: judgement.scores,
+      },
+    });
+    outcome = { synthesisId, outcome: r.outcome, candidateId: r.candidateId, reasonCode: r.reasonCode };
+  } catch (e) {
+    const rej = toRejection(e, stage, current?.id ?? null);
+    const r = await env.recordOutcome({
+      kind: 'rejected',
+      campaignId,
+      synthesisId,
+      seedTaskId: seed.taskId,
+      candidateId: rej.candidateId,
+      stage: rej.stage,
+      reasonCode: rej.code,
+      reason: rej.message,
+    });
+    outcome = { synthesisId, outcome: r.outcome, reasonCode: rej.code };
+  }
+  try {
+    await getExternalWorkflowHandle(input.parentWorkflowId).signal('synthesisFinished', outcome);
+  } catch {
+    // The campaign may have ended; the outcome is in the event store either way.
+  }
+  return outcome;
+}
+
+/** Every failure becomes a rejection with its stage and a reason code. */
+function toRejection(e: unknown, stage: StageName, candidateId: string | null): Rejection {
+  if (e instanceof Rejection) return e;
+  const cause = e instanceof ActivityFailure ? e.cause : e;
+  if (cause instanceof ApplicationFailure) {
+    const code =
+      cause.type === 'GeneratorOutputError'
+        ? 'generator-output-invalid'
+        : cause.type === 'GeneratorUnavailableError'
+          ? 'generator-unavailable'
+          : cause.type === 'GeneratorRequestError'
+            ? 'generator-request-refused'
+            : cause.type === 'ExecutorUnavailable'
+              ? 'executor-unavailable'
+              : 'activity-failed';
+    return new Rejection(stage, code, cause.message, candidateId);
+  }
+  const msg = e instanceof Error ? e.message : String(e);
+  return new Rejection(stage, 'synthesis-failed', msg, candidateId);
+}
