@@ -85,14 +85,19 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
      * (temp file + rename): `<sink>/<campaign>/pool-v<version>.jsonl` and `current.jsonl`.
      * Writing the same version twice gives the same file.
      */
-    async deliverPoolJsonl(input: { campaignId: string; version: number }): Promise<{ file: string; tasks: number }> {
+    async deliverPoolJsonl(input: {
+      campaignId: string;
+      version: number;
+    }): Promise<{ file: string; tasks: number }> {
       const { rows } = await deps.pool.query<{ task: unknown }>(
         'select task from pool_members where campaign_id = $1 and active order by task_id',
         [input.campaignId],
       );
       const dir = path.join(deps.sinkDir, input.campaignId);
       await mkdir(dir, { recursive: true });
-      const body = rows.map((r) => JSON.stringify(typeof r.task === 'string' ? JSON.parse(r.task) : r.task)).join('\n');
+      const body = rows
+        .map((r) => JSON.stringify(typeof r.task === 'string' ? JSON.parse(r.task) : r.task))
+        .join('\n');
       const file = path.join(dir, `pool-v${input.version}.jsonl`);
       for (const target of [file, path.join(dir, 'current.jsonl')]) {
         const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;

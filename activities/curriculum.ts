@@ -74,8 +74,19 @@ function fingerprint(type: string): string {
   return defaultRegistry().current(type)!.fingerprint;
 }
 
-function event(type: string, eventId: string, payload: Record<string, unknown>, metadata: Record<string, unknown> = {}): NewEvent {
-  return { eventId, type, fingerprint: fingerprint(type), payload: { eventId, ...payload }, metadata: { producer: 'rods-worker', ...metadata } };
+function event(
+  type: string,
+  eventId: string,
+  payload: Record<string, unknown>,
+  metadata: Record<string, unknown> = {},
+): NewEvent {
+  return {
+    eventId,
+    type,
+    fingerprint: fingerprint(type),
+    payload: { eventId, ...payload },
+    metadata: { producer: 'rods-worker', ...metadata },
+  };
 }
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
@@ -83,14 +94,17 @@ async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
 }
 
 async function recordedPlan<T>(c: pg.PoolClient, campaignId: string, step: number): Promise<T | undefined> {
-  const r = await c.query<{ result: T }>('select result from campaign_plans where campaign_id = $1 and step = $2', [
-    campaignId,
-    step,
-  ]);
+  const r = await c.query<{ result: T }>(
+    'select result from campaign_plans where campaign_id = $1 and step = $2',
+    [campaignId, step],
+  );
   return r.rows[0]?.result;
 }
 
-async function latestState(c: pg.PoolClient, campaignId: string): Promise<{ step: number; state: PoolState } | undefined> {
+async function latestState(
+  c: pg.PoolClient,
+  campaignId: string,
+): Promise<{ step: number; state: PoolState } | undefined> {
   const r = await c.query<{ step: number; state: PoolState }>(
     'select step, state from campaign_plans where campaign_id = $1 order by step desc limit 1',
     [campaignId],
@@ -147,11 +161,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         });
         await recordEventsIn(c, campaignStream(input.campaignId), events);
         const result = { seeded: decisions.length, poolVersion: state.version };
-        await c.query('insert into campaign_plans (campaign_id, step, state, result) values ($1, 0, $2, $3)', [
-          input.campaignId,
-          JSON.stringify(state),
-          JSON.stringify(result),
-        ]);
+        await c.query(
+          'insert into campaign_plans (campaign_id, step, state, result) values ($1, 0, $2, $3)',
+          [input.campaignId, JSON.stringify(state), JSON.stringify(result)],
+        );
         return result;
       });
     },
@@ -177,7 +190,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         if (again) return again;
         const prev = await latestState(c, campaignId);
         if (!prev) throw new Error(`campaign ${campaignId} has no seeded pool; seed it first`);
-        if (prev.step >= step) throw new Error(`campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`);
+        if (prev.step >= step)
+          throw new Error(
+            `campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`,
+          );
         let state = prev.state;
         const stats = await loadTaskStats(c, campaignId);
 
@@ -185,7 +201,8 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         const observed: PoolDecision[] = [];
         for (const m of state.members) {
           const s = stats[m.taskId];
-          if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount)) observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
+          if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount))
+            observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
         }
         state = applyDecisions(state, observed);
 
@@ -195,7 +212,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
             where campaign_id = $1 and status = 'validated' order by created_at, candidate_id`,
           [campaignId],
         );
-        const known = new Set([...state.queue.map((q) => q.candidateId), ...state.members.flatMap((m) => (m.candidateId ? [m.candidateId] : []))]);
+        const known = new Set([
+          ...state.queue.map((q) => q.candidateId),
+          ...state.members.flatMap((m) => (m.candidateId ? [m.candidateId] : [])),
+        ]);
         const lineageOf = (id: string) => {
           const m = state.members.find((x) => x.taskId === id);
           return m ? { rootSeedId: m.rootSeedId, depth: m.depth } : undefined;
@@ -205,7 +225,8 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         for (const r of cands.rows) {
           if (known.has(r.candidate_id)) continue;
           const parents = r.lineage.parents?.length ? r.lineage.parents : [r.seed_task_id];
-          const rootKnown = lineageOf(parents[0]!) ?? (r.lineage as { rootSeedId?: string; depth?: number }).rootSeedId;
+          const rootKnown =
+            lineageOf(parents[0]!) ?? (r.lineage as { rootSeedId?: string; depth?: number }).rootSeedId;
           try {
             enqueue.push(
               queueCandidate(
@@ -213,7 +234,9 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
                 {
                   candidateId: r.candidate_id,
                   taskId: String((r.candidate as { id?: string }).id ?? r.candidate_id),
-                  category: String((r.candidate as { category?: string }).category ?? r.lineage.category ?? 'base'),
+                  category: String(
+                    (r.candidate as { category?: string }).category ?? r.lineage.category ?? 'base',
+                  ),
                   parents,
                   parentPhi: r.lineage.parentPhi ?? 0,
                 },
@@ -274,10 +297,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
               occurredAt: now(),
             }),
           );
-          const t = await c.query<{ task: TaskRecord }>('select task from pool_members where campaign_id = $1 and task_id = $2', [
-            campaignId,
-            d.taskId,
-          ]);
+          const t = await c.query<{ task: TaskRecord }>(
+            'select task from pool_members where campaign_id = $1 and task_id = $2',
+            [campaignId, d.taskId],
+          );
           const task = t.rows[0]?.task;
           if (task) {
             selectedOut.push({
@@ -296,16 +319,22 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         for (const d of injection.discard) {
           const row = candidateRows.get(d.candidateId);
           ev.push(
-            event('CandidateRejected', derivedUuid('CandidateRejected', campaignId, d.candidateId, 'discard'), {
-              campaignId,
-              synthesisId: String((row?.lineage as { synthesisId?: string } | undefined)?.synthesisId ?? 'unknown'),
-              candidateId: d.candidateId,
-              seedTaskId: row?.seed_task_id ?? 'unknown',
-              stage: 'critique',
-              reasonCode: d.reason,
-              reason: `task id ${d.taskId} is already in the pool or the queue`,
-              occurredAt: now(),
-            }),
+            event(
+              'CandidateRejected',
+              derivedUuid('CandidateRejected', campaignId, d.candidateId, 'discard'),
+              {
+                campaignId,
+                synthesisId: String(
+                  (row?.lineage as { synthesisId?: string } | undefined)?.synthesisId ?? 'unknown',
+                ),
+                candidateId: d.candidateId,
+                seedTaskId: row?.seed_task_id ?? 'unknown',
+                stage: 'critique',
+                reasonCode: d.reason,
+                reason: `task id ${d.taskId} is already in the pool or the queue`,
+                occurredAt: now(),
+              },
+            ),
           );
         }
         for (const d of injection.inject) {
@@ -359,12 +388,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
           generated: state.members.filter((m) => m.origin === 'generated').length,
         };
         void before;
-        await c.query('insert into campaign_plans (campaign_id, step, state, result) values ($1, $2, $3, $4)', [
-          campaignId,
-          step,
-          JSON.stringify(state),
-          JSON.stringify(plan),
-        ]);
+        await c.query(
+          'insert into campaign_plans (campaign_id, step, state, result) values ($1, $2, $3, $4)',
+          [campaignId, step, JSON.stringify(state), JSON.stringify(plan)],
+        );
         return plan;
       });
     },

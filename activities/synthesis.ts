@@ -14,8 +14,14 @@ import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
 import { derivedUuid } from '../util/ids.js';
-import { type ExecuteResponse, ExecutorError, type ExecutorClient, type Failure, type TaskRecord } from './executor-client.js';
-import { generatorConfig, type GeneratorConfig } from './llm/config.js';
+import {
+  type ExecuteResponse,
+  type ExecutorClient,
+  ExecutorError,
+  type Failure,
+  type TaskRecord,
+} from './executor-client.js';
+import { type GeneratorConfig, generatorConfig } from './llm/config.js';
 import { GeneratorOutputError, GeneratorRequestError, GeneratorUnavailableError } from './llm/errors.js';
 import type { Candidate, Judgement, Plan } from './llm/schemas.js';
 import * as stages from './llm/stages.js';
@@ -46,7 +52,12 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-function ev(type: string, eventId: string, payload: Record<string, unknown>, metadata: Record<string, unknown> = {}): NewEvent {
+function ev(
+  type: string,
+  eventId: string,
+  payload: Record<string, unknown>,
+  metadata: Record<string, unknown> = {},
+): NewEvent {
   return {
     eventId,
     type,
@@ -67,13 +78,21 @@ function asFailure(e: unknown): never {
     });
   }
   if (e instanceof GeneratorRequestError) {
-    throw ApplicationFailure.create({ type: 'GeneratorRequestError', message: e.message, nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: 'GeneratorRequestError',
+      message: e.message,
+      nonRetryable: true,
+    });
   }
   if (e instanceof GeneratorUnavailableError) {
     throw ApplicationFailure.create({ type: 'GeneratorUnavailableError', message: e.message });
   }
   if (e instanceof ExecutorError) {
-    throw ApplicationFailure.create({ type: 'ExecutorUnavailable', message: e.message, nonRetryable: e.code === 'config' });
+    throw ApplicationFailure.create({
+      type: 'ExecutorUnavailable',
+      message: e.message,
+      nonRetryable: e.code === 'config',
+    });
   }
   throw e;
 }
@@ -91,7 +110,10 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   };
 
   /** Runs one LLM stage with heartbeats and records its StageCompleted. */
-  const llm = async <T>(ref: StageRef, run: (cfg: GeneratorConfig, opts: stages.StageOptions) => Promise<stages.StageResult<T>>) => {
+  const llm = async <T>(
+    ref: StageRef,
+    run: (cfg: GeneratorConfig, opts: stages.StageOptions) => Promise<stages.StageResult<T>>,
+  ) => {
     const ctx = Context.current();
     const cfg = genCfg(ref.config);
     let r: stages.StageResult<T>;
@@ -177,7 +199,11 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
 
     judgeCandidate(input: StageRef & { candidate: Candidate; execution?: unknown }) {
       return llm<Judgement>(input, (cfg, opts) =>
-        stages.judge(input.candidate, { ...cfg, model: cfg.judgeModel }, { ...opts, execution: input.execution }),
+        stages.judge(
+          input.candidate,
+          { ...cfg, model: cfg.judgeModel },
+          { ...opts, execution: input.execution },
+        ),
       );
     },
 
@@ -187,7 +213,9 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     },
 
     /** Runs the candidate's ground truth in fresh environment instances (Execute, and the Critique's re-execution). */
-    async executeCandidate(input: { candidate: Candidate }): Promise<{ ok: boolean; failure: Failure | null; statesHash: string }> {
+    async executeCandidate(input: {
+      candidate: Candidate;
+    }): Promise<{ ok: boolean; failure: Failure | null; statesHash: string }> {
       let r: ExecuteResponse;
       try {
         r = await deps.executor.execute({
@@ -199,7 +227,11 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       } catch (e) {
         asFailure(e);
       }
-      return { ok: r.ok, failure: r.failure ?? null, statesHash: sha256(JSON.stringify(r.turns.map((t) => t.state))) };
+      return {
+        ok: r.ok,
+        failure: r.failure ?? null,
+        statesHash: sha256(JSON.stringify(r.turns.map((t) => t.state))),
+      };
     },
 
     /** The deterministic gates of the Critique stage (domain/candidate.ts). */
@@ -209,7 +241,9 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     },
 
     /** StageCompleted for a stage without a model (execute, critique, augment). */
-    async stageCompleted(input: StageRef & { stage: 'execute' | 'critique' | 'augment'; output: unknown }): Promise<void> {
+    async stageCompleted(
+      input: StageRef & { stage: 'execute' | 'critique' | 'augment'; output: unknown },
+    ): Promise<void> {
       await record(synthesisStream(input.synthesisId), [
         ev('StageCompleted', derivedUuid('StageCompleted', input.synthesisId, input.stage, input.attempt), {
           campaignId: input.campaignId,
@@ -275,7 +309,9 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           return { outcome: 'rejected', reasonCode: input.reasonCode };
         }
         const hash = candidateHash(input.candidate);
-        await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-candidates:${input.campaignId}`]);
+        await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
+          `rods-candidates:${input.campaignId}`,
+        ]);
         const dup = await c.query<{ candidate_id: string }>(
           'select candidate_id from candidates where campaign_id = $1 and candidate_hash = $2 and candidate_id <> $3',
           [input.campaignId, hash, input.candidate.id],

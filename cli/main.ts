@@ -10,6 +10,7 @@ import { register as migrateCommand } from './commands/migrate.js';
 import { register as relayCommand } from './commands/relay.js';
 import { register as schemasCommand } from './commands/schemas.js';
 import { register as stackCommand } from './commands/stack.js';
+import { register as standinCommand } from './commands/standin.js';
 import { register as topicsCommand } from './commands/topics.js';
 import { register as workerCommand } from './commands/worker.js';
 import { UsageError } from './errors.js';
@@ -35,6 +36,7 @@ export function program(): Command {
     aggregatorCommand,
     campaignCommand,
     workerCommand,
+    standinCommand,
   ])
     reg(p);
   return p;

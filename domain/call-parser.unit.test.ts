@@ -30,8 +30,16 @@ const json = (c: ParsedCall) => ({
 
 describe('parseCall accepts the literal-only call subset', () => {
   it('parses BFCL ground-truth calls into names, positional and keyword literals', () => {
-    expect(json(ok("cd(folder='document')"))).toEqual({ name: 'cd', args: [], kwargs: { folder: 'document' } });
-    expect(json(ok("sort('final_report.pdf')"))).toEqual({ name: 'sort', args: ['final_report.pdf'], kwargs: {} });
+    expect(json(ok("cd(folder='document')"))).toEqual({
+      name: 'cd',
+      args: [],
+      kwargs: { folder: 'document' },
+    });
+    expect(json(ok("sort('final_report.pdf')"))).toEqual({
+      name: 'sort',
+      args: ['final_report.pdf'],
+      kwargs: {},
+    });
     expect(json(ok("lockDoors(unlock=False, door=['driver', 'passenger'])"))).toEqual({
       name: 'lockDoors',
       args: [],
@@ -47,8 +55,23 @@ describe('parseCall accepts the literal-only call subset', () => {
   });
 
   it('reads numbers as Python does', () => {
-    const k = json(ok('f(a=-1.5e3, b=0x1F, c=0o17, d=0b101, e=1_000, f=.5, g=5., h=+2, i=0, j=00, k=1E-2, l=- 3)')).kwargs;
-    expect(k).toEqual({ a: -1500, b: 31, c: 15, d: 5, e: 1000, f: 0.5, g: 5, h: 2, i: 0, j: 0, k: 0.01, l: -3 });
+    const k = json(
+      ok('f(a=-1.5e3, b=0x1F, c=0o17, d=0b101, e=1_000, f=.5, g=5., h=+2, i=0, j=00, k=1E-2, l=- 3)'),
+    ).kwargs;
+    expect(k).toEqual({
+      a: -1500,
+      b: 31,
+      c: 15,
+      d: 5,
+      e: 1000,
+      f: 0.5,
+      g: 5,
+      h: 2,
+      i: 0,
+      j: 0,
+      k: 0.01,
+      l: -3,
+    });
     const n = ok('f(-0.0)').args[0] as Extract<Literal, { type: 'num' }>;
     expect(n.text).toBe('-0.0');
   });
@@ -74,7 +97,9 @@ describe('parseCall accepts the literal-only call subset', () => {
   });
 
   it('reads lists, tuples, parenthesized values and dicts, with trailing commas and line breaks', () => {
-    const c = ok("f(\n  a=[1, [2, 3],],\n  b=(1,),\n  c=(2),\n  d=(),\n  e={'k': {'n': None}, 1: 'one', True: 2,},\n  f={},\n)");
+    const c = ok(
+      "f(\n  a=[1, [2, 3],],\n  b=(1,),\n  c=(2),\n  d=(),\n  e={'k': {'n': None}, 1: 'one', True: 2,},\n  f={},\n)",
+    );
     expect(json(c).kwargs).toEqual({
       a: [1, [2, 3]],
       b: [1],
@@ -94,9 +119,12 @@ describe('parseCall accepts the literal-only call subset', () => {
   });
 
   it('gives dict keys that are JSON-unsafe as own properties', () => {
-    const v = literalToJson(ok("f(a={'__proto__': 1, 'constructor': 2})").kwargs[0]!.value) as Record<string, number>;
+    const v = literalToJson(ok("f(a={'__proto__': 1, 'constructor': 2})").kwargs[0]!.value) as Record<
+      string,
+      number
+    >;
     expect(Object.keys(v)).toEqual(['__proto__', 'constructor']);
-    expect(v.__proto__).toBe(1);
+    expect(Object.getOwnPropertyDescriptor(v, '__proto__')?.value).toBe(1);
     expect(JSON.stringify(v)).toBe('{"__proto__":1,"constructor":2}');
   });
 });
@@ -112,7 +140,7 @@ describe('parseCall refuses everything that is not a literal call', () => {
     ["f(a=eval('1'))", /a call is not allowed/],
     ['f()()', /calling the result of a call/],
     ['f().x', /no attribute or subscript/],
-    ["f(a=1); import os", /only a single function call/],
+    ['f(a=1); import os', /only a single function call/],
     ['f(a=1)\ng()', /only a single function call/],
     ['f(1, a=2, 3)', /positional argument follows a keyword/],
     ['f(a=1, a=2)', /given twice/],
@@ -169,6 +197,8 @@ describe('parseCall refuses everything that is not a literal call', () => {
     expect(rejected(src)).toMatch(reason);
   });
 
+  const hasControlCharacter = (s: string) => [...s].some((ch) => ch.charCodeAt(0) < 0x20);
+
   it('refuses non-strings and over-long input before parsing', () => {
     expect(rejected(42)).toMatch(/must be a string, got number/);
     expect(rejected(null)).toMatch(/must be a string/);
@@ -188,7 +218,7 @@ describe('parseCall refuses everything that is not a literal call', () => {
     const hostile = `f(a=${'\u0000\u001b[31m'.repeat(5000)})`;
     const reason = rejected(hostile);
     expect(reason.length).toBeLessThan(200);
-    expect(reason).not.toMatch(/[\u0000-\u001f]/);
+    expect(hasControlCharacter(reason)).toBe(false);
     const longName = `${'x'.repeat(5000)}.y()`;
     expect(rejected(longName).length).toBeLessThan(200);
   });
@@ -215,7 +245,9 @@ describe('agreement with the executor parser (executor/parser.py)', () => {
       const r = parseCall(c.src);
       if (c.ok) {
         if (!r.ok) mismatches.push(`refused ${JSON.stringify(c.src)}: ${r.reason}`);
-        else if (JSON.stringify(json(r.call)) !== JSON.stringify({ name: c.name, args: c.args, kwargs: c.kwargs })) {
+        else if (
+          JSON.stringify(json(r.call)) !== JSON.stringify({ name: c.name, args: c.args, kwargs: c.kwargs })
+        ) {
           mismatches.push(`values differ for ${JSON.stringify(c.src)}: ${JSON.stringify(json(r.call))}`);
         }
       } else if (r.ok) {

@@ -97,12 +97,15 @@ export const SelectionConfigSchema = z.strictObject({
   /** M_τ: most seeds per category per step; a category without an entry gets no seed. */
   perCategoryQuota: z
     .record(
-      z.string().min(1, 'selection.perCategoryQuota: a category name must not be empty'),
+      z.string(),
       z
         .number()
         .int('selection.perCategoryQuota: a quota must be a whole number of seeds')
         .min(0, 'selection.perCategoryQuota: a quota must be >= 0'),
     )
+    .refine((q) => !Object.hasOwn(q, ''), {
+      message: 'selection.perCategoryQuota: a category name must not be empty',
+    })
     .default({ base: 2, miss_func: 2, miss_param: 2, long_context: 2 }),
   /** c: a seed selected at step s may be selected again from step s + c + 1 on. */
   cooldownSteps: z
@@ -338,7 +341,8 @@ export type Reconfiguration =
  * Validates a new configuration for a running campaign: it must be a valid config, and it may not
  * change what cannot apply mid-campaign (rolloutsPerTask, detector.window, detector.ewmaAlpha).
  * Everything else (thresholds, pool, selection, synthesis, generator knobs) applies from the next
- * decision on. changedKeys are the dotted paths that changed (for CampaignReconfigured).
+ * decision on. `next` is a complete config: values it leaves out take their defaults, not the
+ * current values. changedKeys are the dotted paths that changed (for CampaignReconfigured).
  */
 export function validateReconfiguration(current: CampaignConfig, next: unknown): Reconfiguration {
   let parsed: CampaignConfig;

@@ -113,10 +113,14 @@ describe('seeding and lineage', () => {
       injectedAtStep: 0,
     });
     expect(seedTasks(p, [{ taskId: 'a', category: 'base' }], 1)).toEqual([]);
-    const dup = seedTasks(EMPTY_POOL, [
-      { taskId: 'x', category: 'base' },
-      { taskId: 'x', category: 'base' },
-    ]);
+    const dup = seedTasks(
+      EMPTY_POOL,
+      [
+        { taskId: 'x', category: 'base' },
+        { taskId: 'x', category: 'base' },
+      ],
+      0,
+    );
     expect(dup).toHaveLength(1);
   });
 
@@ -139,7 +143,11 @@ describe('seeding and lineage', () => {
 
   it('queues a candidate with the lineage of its seed: from the pool, or from a lookup once the seed retired', () => {
     let p = seeded([['s1', 'base']]);
-    const e1 = queueCandidate(p, { candidateId: 'c1', taskId: 'g1', category: 'base', parents: ['s1'], parentPhi: 0.8 }, 3);
+    const e1 = queueCandidate(
+      p,
+      { candidateId: 'c1', taskId: 'g1', category: 'base', parents: ['s1'], parentPhi: 0.8 },
+      3,
+    );
     expect(e1.candidate).toEqual({
       candidateId: 'c1',
       taskId: 'g1',
@@ -153,14 +161,27 @@ describe('seeding and lineage', () => {
     p = applyDecisions(p, [e1]);
     const plan = planInjection(p, 10, PAPER);
     p = applyDecisions(p, planDecisions(plan));
-    expect(findMember(p, 'g1')).toMatchObject({ origin: 'generated', rootSeedId: 's1', depth: 1, parents: ['s1'] });
+    expect(findMember(p, 'g1')).toMatchObject({
+      origin: 'generated',
+      rootSeedId: 's1',
+      depth: 1,
+      parents: ['s1'],
+    });
     // a grandchild of the seed
-    const e2 = queueCandidate(p, { candidateId: 'c2', taskId: 'g2', category: 'base', parents: ['g1'], parentPhi: 0.7 }, 11);
+    const e2 = queueCandidate(
+      p,
+      { candidateId: 'c2', taskId: 'g2', category: 'base', parents: ['g1'], parentPhi: 0.7 },
+      11,
+    );
     expect(e2.candidate).toMatchObject({ rootSeedId: 's1', depth: 2 });
     // g1 retires before its child is validated: the caller passes the lineage from the selection
     p = applyDecisions(p, [manualRetirement(p, 'g1', 12)]);
     expect(() =>
-      queueCandidate(p, { candidateId: 'c3', taskId: 'g3', category: 'base', parents: ['g1'], parentPhi: 0.7 }, 12),
+      queueCandidate(
+        p,
+        { candidateId: 'c3', taskId: 'g3', category: 'base', parents: ['g1'], parentPhi: 0.7 },
+        12,
+      ),
     ).toThrow(LineageError);
     const e3 = queueCandidate(
       p,
@@ -173,7 +194,10 @@ describe('seeding and lineage', () => {
 });
 
 describe('retire', () => {
-  const pool = poolWith(['s-hi', 's-lo', 's-mid'], ['g-hi', 'g-edge', 'g-lo', 'g-floor', 'g-mid', 'g-unseen']);
+  const pool = poolWith(
+    ['s-hi', 's-lo', 's-mid'],
+    ['g-hi', 'g-edge', 'g-lo', 'g-floor', 'g-mid', 'g-unseen'],
+  );
   const byTask = new Map<string, TaskStats>([
     ['s-hi', stats(1)],
     ['s-lo', stats(0)],
@@ -221,7 +245,10 @@ describe('retire', () => {
   });
 
   it('uses the thresholds of the config', () => {
-    const cfg = config({ detector: { high: 0.8, low: 0.3 }, pool: { retireMasteredAbove: 0.9, burnInFloor: 0.3 } });
+    const cfg = config({
+      detector: { high: 0.8, low: 0.3 },
+      pool: { retireMasteredAbove: 0.9, burnInFloor: 0.3 },
+    });
     const d = retire(pool, byTask, 7, cfg);
     expect(d.map((x) => [x.taskId, x.rule])).toEqual([
       ['g-edge', 'mastered'],
@@ -328,7 +355,11 @@ describe('selectSeeds', () => {
         .map((x) => x.taskId)
         .sort(),
     ).toEqual(['high-edge', 'low-edge', 'stale-band']);
-    const narrow = config({ detector: { low: 0.3, high: 0.6 }, pool: { burnInFloor: 0.2 }, selection: { perCategoryQuota: { base: 8 } } });
+    const narrow = config({
+      detector: { low: 0.3, high: 0.6 },
+      pool: { burnInFloor: 0.2 },
+      selection: { perCategoryQuota: { base: 8 } },
+    });
     expect(selectSeeds(p, s, 1, narrow).map((x) => x.taskId)).toEqual(['stale-band']);
   });
 
@@ -365,9 +396,13 @@ describe('selectSeeds', () => {
   it('stops at the budget M and at the free synthesis slots', () => {
     const p = seeded(cats(6, 'base', 'b'));
     const s = new Map(p.members.map((m) => [m.taskId, stats(0.5)]));
-    const cfg = config({ selection: { budgetPerStep: 6, perCategoryQuota: { base: 6 }, maxConcurrentSyntheses: 10 } });
+    const cfg = config({
+      selection: { budgetPerStep: 6, perCategoryQuota: { base: 6 }, maxConcurrentSyntheses: 10 },
+    });
     expect(selectSeeds(p, s, 1, cfg)).toHaveLength(6);
-    const tight = config({ selection: { budgetPerStep: 6, perCategoryQuota: { base: 6 }, maxConcurrentSyntheses: 3 } });
+    const tight = config({
+      selection: { budgetPerStep: 6, perCategoryQuota: { base: 6 }, maxConcurrentSyntheses: 3 },
+    });
     expect(selectSeeds(p, s, 1, tight)).toHaveLength(3);
     expect(selectSeeds(p, s, 1, tight, { runningSyntheses: 2 }).map((x) => x.taskId)).toEqual(['b0']);
     expect(selectSeeds(p, s, 1, tight, { runningSyntheses: 5 })).toEqual([]);
@@ -410,12 +445,23 @@ describe('planInjection', () => {
     p = applyDecisions(p, [{ kind: 'enqueue', candidate: queued('c1') }]);
     for (const step of [0, 1, 9, 11, 19]) {
       const plan = planInjection(p, step, PAPER);
-      expect(plan).toMatchObject({ boundary: false, inject: [], prune: [], discard: [], newVersion: p.version });
+      expect(plan).toMatchObject({
+        boundary: false,
+        inject: [],
+        prune: [],
+        discard: [],
+        newVersion: p.version,
+      });
     }
     expect(planInjection(p, 10, PAPER).boundary).toBe(true);
     expect(planInjection(p, 20, PAPER).boundary).toBe(true);
     const every3 = config({ pool: { injectionCadence: 'steps:3' } });
-    expect([3, 4, 6, 10].map((s) => planInjection(p, s, every3).boundary)).toEqual([true, false, true, false]);
+    expect([3, 4, 6, 10].map((s) => planInjection(p, s, every3).boundary)).toEqual([
+      true,
+      false,
+      true,
+      false,
+    ]);
     const epoch4 = config({ pool: { epochSteps: 4 } });
     expect([4, 8, 10].map((s) => planInjection(p, s, epoch4).boundary)).toEqual([true, true, false]);
   });
@@ -468,7 +514,11 @@ describe('planInjection', () => {
     expect(after.version).toBe(p.version + 1);
     expect(after.queue.map((x) => x.candidateId)).toEqual(['early-b', 'late']);
     expect(generatedCount(after)).toBe(3);
-    expect(findMember(after, 't-first')).toMatchObject({ origin: 'generated', injectedAtStep: 10, parentPhi: 0.1 });
+    expect(findMember(after, 't-first')).toMatchObject({
+      origin: 'generated',
+      injectedAtStep: 10,
+      parentPhi: 0.1,
+    });
   });
 
   it('discards queued candidates whose task id is already in the pool or earlier in the queue', () => {
@@ -592,7 +642,12 @@ describe('planInjection', () => {
   });
 
   it('handles an empty pool', () => {
-    expect(planInjection(EMPTY_POOL, 10, PAPER)).toMatchObject({ boundary: true, inject: [], prune: [], newVersion: 0 });
+    expect(planInjection(EMPTY_POOL, 10, PAPER)).toMatchObject({
+      boundary: true,
+      inject: [],
+      prune: [],
+      newVersion: 0,
+    });
     const p = applyDecisions(EMPTY_POOL, [{ kind: 'enqueue', candidate: queued('c1') }]);
     const plan = planInjection(p, 10, PAPER);
     expect(plan.inject).toHaveLength(1);
@@ -613,9 +668,27 @@ describe('applyDecisions', () => {
     const p = deepFreeze(poolWith(['s1', 's2'], ['g1']));
     const ds: PoolDecision[] = deepFreeze([
       { kind: 'observe', taskId: 'g1', stats: stats(0.99) },
-      { kind: 'select', taskId: 's1', category: 'base', step: 2, phi: 1, quotaSlot: 0, rank: 0, stats: stats(0.5), rootSeedId: 's1', depth: 0 },
+      {
+        kind: 'select',
+        taskId: 's1',
+        category: 'base',
+        step: 2,
+        phi: 1,
+        quotaSlot: 0,
+        rank: 0,
+        stats: stats(0.5),
+        rootSeedId: 's1',
+        depth: 0,
+      },
       { kind: 'enqueue', candidate: queued('c9') },
-      { kind: 'retire', taskId: 'g1', rule: 'mastered', stats: stats(0.99), step: 2, poolVersion: p.version + 1 },
+      {
+        kind: 'retire',
+        taskId: 'g1',
+        rule: 'mastered',
+        stats: stats(0.99),
+        step: 2,
+        poolVersion: p.version + 1,
+      },
     ]);
     const copy = structuredClone(p);
     const after = applyDecisions(p, ds);
@@ -637,10 +710,14 @@ describe('applyDecisions', () => {
   it('refuses a decision that skips a version, a stale change, and pruning a seed', () => {
     const p = poolWith(['s1'], ['g1']); // version 2
     expect(() =>
-      applyDecisions(p, [{ kind: 'retire', taskId: 'g1', rule: 'manual', stats: null, step: 1, poolVersion: 4 }]),
+      applyDecisions(p, [
+        { kind: 'retire', taskId: 'g1', rule: 'manual', stats: null, step: 1, poolVersion: 4 },
+      ]),
     ).toThrow(/a change set is missing/);
     expect(() =>
-      applyDecisions(p, [{ kind: 'retire', taskId: 'g1', rule: 'manual', stats: null, step: 1, poolVersion: 1 }]),
+      applyDecisions(p, [
+        { kind: 'retire', taskId: 'g1', rule: 'manual', stats: null, step: 1, poolVersion: 1 },
+      ]),
     ).toThrow(/would change the pool at version 2/);
     expect(() =>
       applyDecisions(p, [{ kind: 'prune', taskId: 's1', phi: 0, observed: true, step: 1, poolVersion: 3 }]),
@@ -696,14 +773,19 @@ describe('applyDecisions', () => {
   }
 
   /** A campaign of `steps` steps driven by the policy itself, with random statistics and synthesis outcomes. */
-  function simulate(seed: number, steps: number): { start: PoolState; decisions: PoolDecision[]; end: PoolState } {
+  function simulate(
+    seed: number,
+    steps: number,
+  ): { start: PoolState; decisions: PoolDecision[]; end: PoolState } {
     const rnd = mulberry32(seed);
     const categories = ['base', 'miss_func', 'miss_param', 'long_context'];
     const cfg = config({
       pool: { generatedCap: 12, injectionShare: 0.25, epochSteps: 3 },
       selection: { cooldownSteps: 2, budgetPerStep: 8, maxConcurrentSyntheses: 6 },
     });
-    const start = seeded(Array.from({ length: 16 }, (_, i) => [`seed-${i}`, categories[i % 4]!] as [string, string]));
+    const start = seeded(
+      Array.from({ length: 16 }, (_, i) => [`seed-${i}`, categories[i % 4]!] as [string, string]),
+    );
     let p = start;
     const decisions: PoolDecision[] = [];
     const fold = (ds: PoolDecision[]) => {
@@ -714,7 +796,12 @@ describe('applyDecisions', () => {
     for (let step = 1; step <= steps; step++) {
       const observed: PoolDecision[] = [];
       for (const m of p.members) {
-        if (rnd() < 0.7) observed.push({ kind: 'observe', taskId: m.taskId, stats: stats(Math.floor(rnd() * 17) / 16, step) });
+        if (rnd() < 0.7)
+          observed.push({
+            kind: 'observe',
+            taskId: m.taskId,
+            stats: stats(Math.floor(rnd() * 17) / 16, step),
+          });
       }
       fold(observed);
       fold(retire(p, undefined, step, cfg));
@@ -726,7 +813,13 @@ describe('applyDecisions', () => {
           fold([
             queueCandidate(
               p,
-              { candidateId: `cand-${id}`, taskId: rnd() < 0.05 ? 'seed-0' : id, category: sel.category, parents: [sel.taskId], parentPhi: sel.phi },
+              {
+                candidateId: `cand-${id}`,
+                taskId: rnd() < 0.05 ? 'seed-0' : id,
+                category: sel.category,
+                parents: [sel.taskId],
+                parentPhi: sel.phi,
+              },
               step,
               (t) => (t === sel.taskId ? { rootSeedId: sel.rootSeedId, depth: sel.depth } : undefined),
             ),
@@ -768,32 +861,49 @@ describe('applyDecisions', () => {
       expect(applyDecisions(JSON.parse(JSON.stringify(start)), roundTrip)).toEqual(once);
     }
     // the simulated histories exercise every kind of decision and every retirement rule
-    expect([...kinds.keys()].sort()).toEqual(['discard', 'enqueue', 'inject', 'observe', 'prune', 'retire', 'select']);
+    expect([...kinds.keys()].sort()).toEqual([
+      'discard',
+      'enqueue',
+      'inject',
+      'observe',
+      'prune',
+      'retire',
+      'select',
+    ]);
     expect([...rules].sort()).toEqual(['burn_in', 'manual', 'mastered']);
   });
 
-  it('property: invariants hold at every step of a simulated campaign', () => {
+  it('property: invariants hold after every decision of a simulated campaign', () => {
+    const violations: string[] = [];
+    const violated = (seed: number, i: number, what: string) => {
+      if (violations.length < 10) violations.push(`seed ${seed}, decision ${i}: ${what}`);
+    };
     for (let seed = 100; seed < 110; seed++) {
       const { start, decisions } = simulate(seed, 40);
       let p = start;
-      let lastVersion = p.version;
-      for (const d of decisions) {
+      decisions.forEach((d, i) => {
+        const before = p.version;
         p = applyDecisions(p, [d]);
-        expect(p.version - lastVersion).toBeGreaterThanOrEqual(0);
-        expect(p.version - lastVersion).toBeLessThanOrEqual(1);
-        lastVersion = p.version;
-        const ids = p.members.map((m) => m.taskId);
-        expect([...ids].sort()).toEqual(ids);
-        expect(new Set(ids).size).toBe(ids.length);
-        for (const m of p.members) {
-          if (m.origin === 'seed') expect(m).toMatchObject({ rootSeedId: m.taskId, depth: 0, parents: [] });
-          else {
-            expect(m.rootSeedId.startsWith('seed-')).toBe(true);
-            expect(m.depth).toBeGreaterThanOrEqual(1);
-          }
+        if (p.version !== before && p.version !== before + 1)
+          violated(seed, i, `version ${before} -> ${p.version}`);
+        for (let k = 1; k < p.members.length; k++) {
+          if (!(p.members[k - 1]!.taskId < p.members[k]!.taskId))
+            violated(seed, i, 'members not sorted and unique');
         }
-        expect(generatedCount(p)).toBeLessThanOrEqual(12); // injection happens only with pruning to P_max
-      }
+        for (const m of p.members) {
+          const ok =
+            m.origin === 'seed'
+              ? m.rootSeedId === m.taskId && m.depth === 0 && m.parents.length === 0
+              : m.rootSeedId.startsWith('seed-') && m.depth >= 1 && m.parents.length >= 1;
+          if (!ok) violated(seed, i, `bad lineage of ${m.taskId}`);
+        }
+        // injection happens only together with pruning down to P_max, prunes first
+        if (generatedCount(p) > 12) violated(seed, i, `${generatedCount(p)} generated tasks over P_max`);
+        for (let k = 1; k < p.queue.length; k++) {
+          if (compareQueued(p.queue[k - 1]!, p.queue[k]!) >= 0) violated(seed, i, 'queue out of order');
+        }
+      });
     }
+    expect(violations).toEqual([]);
   });
 });

@@ -11,7 +11,7 @@
 //    number of a navigation address;
 //  - free-text arguments and contents follow the renames, so the task stays coherent.
 import type { TaskRecord } from '../activities/executor-client.js';
-import { type PyCall, type PyValue, formatCall, isFloatText, num } from './pycall.js';
+import { formatCall, isFloatText, num, type PyCall, type PyValue } from './pycall.js';
 import type { Rng } from './rng.js';
 import { argOf, namedArgs, type SeedCall, withArg } from './seed.js';
 
@@ -50,7 +50,14 @@ const FS_CREATING: Record<string, string[]> = {
   cp: ['destination'],
 };
 /** Parameters whose text is free prose: renames are carried into it. */
-const FREE_TEXT_PARAMS = new Set(['content', 'message', 'comment_content', 'description', 'title', 'resolution']);
+const FREE_TEXT_PARAMS = new Set([
+  'content',
+  'message',
+  'comment_content',
+  'description',
+  'title',
+  'resolution',
+]);
 const SPECIAL_NAMES = new Set(['', '.', '..', '/', '~']);
 const FS_FORBIDDEN = /[|/\\?%*:"><]/;
 
@@ -154,7 +161,15 @@ const CONTACT_NAMES = [
   'Ines',
   'Felix',
 ];
-const HANDLES = ['data_dana', 'code_weaver', 'night_owl_dev', 'trail_kim', 'pixel_pete', 'market_maven', 'sky_writer'];
+const HANDLES = [
+  'data_dana',
+  'code_weaver',
+  'night_owl_dev',
+  'trail_kim',
+  'pixel_pete',
+  'market_maven',
+  'sky_writer',
+];
 
 function matchCase(model: string, word: string): string {
   if (model.length > 1 && model === model.toUpperCase()) return word.toUpperCase();
@@ -177,11 +192,15 @@ export function renameFsName(name: string, rng: Rng, taken: Set<string>): string
     const use = chosen.length > 0 ? chosen : [rng.pick(swappable)];
     // Replace from the end so earlier indices stay valid.
     for (const m of [...use].sort((a, b) => b.index! - a.index!)) {
-      next = next.slice(0, m.index) + matchCase(m[0], SYNONYMS[m[0].toLowerCase()]!) + next.slice(m.index! + m[0].length);
+      next =
+        next.slice(0, m.index) +
+        matchCase(m[0], SYNONYMS[m[0].toLowerCase()]!) +
+        next.slice(m.index! + m[0].length);
     }
   } else {
     const suffix = rng.pick(SUFFIXES);
-    if (/[a-z][A-Z]/.test(stem) || /^[A-Z][a-z]/.test(stem)) next = stem + suffix[0]!.toUpperCase() + suffix.slice(1);
+    if (/[a-z][A-Z]/.test(stem) || /^[A-Z][a-z]/.test(stem))
+      next = stem + suffix[0]!.toUpperCase() + suffix.slice(1);
     else if (stem.includes('-')) next = `${stem}-${suffix}`;
     else next = `${stem}_${suffix}`;
   }
@@ -225,7 +244,11 @@ function fsConfigNames(fs: Record<string, Json> | undefined): Set<string> {
   return names;
 }
 
-function renameFsTree(entries: unknown, map: ReadonlyMap<string, string>, text: ReadonlyMap<string, string>): unknown {
+function renameFsTree(
+  entries: unknown,
+  map: ReadonlyMap<string, string>,
+  text: ReadonlyMap<string, string>,
+): unknown {
   if (!entries || typeof entries !== 'object' || Array.isArray(entries)) return entries;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(entries as Record<string, unknown>)) {
@@ -255,7 +278,8 @@ function replaceStrings(v: unknown, from: string, to: string): unknown {
 function mapStrings(v: unknown, map: ReadonlyMap<string, string>): unknown {
   if (typeof v === 'string') return applyTextMap(v, map);
   if (Array.isArray(v)) return v.map((x) => mapStrings(x, map));
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapStrings(x, map)]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, mapStrings(x, map)]));
   return v;
 }
 
@@ -348,7 +372,8 @@ function renameContacts(w: Working, rng: Rng): void {
     msg.user_map = Object.fromEntries(Object.entries(userMap).map(([k, v]) => [map.get(k) ?? k, v]));
   }
   eachCall(w, (c) => {
-    const param = c.call!.name === 'get_user_id' ? 'user' : c.call!.name === 'add_contact' ? 'user_name' : null;
+    const param =
+      c.call!.name === 'get_user_id' ? 'user' : c.call!.name === 'add_contact' ? 'user_name' : null;
     if (!param) return;
     const v = str(argOf(c.call!, c.seed.cls, param));
     if (v && map.has(v)) setArg(c, param, { t: 'str', v: map.get(v)! });
@@ -375,7 +400,8 @@ function renameTwitterCredentials(w: Working, rng: Rng): void {
   w.config.TwitterAPI = next;
   eachCall(w, (c) => {
     if (c.call!.name !== 'authenticate_twitter' && c.call!.name !== 'ticket_login') return;
-    if (str(argOf(c.call!, c.seed.cls, 'username')) === username) setArg(c, 'username', { t: 'str', v: newUser });
+    if (str(argOf(c.call!, c.seed.cls, 'username')) === username)
+      setArg(c, 'username', { t: 'str', v: newUser });
     if (password && newPassword && str(argOf(c.call!, c.seed.cls, 'password')) === password) {
       setArg(c, 'password', { t: 'str', v: newPassword });
     }
@@ -417,7 +443,8 @@ function renumberTickets(w: Working, rng: Rng): void {
   eachCall(w, (c) => {
     if (!TICKET_ID_CALLS.has(c.call!.name)) return;
     const v = argOf(c.call!, c.seed.cls, 'ticket_id');
-    if (v?.t === 'num' && map.has(Number(v.text))) setArg(c, 'ticket_id', num(map.get(Number(v.text))!, false));
+    if (v?.t === 'num' && map.has(Number(v.text)))
+      setArg(c, 'ticket_id', num(map.get(Number(v.text))!, false));
   });
   for (const [a, b] of map) w.text.set(String(a), String(b));
   w.rules.push(`ticket-renumber ${[...map].map(([a, b]) => `${a}→${b}`).join(', ')}`);
@@ -429,7 +456,8 @@ export function seedTurnText(seed: Pick<TaskRecord, 'question' | 'ground_truth'>
   while (start > 0 && (seed.ground_truth[start - 1]?.length ?? 0) === 0) start--;
   const parts: string[] = [];
   for (let t = start; t <= turn; t++) {
-    for (const m of seed.question[t] ?? []) if (m.role === 'user' && m.content.trim()) parts.push(m.content.trim());
+    for (const m of seed.question[t] ?? [])
+      if (m.role === 'user' && m.content.trim()) parts.push(m.content.trim());
   }
   return parts.join(' ');
 }
@@ -452,16 +480,19 @@ function varyNumbers(w: Working, seed: TaskRecord, rng: Rng): void {
       setArg(c, param, num(n, float));
       w.rules.push(`vary ${call.name}.${param} ${old}→${n}`);
     };
-    const scaled = (factors: number[], minimum = 1) => (old: number, float: boolean) => {
-      const n = old * rng.pick(factors);
-      return float ? Math.round(n * 100) / 100 : Math.max(minimum, Math.round(n));
-    };
+    const scaled =
+      (factors: number[], minimum = 1) =>
+      (old: number, float: boolean) => {
+        const n = old * rng.pick(factors);
+        return float ? Math.round(n * 100) / 100 : Math.max(minimum, Math.round(n));
+      };
     switch (call.name) {
       case 'tail':
         if (rng.chance(0.7)) vary('lines', (old) => rng.pick([3, 5, 8, 10, 15].filter((x) => x !== old)));
         break;
       case 'place_order':
-        if (rng.chance(0.6)) vary('amount', (old) => (old > 1 ? scaled([0.5, 0.6, 0.75, 0.8])(old, false) : null));
+        if (rng.chance(0.6))
+          vary('amount', (old) => (old > 1 ? scaled([0.5, 0.6, 0.75, 0.8])(old, false) : null));
         break;
       case 'fund_account':
         if (rng.chance(0.6)) vary('amount', scaled([0.5, 0.8, 1.25, 1.5]));
@@ -469,10 +500,12 @@ function varyNumbers(w: Working, seed: TaskRecord, rng: Rng): void {
       case 'withdraw_funds':
       case 'fillFuelTank':
         // Less is always accepted: a balance or the tank's capacity bounds these from above.
-        if (rng.chance(0.6)) vary(call.name === 'fillFuelTank' ? 'fuelAmount' : 'amount', scaled([0.5, 0.6, 0.8]));
+        if (rng.chance(0.6))
+          vary(call.name === 'fillFuelTank' ? 'fuelAmount' : 'amount', scaled([0.5, 0.6, 0.8]));
         break;
       case 'setCruiseControl':
-        if (rng.chance(0.6)) vary('speed', (old) => rng.pick([45, 50, 55, 60, 65, 70, 75].filter((x) => x !== old)));
+        if (rng.chance(0.6))
+          vary('speed', (old) => rng.pick([45, 50, 55, 60, 65, 70, 75].filter((x) => x !== old)));
         break;
       case 'adjustClimateControl':
         if (rng.chance(0.6)) vary('temperature', (old) => old + rng.pick([-3, -2, 2, 3]));
@@ -532,7 +565,9 @@ export function mutateTask(seed: TaskRecord, selected: SeedCall[][], rng: Rng): 
   carryIntoFreeText(w);
   return {
     initial_config: w.config,
-    ground_truth: w.calls.map((turn) => turn.map((c) => (c.changed && c.call ? formatCall(c.call) : c.seed.text))),
+    ground_truth: w.calls.map((turn) =>
+      turn.map((c) => (c.changed && c.call ? formatCall(c.call) : c.seed.text)),
+    ),
     rules: w.rules,
   };
 }

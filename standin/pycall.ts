@@ -123,7 +123,9 @@ class Parser {
 
   number(): PyValue {
     this.ws();
-    const m = /^[-+]?\s*(?:\d[\d_]*\.?[\d_]*(?:[eE][-+]?\d+)?|\.\d[\d_]*(?:[eE][-+]?\d+)?)/.exec(this.s.slice(this.i));
+    const m = /^[-+]?\s*(?:\d[\d_]*\.?[\d_]*(?:[eE][-+]?\d+)?|\.\d[\d_]*(?:[eE][-+]?\d+)?)/.exec(
+      this.s.slice(this.i),
+    );
     if (!m) this.fail('expected a number');
     this.i += m[0].length;
     return { t: 'num', text: m[0].replace(/\s+/g, '') };

@@ -50,7 +50,11 @@ export function balancedChunks<T>(items: readonly T[], max: number, minChunks = 
 const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
 
 /** The seed's non-empty turns as units of at most `maxCalls` calls; at least `minUnits` when the calls allow. */
-export function unitsOf(task: Pick<TaskRecord, 'ground_truth' | 'involved_classes'>, maxCalls: number, minUnits = 2) {
+export function unitsOf(
+  task: Pick<TaskRecord, 'ground_truth' | 'involved_classes'>,
+  maxCalls: number,
+  minUnits = 2,
+) {
   const turns = seedCalls(task).filter((t) => t.length > 0);
   const nonEmpty = turns.length;
   const total = turns.reduce((n, t) => n + t.length, 0);
@@ -58,7 +62,11 @@ export function unitsOf(task: Pick<TaskRecord, 'ground_truth' | 'involved_classe
   const extra = nonEmpty < minUnits ? Math.min(minUnits, total) : 0;
   const units: Unit[] = [];
   for (const calls of turns) {
-    const chunks = balancedChunks(calls, maxCalls, extra && calls.length > 1 ? Math.min(calls.length, extra) : 1);
+    const chunks = balancedChunks(
+      calls,
+      maxCalls,
+      extra && calls.length > 1 ? Math.min(calls.length, extra) : 1,
+    );
     chunks.forEach((chunk, i) =>
       units.push({
         label: chunks.length > 1 ? `${calls[0]!.turn + 1}${LETTERS[i] ?? i}` : `${calls[0]!.turn + 1}`,
@@ -87,7 +95,8 @@ export function withArg(call: PyCall, cls: string | null, param: string, value: 
     return { ...call, kwargs };
   }
   const i = paramNames(cls, call.name).indexOf(param);
-  if (i >= 0 && i < call.args.length) return { ...call, args: call.args.map((a, j) => (j === i ? value : a)) };
+  if (i >= 0 && i < call.args.length)
+    return { ...call, args: call.args.map((a, j) => (j === i ? value : a)) };
   return call;
 }
 

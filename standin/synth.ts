@@ -116,7 +116,9 @@ export function answerPlan(input: PlanInput, rng: Rng): Plan {
       sel.push({ label: 'extra', seedTurn: -1, calls: [syntheticCall(cls, pad)], readOnly: true });
     }
   }
-  const functions = sel.map((u) => u.calls.map((c) => ({ class: c.cls ?? seed.involved_classes[0]!, name: c.name })));
+  const functions = sel.map((u) =>
+    u.calls.map((c) => ({ class: c.cls ?? seed.involved_classes[0]!, name: c.name })),
+  );
   const classes = seed.involved_classes.map((c) => CLASS_NOUNS[c] ?? c);
   const verbs = [...new Set(sel.flatMap((u) => u.calls.map((c) => words(c.name))))].slice(0, 4);
   const narrative =

@@ -22,7 +22,12 @@ export const POOL_EVENT_TYPES = [
   'CandidateRejected',
 ] as const;
 
-async function bumpVersion(c: pg.PoolClient, campaignId: string, version: number, step: number): Promise<void> {
+async function bumpVersion(
+  c: pg.PoolClient,
+  campaignId: string,
+  version: number,
+  step: number,
+): Promise<void> {
   await c.query(
     `insert into pool_versions (campaign_id, version, step) values ($1, $2, $3)
      on conflict (campaign_id) do update set version = greatest(pool_versions.version, excluded.version),
@@ -57,13 +62,25 @@ export async function applyPoolEvent(
         'select root_seed, depth from pool_members where campaign_id = $1 and task_id = $2',
         [p.campaignId, p.parents[0] ?? ''],
       );
-      const root = parent.rows[0]?.root_seed ?? (metadata.rootSeed as string | undefined) ?? p.parents[0] ?? p.taskId;
+      const root =
+        parent.rows[0]?.root_seed ?? (metadata.rootSeed as string | undefined) ?? p.parents[0] ?? p.taskId;
       const depth = (parent.rows[0]?.depth ?? 0) + 1;
       await c.query(
         `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth,
             added_step, added_version)
          values ($1, $2, 'generated', $3, $4, $5, $6, $7, $8, $9, $10) on conflict do nothing`,
-        [p.campaignId, p.taskId, p.category, p.task, p.taskHash, p.parents, root, depth, p.step, p.poolVersion],
+        [
+          p.campaignId,
+          p.taskId,
+          p.category,
+          p.task,
+          p.taskHash,
+          p.parents,
+          root,
+          depth,
+          p.step,
+          p.poolVersion,
+        ],
       );
       await c.query(
         `update candidates set status = 'injected' where campaign_id = $1 and candidate_id = $2`,
@@ -97,7 +114,15 @@ export async function applyPoolEvent(
       await c.query(
         `insert into candidates (campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage)
          values ($1, $2, $3, $4, $5, 'validated', $6, $7) on conflict do nothing`,
-        [p.campaignId, p.candidateHash, p.candidateId, p.synthesisId, p.seedTaskId, p.candidate, JSON.stringify(metadata.lineage ?? {})],
+        [
+          p.campaignId,
+          p.candidateHash,
+          p.candidateId,
+          p.synthesisId,
+          p.seedTaskId,
+          p.candidate,
+          JSON.stringify(metadata.lineage ?? {}),
+        ],
       );
       return;
     }
@@ -107,7 +132,15 @@ export async function applyPoolEvent(
         await c.query(
           `insert into candidates (campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage)
            values ($1, $2, $3, $4, $5, 'rejected', $6, $7) on conflict do nothing`,
-          [p.campaignId, metadata.candidateHash, p.candidateId, p.synthesisId, p.seedTaskId, JSON.stringify(metadata.candidate ?? null), JSON.stringify({})],
+          [
+            p.campaignId,
+            metadata.candidateHash,
+            p.candidateId,
+            p.synthesisId,
+            p.seedTaskId,
+            JSON.stringify(metadata.candidate ?? null),
+            JSON.stringify({}),
+          ],
         );
       }
       return;
@@ -126,7 +159,8 @@ export async function recordEventsIn(
   if (events.length === 0) return { appended: false, positions: [] };
   const r = await append(c, streamId, 'any', events);
   if (r.appended) {
-    for (const e of events) await applyPoolEvent(c, e.type, e.payload, (e.metadata ?? {}) as Record<string, unknown>);
+    for (const e of events)
+      await applyPoolEvent(c, e.type, e.payload, (e.metadata ?? {}) as Record<string, unknown>);
   }
   return { appended: r.appended, positions: r.positions };
 }

@@ -39,7 +39,9 @@ export function rodsActivities(opts: RodsWorkerOptions) {
   };
 }
 
-export async function createRodsWorker(opts: RodsWorkerOptions): Promise<{ worker: Worker; close: () => Promise<void> }> {
+export async function createRodsWorker(
+  opts: RodsWorkerOptions,
+): Promise<{ worker: Worker; close: () => Promise<void> }> {
   const connection = await workerConnection();
   const worker = await Worker.create({
     connection,

@@ -34,7 +34,14 @@ export interface CampaignCarry {
   seeded: boolean;
   /** synthesisId -> seed task id of the syntheses still running. */
   running: Record<string, string>;
-  totals: { selected: number; validated: number; rejected: number; injected: number; retired: number; pruned: number };
+  totals: {
+    selected: number;
+    validated: number;
+    rejected: number;
+    injected: number;
+    retired: number;
+    pruned: number;
+  };
   lastPlan?: Omit<StepPlan, 'selected'> & { selected: string[] };
   config: unknown;
   /** Continue-as-new generations so far. */
@@ -122,17 +129,15 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     },
     {
       validator: () => {
-        if (s.status === 'stopped') throw new Error('the campaign is stopped; start a new one instead of resuming');
+        if (s.status === 'stopped')
+          throw new Error('the campaign is stopped; start a new one instead of resuming');
       },
     },
   );
-  setHandler(
-    stopUpdate,
-    (_req) => {
-      s.status = 'stopped';
-      return status();
-    },
-  );
+  setHandler(stopUpdate, (_req) => {
+    s.status = 'stopped';
+    return status();
+  });
   setHandler(
     reconfigureUpdate,
     ({ config: next }) => {
@@ -231,7 +236,10 @@ async function waitForStep(campaignId: string, step: number, stop: () => boolean
   const watchScope = new CancellationScope();
   const watchP = watchScope.run(() => condition(stop));
   try {
-    const winner = await Promise.race([waitP.then(() => 'step' as const), watchP.then(() => 'stop' as const)]);
+    const winner = await Promise.race([
+      waitP.then(() => 'step' as const),
+      watchP.then(() => 'stop' as const),
+    ]);
     if (winner === 'step') return false;
     waitScope.cancel();
     await waitP.catch((e) => {

@@ -100,7 +100,12 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       note('plan', planned);
       narrative = (planned.value as { narrative?: string }).narrative;
       stage = 'execute';
-      const drafted = await llm.generateCandidate({ ...ref(replan), plan: planned.value, seed: seed.task, candidateId });
+      const drafted = await llm.generateCandidate({
+        ...ref(replan),
+        plan: planned.value,
+        seed: seed.task,
+        candidateId,
+      });
       note('params', drafted);
       let cand: Candidate = drafted.candidate;
       current = cand;
@@ -131,7 +136,12 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
 
     // Coherence rewrite.
     stage = 'rewrite';
-    const rewritten = await llm.rewriteCandidate({ ...ref(0), candidate: current, narrative, seed: seed.task });
+    const rewritten = await llm.rewriteCandidate({
+      ...ref(0),
+      candidate: current,
+      narrative,
+      seed: seed.task,
+    });
     note('rewrite', rewritten);
     let cand: Candidate = rewritten.candidate;
     current = cand;
@@ -146,7 +156,12 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, cand.id);
       const again = await env.executeCandidate({ candidate: cand });
       if (!again.ok) {
-        throw new Rejection('critique', 'reexecution-failed', `fresh re-execution failed: ${again.failure?.reason}`, cand.id);
+        throw new Rejection(
+          'critique',
+          'reexecution-failed',
+          `fresh re-execution failed: ${again.failure?.reason}`,
+          cand.id,
+        );
       }
       const judged = await llm.judgeCandidate({ ...ref(round), candidate: cand, execution: { ok: true } });
       note(round === 0 ? 'judge' : `judge-${round}`, judged);
@@ -154,7 +169,12 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       judgeModel = judged.model;
       if (judgement.verdict === 'accept') break;
       if (round >= cfg.synthesis.maxRefinements) {
-        throw new Rejection('critique', 'judge-rejected', `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`, cand.id);
+        throw new Rejection(
+          'critique',
+          'judge-rejected',
+          `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`,
+          cand.id,
+        );
       }
       stage = 'refine';
       const r = await llm.refineCandidate({ ...ref(round), candidate: cand, judgement });

@@ -52,6 +52,8 @@ export interface ChatJsonResult<T> {
   requests: number;
   /** Refused answers before the accepted one (for audit). */
   refused: OutputAttempt[];
+  /** Total backoff waited before transient retries (ms, as computed, not measured). */
+  backoffMs: number;
 }
 
 /** The JSON Schema of a zod schema as response_format wants it (refinements are checked by zod only). */
@@ -98,9 +100,13 @@ function classify(e: unknown, signal?: AbortSignal): Transient {
     if (status === 429 || status === 408 || status === 409 || (status !== undefined && status >= 500)) {
       return { transient: true, reason: `HTTP ${status}`, status, retryAfterMs: retryAfter(e.headers) };
     }
-    throw new GeneratorRequestError(`the generator refused the request: HTTP ${status}: ${e.message}`, status, {
-      cause: e,
-    });
+    throw new GeneratorRequestError(
+      `the generator refused the request: HTTP ${status}: ${e.message}`,
+      status,
+      {
+        cause: e,
+      },
+    );
   }
   throw e;
 }
@@ -116,7 +122,12 @@ function retryAfter(headers: Headers | undefined): number | undefined {
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined, heartbeat: (() => void) | undefined, beatMs: number) {
+function sleep(
+  ms: number,
+  signal: AbortSignal | undefined,
+  heartbeat: (() => void) | undefined,
+  beatMs: number,
+) {
   return new Promise<void>((resolve, reject) => {
     if (signal?.aborted) return reject(abortError(signal));
     const beat = heartbeat ? setInterval(heartbeat, beatMs) : undefined;
@@ -177,6 +188,7 @@ export async function chatJson<S extends z.ZodType>(
   const ticker = beat ? setInterval(beat, cfg.heartbeatIntervalMs) : undefined;
   let requests = 0;
   let transientFailures = 0;
+  let backoffMs = 0;
   const refused: OutputAttempt[] = [];
   let conversation = messages;
   try {
@@ -215,7 +227,9 @@ export async function chatJson<S extends z.ZodType>(
           }
           const exp = Math.min(cfg.backoffMaxMs, cfg.backoffBaseMs * 2 ** (transientFailures - 1));
           let delay = exp / 2 + random() * (exp / 2);
-          if (t.retryAfterMs !== undefined) delay = Math.max(delay, Math.min(t.retryAfterMs, cfg.retryAfterCapMs));
+          if (t.retryAfterMs !== undefined)
+            delay = Math.max(delay, Math.min(t.retryAfterMs, cfg.retryAfterCapMs));
+          backoffMs += delay;
           beat?.();
           await sleep(delay, opts.signal, beat, cfg.heartbeatIntervalMs);
         }
@@ -245,6 +259,7 @@ export async function chatJson<S extends z.ZodType>(
           attempts: attempt,
           requests,
           refused,
+          backoffMs,
         };
       }
       refused.push({ raw, issues });

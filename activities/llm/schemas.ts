@@ -15,7 +15,12 @@ export interface SynthesisLimits {
   minCallsPerTurn: number;
   maxCallsPerTurn: number;
 }
-export const DEFAULT_LIMITS: SynthesisLimits = { minTurns: 2, maxTurns: 5, minCallsPerTurn: 1, maxCallsPerTurn: 3 };
+export const DEFAULT_LIMITS: SynthesisLimits = {
+  minTurns: 2,
+  maxTurns: 5,
+  minCallsPerTurn: 1,
+  maxCallsPerTurn: 3,
+};
 
 const Identifier = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier');
 const InitialConfig = z.record(z.string(), z.record(z.string(), z.unknown()));
@@ -70,9 +75,12 @@ export function callName(call: string): string | null {
   return CALL.exec(call)?.[1] ?? null;
 }
 
+/** The environment executor's limit on one call string (the Critique gates are stricter: strings ≤ 200). */
+export const MAX_CALL_CHARS = 20_000;
+
 export const CallsBaseSchema = z.object({
   initial_config: InitialConfig,
-  ground_truth: z.array(z.array(z.string().min(1).max(2000)).min(1)).min(1),
+  ground_truth: z.array(z.array(z.string().min(1).max(MAX_CALL_CHARS)).min(1)).min(1),
 });
 export type GeneratedCalls = z.infer<typeof CallsBaseSchema>;
 
@@ -106,7 +114,8 @@ export function callsSchema(plan: Plan, seed: TaskRecord) {
       });
     });
     for (const cls of Object.keys(out.initial_config)) {
-      if (!seed.involved_classes.includes(cls)) {
+      // Some BFCL seeds carry state of a class they do not involve; keeping it is harmless.
+      if (!seed.involved_classes.includes(cls) && !(cls in seed.initial_config)) {
         ctx.addIssue({
           code: 'custom',
           path: ['initial_config', cls],
@@ -123,8 +132,12 @@ export type ConfigPatch = z.infer<typeof PatchSchema>;
 export function patchSchema(candidate: TaskRecord) {
   return PatchSchema.superRefine((out, ctx) => {
     for (const cls of Object.keys(out.initial_config)) {
-      if (!candidate.involved_classes.includes(cls)) {
-        ctx.addIssue({ code: 'custom', path: ['initial_config', cls], message: `${cls} is not one of the task's classes` });
+      if (!candidate.involved_classes.includes(cls) && !(cls in candidate.initial_config)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['initial_config', cls],
+          message: `${cls} is not one of the task's classes`,
+        });
       }
     }
   });
@@ -169,7 +182,13 @@ export function rewriteSchema(candidate: TaskRecord) {
   });
 }
 
-export const JUDGE_CRITERIA = ['alignment', 'state_consistency', 'coherence', 'naturalness', 'ambiguity'] as const;
+export const JUDGE_CRITERIA = [
+  'alignment',
+  'state_consistency',
+  'coherence',
+  'naturalness',
+  'ambiguity',
+] as const;
 export type JudgeCriterion = (typeof JUDGE_CRITERIA)[number];
 const Score = z.number().min(0).max(1);
 export const JudgementSchema = z.object({
@@ -194,7 +213,10 @@ export const REFINE_CLASSES = [
   'unfixable',
 ] as const;
 export type RefineClass = (typeof REFINE_CLASSES)[number];
-export const RefinementBaseSchema = z.object({ classification: z.enum(REFINE_CLASSES), candidate: CandidateSchema });
+export const RefinementBaseSchema = z.object({
+  classification: z.enum(REFINE_CLASSES),
+  candidate: CandidateSchema,
+});
 export type Refinement = z.infer<typeof RefinementBaseSchema>;
 
 /** The refine schema for a candidate: same id, category and classes. */
@@ -205,7 +227,11 @@ export function refinementSchema(candidate: TaskRecord) {
       ctx.addIssue({ code: 'custom', path: ['candidate', 'id'], message: `must stay ${candidate.id}` });
     }
     if (c.category !== candidate.category) {
-      ctx.addIssue({ code: 'custom', path: ['candidate', 'category'], message: `must stay ${candidate.category}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['candidate', 'category'],
+        message: `must stay ${candidate.category}`,
+      });
     }
     const same =
       c.involved_classes.length === candidate.involved_classes.length &&

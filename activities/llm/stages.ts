@@ -5,22 +5,28 @@
 // lineage facts of StageCompleted: model, prompt version hash, output hash.
 // Independent of Temporal: the workflow side wraps these as activities.
 import type { z } from 'zod';
-import type { Failure, TaskRecord } from '../executor-client.js';
 import type { Stage } from '../../schemas/types.generated.js';
-import { type ChatJsonOptions, type ChatJsonResult, type ChatMessage, chatJson, jsonSchemaOf } from './client.js';
+import type { Failure, TaskRecord } from '../executor-client.js';
+import {
+  type ChatJsonOptions,
+  type ChatJsonResult,
+  type ChatMessage,
+  chatJson,
+  jsonSchemaOf,
+} from './client.js';
 import type { GeneratorConfig } from './config.js';
 import { EVENT_STAGE, loadPrompt, type PromptName } from './prompts.js';
 import {
-  type Candidate,
   CallsBaseSchema,
+  type Candidate,
   type ConfigPatch,
   callsSchema,
   DEFAULT_LIMITS,
   type GeneratedCalls,
   type Judgement,
   JudgementSchema,
-  type Plan,
   PatchSchema,
+  type Plan,
   patchSchema,
   planBaseSchema,
   planSchema,

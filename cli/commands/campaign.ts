@@ -1,6 +1,6 @@
 // `rods campaign start|status|pause|resume|stop|reconfigure` and `rods pool`.
 import { readFileSync } from 'node:fs';
-import { WorkflowUpdateFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Command } from 'commander';
 import { parseCampaignConfig } from '../../domain/campaign-config.js';
 import { loadCampaign, registerCampaign } from '../../store/campaigns.js';
@@ -21,7 +21,8 @@ function readConfigFile(file: string): { campaignId?: string; name?: string; con
   } catch (e) {
     throw new UsageError(`cannot read config ${file}: ${(e as Error).message}`);
   }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new UsageError(`${file}: expected a JSON object`);
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new UsageError(`${file}: expected a JSON object`);
   const { campaignId, name, ...config } = raw as Record<string, unknown>;
   try {
     parseCampaignConfig(config);
@@ -54,7 +55,13 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
     'select version, step from pool_versions where campaign_id = $1',
     [campaignId],
   );
-  const members = await pool.query<{ origin: string; band: string | null; active: boolean; removed_rule: string | null; n: number }>(
+  const members = await pool.query<{
+    origin: string;
+    band: string | null;
+    active: boolean;
+    removed_rule: string | null;
+    n: number;
+  }>(
     `select m.origin, s.band, m.active, m.removed_rule, count(*)::int as n
        from pool_members m left join task_stats s on s.campaign_id = m.campaign_id and s.task_id = m.task_id
       where m.campaign_id = $1 group by 1, 2, 3, 4`,
@@ -97,7 +104,8 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
 async function withCampaign<T>(campaignId: string, fn: (pool: Pool) => Promise<T>): Promise<T> {
   const pool = createPool({ application: 'rods-cli', max: 2 });
   try {
-    if (!(await loadCampaign(pool, campaignId))) throw new UsageError(`unknown campaign ${JSON.stringify(campaignId)}`);
+    if (!(await loadCampaign(pool, campaignId)))
+      throw new UsageError(`unknown campaign ${JSON.stringify(campaignId)}`);
     return await fn(pool);
   } finally {
     await pool.end();
@@ -114,7 +122,8 @@ async function update(campaignId: string, name: string, args: unknown[] = []): P
       const cause = (e.cause as Error | undefined)?.message ?? e.message;
       throw new UsageError(`${name} refused: ${cause}`);
     }
-    if (e instanceof WorkflowNotFoundError) throw new UsageError(`campaign ${campaignId} has no running workflow`);
+    if (e instanceof WorkflowNotFoundError)
+      throw new UsageError(`campaign ${campaignId} has no running workflow`);
     throw e;
   } finally {
     await close();
@@ -128,53 +137,83 @@ function printStatus(s: CampaignStatus & { pool?: PoolView }): void {
     `  totals: selected ${s.totals.selected}, validated ${s.totals.validated}, rejected ${s.totals.rejected}, injected ${s.totals.injected}, retired ${s.totals.retired}, pruned ${s.totals.pruned}`,
   );
   if (s.pool) {
-    console.log(`  pool: ${s.pool.active} active ${JSON.stringify(s.pool.byOrigin)} by band ${JSON.stringify(s.pool.byBand)}, queue ${s.pool.queueLength}`);
+    console.log(
+      `  pool: ${s.pool.active} active ${JSON.stringify(s.pool.byOrigin)} by band ${JSON.stringify(s.pool.byBand)}, queue ${s.pool.queueLength}`,
+    );
   }
 }
 
 export function register(program: Command): void {
-  const campaign = program.command('campaign').description('start and steer a campaign (a long-running Temporal workflow)');
+  const campaign = program
+    .command('campaign')
+    .description('start and steer a campaign (a long-running Temporal workflow)');
 
   campaign
     .command('start')
     .description('register a campaign from a JSON config file and start its workflow')
-    .requiredOption('--config <file>', 'JSON: the campaign config (domain/campaign-config.ts), optionally with campaignId and name')
+    .requiredOption(
+      '--config <file>',
+      'JSON: the campaign config (domain/campaign-config.ts), optionally with campaignId and name',
+    )
     .option('--id <campaignId>', 'campaign id (overrides the file)')
     .option('--name <name>', 'human-readable name')
-    .option('--until-step <n>', 'stop after this training step (default: run until stopped)', (v) => Number.parseInt(v, 10))
+    .option('--until-step <n>', 'stop after this training step (default: run until stopped)', (v) =>
+      Number.parseInt(v, 10),
+    )
     .option('--json', 'JSON output')
-    .action(async (opts: { config: string; id?: string; name?: string; untilStep?: number; json?: boolean }) => {
-      const file = readConfigFile(opts.config);
-      const campaignId = opts.id ?? file.campaignId;
-      if (!campaignId || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(campaignId)) {
-        throw new UsageError('a campaign id (--id or campaignId in the file) of letters, digits, . _ - is required');
-      }
-      await migrate();
-      const pool = createPool({ application: 'rods-cli', max: 2 });
-      try {
-        if (await loadCampaign(pool, campaignId)) throw new UsageError(`campaign ${campaignId} already exists`);
-        await registerCampaign(pool, { campaignId, name: opts.name ?? file.name, config: file.config, actor: 'cli' });
-      } finally {
-        await pool.end();
-      }
-      const { client, close } = await temporalClient();
-      try {
-        const handle = await client.workflow.start('campaignWorkflow', {
-          taskQueue: taskQueue(),
-          workflowId: campaignWorkflowId(campaignId),
-          args: [{ campaignId, config: file.config, ...(opts.untilStep !== undefined ? { untilStep: opts.untilStep } : {}) }],
-        });
-        const out = { campaignId, workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
-        if (opts.json) printJson(out);
-        else console.log(`started campaign ${campaignId} (workflow ${handle.workflowId}); run \`rods worker\` to drive it`);
-      } finally {
-        await close();
-      }
-    });
+    .action(
+      async (opts: { config: string; id?: string; name?: string; untilStep?: number; json?: boolean }) => {
+        const file = readConfigFile(opts.config);
+        const campaignId = opts.id ?? file.campaignId;
+        if (!campaignId || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(campaignId)) {
+          throw new UsageError(
+            'a campaign id (--id or campaignId in the file) of letters, digits, . _ - is required',
+          );
+        }
+        await migrate();
+        const pool = createPool({ application: 'rods-cli', max: 2 });
+        try {
+          if (await loadCampaign(pool, campaignId))
+            throw new UsageError(`campaign ${campaignId} already exists`);
+          await registerCampaign(pool, {
+            campaignId,
+            name: opts.name ?? file.name,
+            config: file.config,
+            actor: 'cli',
+          });
+        } finally {
+          await pool.end();
+        }
+        const { client, close } = await temporalClient();
+        try {
+          const handle = await client.workflow.start('campaignWorkflow', {
+            taskQueue: taskQueue(),
+            workflowId: campaignWorkflowId(campaignId),
+            args: [
+              {
+                campaignId,
+                config: file.config,
+                ...(opts.untilStep !== undefined ? { untilStep: opts.untilStep } : {}),
+              },
+            ],
+          });
+          const out = { campaignId, workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
+          if (opts.json) printJson(out);
+          else
+            console.log(
+              `started campaign ${campaignId} (workflow ${handle.workflowId}); run \`rods worker\` to drive it`,
+            );
+        } finally {
+          await close();
+        }
+      },
+    );
 
   campaign
     .command('status <campaignId>')
-    .description('config, step, pool version, pool members by origin and band, queue length, running syntheses')
+    .description(
+      'config, step, pool version, pool members by origin and band, queue length, running syntheses',
+    )
     .option('--json', 'JSON output')
     .action(async (campaignId: string, opts: { json?: boolean }) => {
       await withCampaign(campaignId, async (pool) => {
@@ -217,7 +256,9 @@ export function register(program: Command): void {
 
   campaign
     .command('reconfigure <campaignId>')
-    .description('apply a new config to a running campaign (refused with a message when a change cannot apply)')
+    .description(
+      'apply a new config to a running campaign (refused with a message when a change cannot apply)',
+    )
     .requiredOption('--config <file>', 'JSON config file')
     .option('--json', 'JSON output')
     .action(async (campaignId: string, opts: { config: string; json?: boolean }) => {
@@ -231,7 +272,9 @@ export function register(program: Command): void {
 
   program
     .command('pool')
-    .description("a campaign's training pool: version, members by origin and band, queue, retired and pruned counts")
+    .description(
+      "a campaign's training pool: version, members by origin and band, queue, retired and pruned counts",
+    )
     .requiredOption('--campaign <id>', 'campaign id')
     .option('--json', 'JSON output')
     .action(async (opts: { campaign: string; json?: boolean }) => {

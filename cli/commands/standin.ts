@@ -1,0 +1,100 @@
+import type { Command } from 'commander';
+import { DEFAULT_STANDIN_PORT, STANDIN_MODEL, startStandin } from '../../standin/server.js';
+import { UsageError } from '../errors.js';
+
+function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new UsageError(`${name} expects an integer in [${min}, ${max}], got ${v}`);
+    return n;
+  };
+}
+
+function share(name: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < 0 || n > 1)
+      throw new UsageError(`${name} expects a share between 0 and 1, got ${v}`);
+    return n;
+  };
+}
+
+export function register(program: Command): void {
+  program
+    .command('standin-generator')
+    .description(
+      `run the stand-in generator: an OpenAI-compatible server (model ${STANDIN_MODEL}) that answers the synthesis ` +
+        'prompts with rule-based edits of the real BFCL seed task; it replaces vLLM in tests and the demo only. ' +
+        'Faults per request: header x-rods-fault: 5xx|429|timeout|malformed|reject (x-rods-fault-key + ' +
+        'x-rods-fault-count: only the first N requests with that key). Runs until SIGINT/SIGTERM.',
+    )
+    .option('--host <host>', 'listen address', '127.0.0.1')
+    .option('--port <n>', 'listen port (0: a free one)', int('--port', 0, 65535), DEFAULT_STANDIN_PORT)
+    .option('--seed <n>', 'server seed: with the request it determines every answer', int('--seed', 0), 0)
+    .option('--latency-ms <n>', 'delay before every answer', int('--latency-ms', 0), 0)
+    .option('--fail-rate <r>', 'share of requests answered with HTTP 503', share('--fail-rate'), 0)
+    .option(
+      '--rate-limit-rate <r>',
+      'share of requests answered with HTTP 429',
+      share('--rate-limit-rate'),
+      0,
+    )
+    .option(
+      '--timeout-rate <r>',
+      'share of requests left hanging until the client times out',
+      share('--timeout-rate'),
+      0,
+    )
+    .option(
+      '--malformed-rate <r>',
+      'share of requests answered with malformed JSON',
+      share('--malformed-rate'),
+      0,
+    )
+    .option(
+      '--reject-rate <r>',
+      'share of judge requests answered with a rejection',
+      share('--reject-rate'),
+      0,
+    )
+    .option('--quiet', 'do not log one line per request')
+    .action(
+      async (opts: {
+        host: string;
+        port: number;
+        seed: number;
+        latencyMs: number;
+        failRate: number;
+        rateLimitRate: number;
+        timeoutRate: number;
+        malformedRate: number;
+        rejectRate: number;
+        quiet?: boolean;
+      }) => {
+        const server = await startStandin({
+          host: opts.host,
+          port: opts.port,
+          seed: opts.seed,
+          latencyMs: opts.latencyMs,
+          failRate: opts.failRate,
+          rateLimitRate: opts.rateLimitRate,
+          timeoutRate: opts.timeoutRate,
+          malformedRate: opts.malformedRate,
+          rejectRate: opts.rejectRate,
+          log: !opts.quiet,
+        });
+        console.error(
+          `stand-in generator (not an LLM; replaces vLLM in tests and the demo) listening on ${server.url} ` +
+            `(model ${STANDIN_MODEL}, seed ${opts.seed}); point RODS_GENERATOR_URL at it`,
+        );
+        await new Promise<void>((resolve) => {
+          const stop = () => resolve();
+          process.once('SIGTERM', stop);
+          process.once('SIGINT', stop);
+        });
+        await server.close();
+        console.error(`stand-in generator stopped after ${server.stats.requests} request(s)`);
+      },
+    );
+}

@@ -1,0 +1,214 @@
+// The whole loop in one process for tests and benchmarks: the real aggregator, a rods worker,
+// a campaign workflow, and a SIMULATED trainer (simulator/model.ts) that produces reward groups
+// for the active pool step by step. The generator is whatever OpenAI-compatible endpoint the
+// campaign config names (the stand-in in tests).
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import type { Worker, WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { AggregatorService } from '../../aggregator/service.js';
+import { freshRewardTopic } from '../../aggregator/trace.js';
+import { encode } from '../../codec/registry.js';
+import { kafka, type Producer, producer, withAdmin } from '../../kafka/client.js';
+import {
+  childDifficulty,
+  hash32,
+  learn,
+  rolloutGroup,
+  type SimPolicy,
+  type SimTask,
+  seedDifficulty,
+} from '../../simulator/model.js';
+import { registerCampaign } from '../../store/campaigns.js';
+import { createPool, type Pool } from '../../store/db.js';
+import { temporalClient } from '../../temporal/connect.js';
+import { createRodsWorker } from '../../temporal/worker.js';
+import { derivedUuid } from '../../util/ids.js';
+import type { CampaignStatus } from '../../workflows/campaign.js';
+
+export interface LoopOptions {
+  config: Record<string, unknown>;
+  workflowBundle: WorkflowBundleWithSourceMap;
+  /** Start an in-process worker (default true; false when the test runs workers as processes). */
+  worker?: boolean;
+  untilStep?: number;
+  campaignId?: string;
+  taskQueue?: string;
+}
+
+export interface MemberRow {
+  task_id: string;
+  origin: string;
+  parents: string[];
+  task: { involved_classes?: string[]; ground_truth?: unknown[] };
+}
+
+export class LoopHarness {
+  readonly campaignId: string;
+  readonly taskQueue: string;
+  readonly pool: Pool;
+  topic = '';
+  client!: Client;
+  private closeClient?: () => Promise<void>;
+  private aggregator?: AggregatorService;
+  private worker?: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
+  private producer?: Producer;
+  policy: SimPolicy = { skill: {}, learningRate: 0.6 };
+  private difficulty = new Map<string, number>();
+
+  constructor(private readonly opts: LoopOptions) {
+    this.campaignId = opts.campaignId ?? `loop-${randomUUID().slice(0, 8)}`;
+    this.taskQueue = opts.taskQueue ?? `rods-test-${this.campaignId}`;
+    this.pool = createPool({ application: 'rods-loop-harness', max: 10 });
+  }
+
+  get workflowId(): string {
+    return `campaign-${this.campaignId}`;
+  }
+
+  async start(): Promise<void> {
+    this.topic = await freshRewardTopic('loop.rewards', 3);
+    await registerCampaign(this.pool, { campaignId: this.campaignId, config: this.opts.config });
+    this.aggregator = new AggregatorService(this.pool, {
+      groupId: `agg-${this.campaignId}`,
+      topic: this.topic,
+      logLevel: 'warn',
+    });
+    await this.aggregator.start();
+    if (this.opts.worker !== false) await this.startWorker();
+    const { client, close } = await temporalClient();
+    this.client = client;
+    this.closeClient = close;
+    this.producer = producer(kafka({ clientId: 'rods-sim-trainer' }), {
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await this.producer.connect();
+    await client.workflow.start('campaignWorkflow', {
+      taskQueue: this.taskQueue,
+      workflowId: this.workflowId,
+      args: [{ campaignId: this.campaignId, config: this.opts.config, untilStep: this.opts.untilStep }],
+    });
+  }
+
+  async startWorker(): Promise<void> {
+    const w = await createRodsWorker({
+      pool: this.pool,
+      taskQueue: this.taskQueue,
+      workflowBundle: this.opts.workflowBundle,
+      sinkDir: `.stack/test-sink`,
+    });
+    this.worker = { ...w, running: w.worker.run() };
+  }
+
+  async stopWorker(): Promise<void> {
+    if (!this.worker) return;
+    this.worker.worker.shutdown();
+    await this.worker.running;
+    await this.worker.close();
+    this.worker = undefined;
+  }
+
+  async status(): Promise<CampaignStatus> {
+    return this.client.workflow.getHandle(this.workflowId).query<CampaignStatus>('status');
+  }
+
+  async activeMembers(): Promise<MemberRow[]> {
+    const { rows } = await this.pool.query<MemberRow>(
+      'select task_id, origin, parents, task from pool_members where campaign_id = $1 and active order by task_id',
+      [this.campaignId],
+    );
+    return rows;
+  }
+
+  private simTask(m: MemberRow): SimTask {
+    let d = this.difficulty.get(m.task_id);
+    if (d === undefined) {
+      d =
+        m.origin === 'seed'
+          ? seedDifficulty(m.task_id)
+          : childDifficulty(
+              this.difficulty.get(m.parents[0] ?? '') ?? seedDifficulty(m.parents[0] ?? m.task_id),
+              m.task_id,
+            );
+      this.difficulty.set(m.task_id, d);
+    }
+    const task = typeof m.task === 'string' ? (JSON.parse(m.task) as MemberRow['task']) : m.task;
+    return {
+      taskId: m.task_id,
+      classes: task.involved_classes ?? [],
+      turns: Math.max(1, task.ground_truth?.length ?? 1),
+      difficulty: d,
+    };
+  }
+
+  /** The simulated trainer's step: K=16 rollouts for every active task, then StepClosed. */
+  async trainStep(step: number): Promise<{ groups: number }> {
+    const members = await this.activeMembers();
+    const messages = members.map((m) => {
+      const t = this.simTask(m);
+      const rewards = rolloutGroup(this.policy, t, 16, hash32(`${this.campaignId}:${step}:${m.task_id}`));
+      this.policy = learn(this.policy, t, rewards);
+      return {
+        key: m.task_id,
+        value: encode('RolloutGroupScored', {
+          eventId: derivedUuid('sim-group', this.campaignId, step, m.task_id),
+          campaignId: this.campaignId,
+          taskId: m.task_id,
+          step,
+          policyVersion: `sim-${step}`,
+          rewards,
+          producedAt: Date.now(),
+        }),
+      };
+    });
+    messages.push({
+      key: `${this.campaignId}/close`,
+      value: encode('StepClosed', {
+        eventId: derivedUuid('sim-close', this.campaignId, step),
+        campaignId: this.campaignId,
+        step,
+        groupCount: members.length,
+        producedAt: Date.now(),
+      }),
+    });
+    await this.producer!.send({ topic: this.topic, acks: -1, messages });
+    return { groups: members.length };
+  }
+
+  /** Waits until the campaign workflow has planned `step`. */
+  async waitPlanned(step: number, timeoutMs = 120_000): Promise<CampaignStatus> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const s = await this.status().catch(() => undefined);
+      if (s && s.step >= step) return s;
+      if (Date.now() > deadline)
+        throw new Error(`campaign ${this.campaignId} did not plan step ${step} in time (at ${s?.step})`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** Waits until no synthesis is running. */
+  async waitSynthesesDone(timeoutMs = 180_000): Promise<CampaignStatus> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const s = await this.status();
+      if (Object.keys(s.running).length === 0) return s;
+      if (Date.now() > deadline)
+        throw new Error(`syntheses still running: ${Object.keys(s.running).join(', ')}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.client?.workflow
+      .getHandle(this.workflowId)
+      .terminate('test over')
+      .catch(() => {});
+    await this.stopWorker();
+    await this.aggregator?.stop();
+    await this.producer?.disconnect().catch(() => {});
+    await this.closeClient?.();
+    if (this.topic) await withAdmin((a) => a.deleteTopics({ topics: [this.topic] })).catch(() => {});
+    await this.pool.end();
+  }
+}
