@@ -57,7 +57,8 @@ export function checkSchema(value: unknown, schema: Schema, root: Schema = schem
     if (typeof s.maxItems === 'number' && value.length > s.maxItems)
       out.push(`${at}: more than ${s.maxItems} items`);
     if (s.items && typeof s.items === 'object') {
-      value.forEach((v, i) => out.push(...checkSchema(v, s.items as Schema, root, `${at}[${i}]`)));
+      for (const [i, v] of value.entries())
+        out.push(...checkSchema(v, s.items as Schema, root, `${at}[${i}]`));
     }
   }
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {

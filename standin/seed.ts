@@ -67,14 +67,14 @@ export function unitsOf(
       maxCalls,
       extra && calls.length > 1 ? Math.min(calls.length, extra) : 1,
     );
-    chunks.forEach((chunk, i) =>
+    chunks.forEach((chunk, i) => {
       units.push({
         label: chunks.length > 1 ? `${calls[0]!.turn + 1}${LETTERS[i] ?? i}` : `${calls[0]!.turn + 1}`,
         seedTurn: calls[0]!.turn,
         calls: chunk,
         readOnly: chunk.every((c) => c.readOnly),
-      }),
-    );
+      });
+    });
   }
   return units;
 }

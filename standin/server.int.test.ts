@@ -30,6 +30,13 @@ function planBody(task: TaskRecord, extra: Record<string, unknown> = {}) {
   };
 }
 
+interface Answer {
+  choices: { message: { content: string }; finish_reason: string }[];
+  model: string;
+  object: string;
+  error: { message: string; type: string };
+}
+
 async function post(
   s: StandinServer,
   body: unknown,
@@ -42,10 +49,10 @@ async function post(
     body: JSON.stringify(body),
     signal,
   });
-  return { status: res.status, headers: res.headers, json: (await res.json()) as Record<string, any> };
+  return { status: res.status, headers: res.headers, json: (await res.json()) as Answer };
 }
 
-const contentOf = (r: { json: Record<string, any> }): string => r.json.choices[0].message.content;
+const contentOf = (r: { json: Answer }): string => r.json.choices[0]!.message.content;
 
 beforeAll(async () => {
   seeds = await new ExecutorClient().seeds('base', 10);
@@ -66,7 +73,7 @@ describe('stand-in generator HTTP API', () => {
     expect(r.status).toBe(200);
     expect(r.json.model).toBe(STANDIN_MODEL);
     expect(r.json.object).toBe('chat.completion');
-    expect(r.json.choices[0].finish_reason).toBe('stop');
+    expect(r.json.choices[0]!.finish_reason).toBe('stop');
   });
 
   it('is deterministic: same request and server seed → same answer; the seed parameter and server seed vary it', async () => {

@@ -190,7 +190,7 @@ function fsDir(config: Record<string, Record<string, unknown>>, path: string[]):
   let dir: Dir | undefined = top;
   for (const seg of path) {
     const next = dir?.contents?.[seg] as Dir | undefined;
-    if (!next || next.type !== 'directory') return null;
+    if (next?.type !== 'directory') return null;
     dir = next;
   }
   return dir ?? null;

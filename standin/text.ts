@@ -13,6 +13,7 @@ import {
   type Refinement,
   type Rewrite,
 } from '../activities/llm/schemas.js';
+import { BFCL_CATALOG } from './catalog.js';
 import { applyTextMap, FS_NAME_PARAMS, seedTurnText } from './mutate.js';
 import { type PyCall, type PyValue, toPlain } from './pycall.js';
 import type { Rng } from './rng.js';
@@ -227,7 +228,7 @@ export function templateTurn(calls: SeedCall[], rng: Rng): string {
 /** Collects renames between the seed's and the candidate's JSON (keys, short strings, numbers), position by position. */
 function diffJson(a: unknown, b: unknown, out: Map<string, string>): void {
   if (Array.isArray(a) && Array.isArray(b)) {
-    if (a.length === b.length) a.forEach((x, i) => diffJson(x, b[i], out));
+    if (a.length === b.length) for (const [i, x] of a.entries()) diffJson(x, b[i], out);
     return;
   }
   if (a && b && typeof a === 'object' && typeof b === 'object') {
@@ -295,7 +296,7 @@ export function answerRewrite(input: RewriteInput, rng: Rng): Rewrite {
     const global = new Map<string, string>();
     diffJson(seed.initial_config, cand.initial_config, global);
     const perTurn: Map<string, string>[] = candCalls.map(() => new Map());
-    candCalls.forEach((turn, t) =>
+    candCalls.forEach((turn, t) => {
       turn.forEach((c, i) => {
         const sc = aligned[t]![i];
         if (!sc?.call || !c.call) return;
@@ -307,15 +308,16 @@ export function answerRewrite(input: RewriteInput, rng: Rng): Rewrite {
             if (FS_NAME_PARAMS[c.name]?.includes(k)) {
               const a = old.v.split('/');
               const b = v.v.split('/');
-              if (a.length === b.length) a.forEach((seg, j) => seg !== b[j] && global.set(seg, b[j]!));
+              if (a.length === b.length)
+                for (const [j, seg] of a.entries()) if (seg !== b[j]) global.set(seg, b[j]!);
             } else if (old.v.length <= 80) global.set(old.v, v.v);
           } else if (old.t === 'num' && v.t === 'num') {
             perTurn[t]!.set(String(Number(old.text)), String(Number(v.text)));
             perTurn[t]!.set(old.text, v.text);
           }
         }
-      }),
-    );
+      });
+    });
     candCalls.forEach((turn, t) => {
       const sources = aligned[t]!;
       if (sources.some((x) => x === null)) return;
@@ -348,7 +350,7 @@ function salientValues(call: PyCall, cls: string | null): string[] {
 
 function mentioned(value: string, text: string): boolean {
   const lower = text.toLowerCase();
-  if (lower.includes(value.toLowerCase())) return true;
+  if (lower.includes(value.toLowerCase().replace(/^[@#]/, ''))) return true;
   const n = Number(value);
   if (Number.isFinite(n)) return [...text.matchAll(/-?\d+(?:\.\d+)?/g)].some((m) => Number(m[0]) === n);
   return false;
@@ -376,12 +378,22 @@ export function answerJudge(input: JudgeInput, rng: Rng, reject: boolean): Judge
       .map((m) => m.content)
       .join(' '),
   );
+  // A call is covered when the conversation so far states one of its values or names what it does
+  // (a word of four letters or more of the function's name: "lock the doors" covers lockDoors).
   let seen = '';
   const perTurn = calls.map((turn, t) => {
     seen += ` ${texts[t] ?? ''}`;
-    const values = turn.flatMap((c) => (c.call ? salientValues(c.call, c.cls) : []));
-    if (values.length === 0) return 1;
-    return values.filter((v) => mentioned(v, seen)).length / values.length;
+    const lower = seen.toLowerCase();
+    if (turn.length === 0) return 1;
+    const covered = turn.filter((c) => {
+      const values = c.call ? salientValues(c.call, c.cls) : [];
+      const verbs = words(c.name)
+        .split(' ')
+        .filter((w) => w.length >= 4);
+      if (values.length === 0 && verbs.length === 0) return true;
+      return values.some((v) => mentioned(v, seen)) || verbs.some((w) => lower.includes(w));
+    });
+    return covered.length / turn.length;
   });
   const alignment = perTurn.length ? perTurn.reduce((a, b) => a + b, 0) / perTurn.length : 0;
   const names = new Set(calls.flat().map((c) => c.name));
@@ -391,7 +403,7 @@ export function answerJudge(input: JudgeInput, rng: Rng, reject: boolean): Judge
       [...names].some((n) => (n.includes('_') || /[a-z][A-Z]/.test(n)) && t.includes(n)),
   );
   const unknown = calls.flat().some((c) => !c.cls || callName(c.text) === null);
-  const configOk = Object.keys(cand.initial_config).every((k) => cand.involved_classes.includes(k));
+  const configOk = Object.keys(cand.initial_config).every((k) => k in BFCL_CATALOG);
   const scores: Judgement['scores'] = {
     alignment: Math.round(Math.max(0.3, alignment) * 100) / 100,
     state_consistency: unknown || !configOk ? 0.3 : 0.95,

@@ -1,9 +1,10 @@
 // The loop end to end: seeding, per-step retirement/selection, synthesis children through the
 // stand-in generator and the real environment executor, injection at the cadence, lineage, the
 // JSONL sink and the campaign updates.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installWorkerRuntime } from '../temporal/connect.js';
@@ -135,5 +136,27 @@ describe('campaign loop', () => {
     await loop.waitPlanned(7);
     const stopped = (await h.executeUpdate('stop', { args: [{ reason: 'test' }] })) as { status: string };
     expect(stopped.status).toBe('stopped');
+    await h.result();
+
+    // RODS_RECORD_FIXTURES=1 refreshes the replay fixtures (workflows/fixtures/) from this run.
+    if (process.env.RODS_RECORD_FIXTURES === '1') {
+      const synthesisId = (
+        await loop.pool.query<{ payload: { synthesisId: string } }>(
+          `select payload from events where type = 'CandidateValidated' and payload->>'campaignId' = $1 limit 1`,
+          [loop.campaignId],
+        )
+      ).rows[0]!.payload.synthesisId;
+      mkdirSync(new URL('./fixtures/', import.meta.url), { recursive: true });
+      for (const [name, id] of [
+        ['campaign', loop.workflowId],
+        ['synthesis', synthesisId],
+      ] as const) {
+        const history = await loop.client.workflow.getHandle(id).fetchHistory();
+        writeFileSync(
+          new URL(`./fixtures/${name}-history.pb`, import.meta.url),
+          temporal.api.history.v1.History.encode(history).finish(),
+        );
+      }
+    }
   }, 600_000);
 });

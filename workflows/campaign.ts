@@ -197,32 +197,33 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
       inFlight: Object.values(s.running),
       runningSyntheses: Object.keys(s.running).length,
     });
-    s.step = next;
+    // Register the children before starting them (a fast child may report back at once), and
+    // publish the new step only once they are started, so a status reader never sees step S
+    // without its syntheses.
+    const children: SynthesisInput[] = p.selected.map((seed) => ({
+      campaignId,
+      synthesisId: `synth-${campaignId}-${next}-${seed.taskId}`,
+      step: next,
+      seed,
+      config: s.config,
+      parentWorkflowId: workflowInfo().workflowId,
+    }));
+    for (const child of children) s.running[child.synthesisId] = child.seed.taskId;
+    for (const child of children) {
+      // Children outlive a continue-as-new of the parent and report back by signal.
+      await startChild('synthesisWorkflow', {
+        workflowId: child.synthesisId,
+        args: [child],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+      });
+    }
     s.poolVersion = p.poolVersion;
     s.totals.selected += p.selected.length;
     s.totals.injected += p.injected.length;
     s.totals.retired += p.retired.length;
     s.totals.pruned += p.pruned.length;
     s.lastPlan = { ...p, selected: p.selected.map((x) => x.taskId) };
-
-    for (const seed of p.selected) {
-      const synthesisId = `synth-${campaignId}-${next}-${seed.taskId}`;
-      const child: SynthesisInput = {
-        campaignId,
-        synthesisId,
-        step: next,
-        seed,
-        config: s.config,
-        parentWorkflowId: workflowInfo().workflowId,
-      };
-      // Children outlive a continue-as-new of the parent and report back by signal.
-      await startChild('synthesisWorkflow', {
-        workflowId: synthesisId,
-        args: [child],
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-      });
-      s.running[synthesisId] = seed.taskId;
-    }
+    s.step = next;
     if (p.versionChanged) await camp.deliverPoolJsonl({ campaignId, version: p.poolVersion });
   }
   await condition(allHandlersFinished);

@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkSchema } from '../../standin/json-schema.js';
 import { type StandinServer, startStandin } from '../../standin/server.js';
@@ -8,7 +11,7 @@ import { chatJson, jsonSchemaOf } from './client.js';
 import { type GeneratorConfig, type GeneratorConfigInput, generatorConfig } from './config.js';
 import { GeneratorOutputError, GeneratorRequestError, GeneratorUnavailableError } from './errors.js';
 import { hashValue } from './json.js';
-import { loadPrompt, promptVersion } from './prompts.js';
+import { DEFAULT_PROMPTS_DIR, loadPrompt, PROMPT_FILES, promptVersion } from './prompts.js';
 import { JudgementSchema, planBaseSchema } from './schemas.js';
 import {
   draftCandidate,
@@ -62,7 +65,7 @@ function planMessages(task: TaskRecord) {
 
 beforeAll(async () => {
   server = await startStandin({ port: 0, seed: 7 });
-  [seed] = await new ExecutorClient().seeds('base', 1);
+  seed = (await new ExecutorClient().seeds('base', 1))[0]!;
 });
 
 afterAll(async () => {
@@ -124,6 +127,20 @@ describe('stage functions against the stand-in', () => {
     expect(
       Object.keys(patched.value.initial_config).every((k) => candidate.involved_classes.includes(k)),
     ).toBe(true);
+  });
+
+  it('records the hash of the prompt file it sent (an edited copy gives another hash)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'rods-prompts-'));
+    try {
+      cpSync(DEFAULT_PROMPTS_DIR, dir, { recursive: true });
+      const file = path.join(dir, PROMPT_FILES.plan);
+      writeFileSync(file, `${readFileSync(file, 'utf8')}\nKeep the narrative under three sentences.\n`);
+      const r = await plan(seed, {}, cfgFor({ promptsDir: dir }));
+      expect(r.promptHash).toBe(promptVersion('plan', dir));
+      expect(r.promptHash).not.toBe(promptVersion('plan'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('answers response_format json_schema with content that matches the schema it was sent', async () => {

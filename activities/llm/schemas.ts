@@ -47,7 +47,7 @@ export function isBlocked(blocklist: readonly string[], cls: string, name: strin
 /** The plan schema for a seed: classes of the seed only, nothing from the blocklist. */
 export function planSchema(seed: TaskRecord, blocklist: readonly string[] = [], limits = DEFAULT_LIMITS) {
   return planBaseSchema(limits).superRefine((plan, ctx) => {
-    plan.functions.forEach((turn, t) =>
+    plan.functions.forEach((turn, t) => {
       turn.forEach((f, i) => {
         if (!seed.involved_classes.includes(f.class)) {
           ctx.addIssue({
@@ -63,8 +63,8 @@ export function planSchema(seed: TaskRecord, blocklist: readonly string[] = [], 
             message: `${f.class}.${f.name} is on the blocklist`,
           });
         }
-      }),
-    );
+      });
+    });
   });
 }
 
@@ -163,7 +163,7 @@ export function rewriteSchema(candidate: TaskRecord) {
         message: `the candidate has ${candidate.ground_truth.length} turns, the answer ${out.question.length}`,
       });
     }
-    out.question.forEach((turn, t) =>
+    out.question.forEach((turn, t) => {
       turn.forEach((m, i) => {
         for (const name of names) {
           const esc = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -177,8 +177,8 @@ export function rewriteSchema(candidate: TaskRecord) {
             });
           }
         }
-      }),
-    );
+      });
+    });
   });
 }
 
