@@ -27,7 +27,7 @@ export interface WorkflowEvent {
   metadata?: Record<string, unknown>;
 }
 
-export const campaignStream = (campaignId: string) => `campaign-${campaignId}`;
+export { campaignStream } from '../domain/streams.js';
 
 function toNewEvents(events: WorkflowEvent[]): NewEvent[] {
   const registry = defaultRegistry();

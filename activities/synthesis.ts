@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { defaultRegistry } from '../codec/registry.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
+import { synthesisStream } from '../domain/streams.js';
 import { BFCL_CATALOG } from '../standin/catalog.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
@@ -33,8 +34,6 @@ export interface SynthesisActivityDeps {
   /** Extra generator settings (e.g. headers for the stand-in's fault injection in tests). */
   generatorOverrides?: Record<string, unknown>;
 }
-
-export const synthesisStream = (synthesisId: string) => `synthesis-${synthesisId}`;
 
 /** Identifies a stage run for StageCompleted. */
 export interface StageRef {
@@ -357,4 +356,5 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   };
 }
 
+export { synthesisStream };
 export type SynthesisActivities = ReturnType<typeof createSynthesisActivities>;

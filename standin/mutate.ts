@@ -4,11 +4,12 @@
 //    renamed consistently across the config tree and every call that names them;
 //  - MessageAPI contact names (user_map keys, get_user_id, add_contact) are renamed;
 //  - TwitterAPI credentials (username, password) are renamed in the config and the login calls;
+//  - TravelAPI client credentials (client id, secret, refresh token) are renamed in the calls;
 //  - TicketAPI ticket ids of three or more digits are renumbered in the queue and the calls;
 //  - literal values the environment accepts, and that the user states in that turn, are varied:
-//    tail line counts, order, fund and fuel amounts (scaled down where a balance or the tank's
-//    capacity bounds them), cruise speeds (multiples of 5), climate temperatures, the house
-//    number of a navigation address;
+//    tail line counts, order sizes and prices, fund and fuel amounts (scaled down where a balance
+//    or the tank's capacity bounds them), travel budgets (up), amounts to convert, cruise speeds
+//    (multiples of 5), climate temperatures, the house number of a navigation address;
 //  - free-text arguments and contents follow the renames, so the task stays coherent.
 import type { TaskRecord } from '../activities/executor-client.js';
 import { formatCall, isFloatText, num, type PyCall, type PyValue } from './pycall.js';
@@ -411,6 +412,40 @@ function renameTwitterCredentials(w: Working, rng: Rng): void {
   w.rules.push(`twitter-credentials ${username}→${newUser}`);
 }
 
+/** A new credential in the style of the old one: its digits redrawn, or digits appended. */
+function newCredential(old: string, rng: Rng): string {
+  const digits = (old.match(/\d/g) ?? []).length;
+  if (digits >= 2) {
+    for (;;) {
+      const next = old.replace(/\d/g, () => String(rng.int(0, 9)));
+      if (next !== old) return next;
+    }
+  }
+  return `${old}${/[_-]/.test(old) ? '_' : ''}${rng.int(100, 999)}`;
+}
+
+const TRAVEL_CREDENTIALS = ['client_id', 'client_secret', 'refresh_token'];
+
+/** TravelAPI client credentials are free strings: renamed wherever the calls repeat them. */
+function renameTravelCredentials(w: Working, rng: Rng): void {
+  const map = new Map<string, string>();
+  eachCall(w, (c) => {
+    if (c.call!.name !== 'authenticate_travel') return;
+    for (const p of TRAVEL_CREDENTIALS) {
+      const v = str(argOf(c.call!, c.seed.cls, p));
+      if (v && v.length >= 3 && !map.has(v) && rng.chance(0.7)) map.set(v, newCredential(v, rng));
+    }
+  });
+  if (map.size === 0) return;
+  eachCall(w, (c) => {
+    for (const [param, v] of namedArgs(c.call!, c.seed.cls)) {
+      if (v.t === 'str' && map.has(v.v)) setArg(c, param, { t: 'str', v: map.get(v.v)! });
+    }
+  });
+  for (const [a, b] of map) w.text.set(a, b);
+  w.rules.push(`travel-credentials ${[...map].map(([a, b]) => `${a}→${b}`).join(', ')}`);
+}
+
 const TICKET_ID_CALLS = new Set(['get_ticket', 'close_ticket', 'resolve_ticket', 'edit_ticket']);
 
 function renumberTickets(w: Working, rng: Rng): void {
@@ -491,8 +526,17 @@ function varyNumbers(w: Working, seed: TaskRecord, rng: Rng): void {
         if (rng.chance(0.7)) vary('lines', (old) => rng.pick([3, 5, 8, 10, 15].filter((x) => x !== old)));
         break;
       case 'place_order':
+        // Fewer shares or a lower limit price always fit the balance a buy needs.
         if (rng.chance(0.6))
           vary('amount', (old) => (old > 1 ? scaled([0.5, 0.6, 0.75, 0.8])(old, false) : null));
+        if (rng.chance(0.4)) vary('price', scaled([0.9, 0.95, 0.98]));
+        break;
+      case 'compute_exchange_rate':
+        if (rng.chance(0.6)) vary('value', scaled([0.5, 0.8, 1.25, 2]));
+        break;
+      case 'set_budget_limit':
+        // A higher budget never blocks a later booking.
+        if (rng.chance(0.6)) vary('budget_limit', scaled([1.2, 1.5, 2]));
         break;
       case 'fund_account':
         if (rng.chance(0.6)) vary('amount', scaled([0.5, 0.8, 1.25, 1.5]));
@@ -561,6 +605,7 @@ export function mutateTask(seed: TaskRecord, selected: SeedCall[][], rng: Rng): 
   renameContacts(w, rng.fork('contacts'));
   renameTwitterCredentials(w, rng.fork('twitter'));
   renumberTickets(w, rng.fork('tickets'));
+  renameTravelCredentials(w, rng.fork('travel'));
   varyNumbers(w, seed, rng.fork('numbers'));
   carryIntoFreeText(w);
   return {

@@ -7,7 +7,9 @@ import { derivedUuid } from '../util/ids.js';
 import { inTransaction } from './db.js';
 import { append } from './event-store.js';
 
-export const campaignStream = (campaignId: string) => `campaign-${campaignId}`;
+export { campaignStream } from '../domain/streams.js';
+
+import { campaignStream } from '../domain/streams.js';
 
 export interface CampaignRow {
   campaignId: string;

@@ -14,6 +14,10 @@ import { inTransaction } from './db.js';
 import { append, type NewEvent } from './event-store.js';
 
 export const POOL_EVENT_TYPES = [
+  'CampaignPaused',
+  'CampaignResumed',
+  'CampaignStopped',
+  'CampaignReconfigured',
   'TaskSeeded',
   'TaskInjected',
   'TaskRetired',
@@ -143,6 +147,26 @@ export async function applyPoolEvent(
           ],
         );
       }
+      return;
+    }
+    case 'CampaignPaused':
+    case 'CampaignResumed':
+    case 'CampaignStopped': {
+      const p = payload as { campaignId: string };
+      const status =
+        type === 'CampaignPaused' ? 'paused' : type === 'CampaignResumed' ? 'running' : 'stopped';
+      await c.query('update campaigns set status = $2, updated_at = now() where campaign_id = $1', [
+        p.campaignId,
+        status,
+      ]);
+      return;
+    }
+    case 'CampaignReconfigured': {
+      const p = payload as { campaignId: string; config: string };
+      await c.query('update campaigns set config = $2, updated_at = now() where campaign_id = $1', [
+        p.campaignId,
+        p.config,
+      ]);
       return;
     }
     default:

@@ -17,11 +17,13 @@ import {
   proxyActivities,
   setHandler,
   startChild,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { CampaignActivities } from '../activities/campaign.js';
 import type { CurriculumActivities, StepPlan } from '../activities/curriculum.js';
 import { parseCampaignConfig, validateReconfiguration } from '../domain/campaign-config.js';
+import { campaignStream } from '../domain/streams.js';
 import type { SynthesisInput, SynthesisOutcome } from './synthesis.js';
 
 export type CampaignStatusName = 'seeding' | 'running' | 'paused' | 'stopped';
@@ -72,17 +74,16 @@ export const reconfigureUpdate = defineUpdate<CampaignStatus, [{ config: unknown
 export const synthesisFinished = defineSignal<[SynthesisOutcome]>('synthesisFinished');
 
 const plan = proxyActivities<CurriculumActivities>({
-  startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '1 minute',
+  startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 const camp = proxyActivities<CampaignActivities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 const waiting = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30 days',
-  heartbeatTimeout: '30 seconds',
+  heartbeatTimeout: '10 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
 });
 
@@ -107,12 +108,27 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   });
 
   const stopped = () => s.status === 'stopped';
+  // Lifecycle decisions are events too (workflow time and uuid4 are deterministic on replay).
+  const lifecycle = (type: string, payload: Record<string, unknown>) =>
+    camp.recordEvents({
+      streamId: campaignStream(campaignId),
+      events: [
+        {
+          eventId: uuid4(),
+          type,
+          payload: { campaignId, actor: null, occurredAt: Date.now(), ...payload },
+        },
+      ],
+    });
   setHandler(statusQuery, status);
   setHandler(statusUpdate, status);
   setHandler(
     pauseUpdate,
-    (_req) => {
-      if (s.status === 'running' || s.status === 'seeding') s.status = 'paused';
+    async (req) => {
+      if (s.status === 'running' || s.status === 'seeding') {
+        s.status = 'paused';
+        await lifecycle('CampaignPaused', { reason: req?.reason ?? null });
+      }
       return status();
     },
     {
@@ -123,8 +139,11 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   );
   setHandler(
     resumeUpdate,
-    () => {
-      if (s.status === 'paused') s.status = s.seeded ? 'running' : 'seeding';
+    async () => {
+      if (s.status === 'paused') {
+        s.status = s.seeded ? 'running' : 'seeding';
+        await lifecycle('CampaignResumed', { reason: null });
+      }
       return status();
     },
     {
@@ -140,11 +159,16 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   });
   setHandler(
     reconfigureUpdate,
-    ({ config: next }) => {
+    async ({ config: next }) => {
       const r = validateReconfiguration(config, next);
       if (!r.ok) throw ApplicationFailure.nonRetryable(r.message);
       config = r.config;
       s.config = next;
+      await lifecycle('CampaignReconfigured', {
+        config: JSON.stringify(next),
+        changedKeys: r.changedKeys,
+        reason: null,
+      });
       return status();
     },
     {
@@ -226,6 +250,8 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     s.step = next;
     if (p.versionChanged) await camp.deliverPoolJsonl({ campaignId, version: p.poolVersion });
   }
+  // Let the running syntheses finish and report (their outcomes are decisions of this campaign).
+  await condition(() => Object.keys(s.running).length === 0);
   await condition(allHandlersFinished);
   return status();
 }

@@ -12,14 +12,20 @@ import { installWorkerRuntime } from '../temporal/connect.js';
 describe('workflow replay', () => {
   it('replays the recorded campaign and synthesis histories without determinism errors', async () => {
     await installWorkerRuntime('WARN');
-    const workflowBundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+    const workflowBundle = await bundleWorkflowCode({
+      workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)),
+    });
     const histories = ['campaign', 'synthesis'].map((name) => ({
       workflowId: `${name}-fixture`,
-      history: temporal.api.history.v1.History.decode(readFileSync(new URL(`./fixtures/${name}-history.pb`, import.meta.url))),
+      history: temporal.api.history.v1.History.decode(
+        readFileSync(new URL(`./fixtures/${name}-history.pb`, import.meta.url)),
+      ),
     }));
     // Not vacuous: the fixtures hold real runs (children started, activities completed).
     expect(histories[0]!.history.events.length).toBeGreaterThan(30);
-    expect(histories[0]!.history.events.some((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toBe(true);
+    expect(
+      histories[0]!.history.events.some((e) => e.startChildWorkflowExecutionInitiatedEventAttributes),
+    ).toBe(true);
     expect(histories[1]!.history.events.some((e) => e.activityTaskCompletedEventAttributes)).toBe(true);
     let replayed = 0;
     for await (const r of Worker.runReplayHistories({ workflowBundle }, histories)) {

@@ -35,13 +35,14 @@ export interface SynthesisOutcome {
 
 type StageName = 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | 'augment';
 
+// LLM calls heartbeat every few seconds: a worker that dies is noticed within the heartbeat timeout.
 const llm = proxyActivities<SynthesisActivities>({
   startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '1 minute',
+  heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '2 seconds', maximumInterval: '1 minute', maximumAttempts: 4 },
 });
 const env = proxyActivities<SynthesisActivities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 6 },
 });
 

@@ -56,11 +56,32 @@ export interface ChatJsonResult<T> {
   backoffMs: number;
 }
 
-/** The JSON Schema of a zod schema as response_format wants it (refinements are checked by zod only). */
+/**
+ * The JSON Schema of a zod schema as response_format wants it (refinements are checked by zod
+ * only). `$schema` and the redundant `propertyNames: {type: "string"}` are left out: some guided
+ * decoding backends of vLLM refuse keywords they do not implement.
+ */
 export function jsonSchemaOf(schema: z.ZodType): Record<string, unknown> {
   const js = z.toJSONSchema(schema, { unrepresentable: 'any', io: 'output' }) as Record<string, unknown>;
   delete js.$schema;
-  return js;
+  return simplify(js) as Record<string, unknown>;
+}
+
+function simplify(node: unknown, inProperties = false): unknown {
+  if (Array.isArray(node)) return node.map((n) => simplify(n));
+  if (!node || typeof node !== 'object') return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node)) {
+    const stringKeys =
+      !inProperties &&
+      k === 'propertyNames' &&
+      v !== null &&
+      typeof v === 'object' &&
+      Object.keys(v).length === 1 &&
+      (v as { type?: unknown }).type === 'string';
+    if (!stringKeys) out[k] = simplify(v, !inProperties && (k === 'properties' || k === '$defs'));
+  }
+  return out;
 }
 
 const clients = new WeakMap<GeneratorConfig, OpenAI>();

@@ -1,0 +1,115 @@
+// Continue-as-new under a lowered history threshold: a private Temporal dev server (the stack's
+// own binary, in memory) suggests continue-as-new after a few dozen events; the campaign must
+// carry its whole state across runs, and synthesis children started by an earlier run must
+// still report to the current one.
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeTemporal } from '../infra/stack/temporal.js';
+import { installWorkerRuntime } from '../temporal/connect.js';
+import { LoopHarness } from '../test/harness/loop.js';
+import { freePort, type StandinProcess, startStandin } from '../test/harness/standin.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+let server: ChildProcess;
+let bundle: WorkflowBundleWithSourceMap;
+let standin: StandinProcess;
+let loop: LoopHarness;
+
+beforeAll(async () => {
+  const port = await freePort();
+  server = spawn(
+    path.join(ROOT, '.stack/bin/temporal'),
+    [
+      'server',
+      'start-dev',
+      '--headless',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--http-port',
+      String(await freePort()),
+      '--metrics-port',
+      String(await freePort()),
+      '--log-level',
+      'error',
+      '--dynamic-config-value',
+      'limit.historyCount.suggestContinueAsNew=60',
+      '--dynamic-config-value',
+      'frontend.enableUpdateWorkflowExecution=true',
+    ],
+    { stdio: 'ignore' },
+  );
+  // Every Temporal connection of this test file (worker, client) goes to the private server.
+  process.env.TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
+  for (let i = 0; i < 150 && !(await probeTemporal(process.env.TEMPORAL_ADDRESS, 'default')).answering; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await installWorkerRuntime('WARN');
+  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  standin = await startStandin(['--seed', '11']);
+}, 180_000);
+
+afterAll(async () => {
+  await loop?.close();
+  await standin?.stop();
+  server?.kill('SIGTERM');
+});
+
+describe('campaign continue-as-new', () => {
+  it('continues as new when the server suggests it and keeps the campaign state intact', async () => {
+    loop = new LoopHarness({
+      workflowBundle: bundle,
+      config: {
+        seeds: { perCategory: 3 },
+        selection: {
+          budgetPerStep: 2,
+          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
+          cooldownSteps: 0,
+          maxConcurrentSyntheses: 2,
+        },
+        pool: { injectionCadence: 'steps:2' },
+        generator: {
+          baseUrl: standin.url,
+          model: 'rods-standin-generator',
+          judgeModel: 'rods-standin-generator',
+        },
+      },
+    });
+    await loop.start();
+    for (let step = 1; step <= 8; step++) {
+      await loop.trainStep(step);
+      await loop.waitPlanned(step);
+    }
+    const s = await loop.waitSynthesesDone();
+    const history = await loop.client.workflow.getHandle(loop.workflowId).fetchHistory();
+
+    // It did continue as new (a later run than the first), more than once.
+    expect(s.generation).toBeGreaterThanOrEqual(2);
+    expect(
+      history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId,
+    ).toBeTruthy();
+    // The carried state agrees with the event store and the projections.
+    expect(s.step).toBe(8);
+    const one = async (sql: string) =>
+      (await loop.pool.query<{ n: number }>(sql, [loop.campaignId])).rows[0]!.n;
+    expect(s.totals.selected).toBe(
+      await one(
+        `select count(*)::int as n from events where type = 'SeedSelected' and payload->>'campaignId' = $1`,
+      ),
+    );
+    expect(s.totals.injected).toBe(
+      await one(
+        `select count(*)::int as n from events where type = 'TaskInjected' and payload->>'campaignId' = $1`,
+      ),
+    );
+    expect(s.totals.validated + s.totals.rejected).toBe(s.totals.selected);
+    expect(s.poolVersion).toBe(
+      await one('select version::int as n from pool_versions where campaign_id = $1'),
+    );
+    expect(s.totals.selected).toBeGreaterThan(0);
+  }, 600_000);
+});

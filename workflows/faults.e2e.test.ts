@@ -1,0 +1,107 @@
+// A 20-step campaign with about 30 % of generator calls failing in every way the stand-in
+// offers (HTTP 503, 429, hanging until the client's timeout, malformed JSON, judge rejections):
+// the campaign completes, and every decision and every failure is an event in the store.
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installWorkerRuntime } from '../temporal/connect.js';
+import { LoopHarness } from '../test/harness/loop.js';
+import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+
+let bundle: WorkflowBundleWithSourceMap;
+let standin: StandinProcess;
+let loop: LoopHarness;
+
+beforeAll(async () => {
+  await installWorkerRuntime('WARN');
+  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  standin = await startStandin([
+    '--seed',
+    '3',
+    '--quiet',
+    '--fail-rate',
+    '0.08',
+    '--rate-limit-rate',
+    '0.04',
+    '--timeout-rate',
+    '0.04',
+    '--malformed-rate',
+    '0.08',
+    '--reject-rate',
+    '0.3',
+  ]);
+}, 180_000);
+
+afterAll(async () => {
+  await loop?.close();
+  await standin?.stop();
+});
+
+describe('campaign under generator faults', () => {
+  it('completes 20 steps with ~30 % of generator calls failing, and records every decision and failure', async () => {
+    loop = new LoopHarness({
+      workflowBundle: bundle,
+      untilStep: 20,
+      config: {
+        seeds: { perCategory: 4 },
+        selection: {
+          budgetPerStep: 4,
+          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
+          cooldownSteps: 2,
+          maxConcurrentSyntheses: 6,
+        },
+        pool: { injectionCadence: 'steps:4' },
+        generator: {
+          baseUrl: standin.url,
+          model: 'rods-standin-generator',
+          judgeModel: 'rods-standin-generator',
+          // Fail fast in the test: short timeouts and backoff, two schema attempts.
+          timeoutMs: 2000,
+          maxAttempts: 2,
+          transientRetries: 2,
+          backoffBaseMs: 50,
+          backoffMaxMs: 200,
+        },
+      },
+    });
+    await loop.start();
+    for (let step = 1; step <= 20; step++) {
+      await loop.trainStep(step);
+      await loop.waitPlanned(step, 300_000);
+    }
+    await loop.waitSynthesesDone(300_000);
+    const result = (await loop.client.workflow.getHandle(loop.workflowId).result()) as {
+      step: number;
+      status: string;
+    };
+    expect(result.step).toBe(20);
+
+    const rows = async <T extends Record<string, unknown>>(sql: string) =>
+      (await loop.pool.query(sql, [loop.campaignId])).rows as T[];
+    const byType = Object.fromEntries(
+      (
+        await rows<{ type: string; n: number }>(
+          `select type, count(*)::int as n from events where payload->>'campaignId' = $1 group by 1`,
+        )
+      ).map((r) => [r.type, r.n]),
+    );
+    expect(byType.StepAggregated).toBe(20);
+    expect(byType.SeedSelected).toBeGreaterThan(0);
+    // Every synthesis ended in an outcome event.
+    expect((byType.CandidateValidated ?? 0) + (byType.CandidateRejected ?? 0)).toBeGreaterThanOrEqual(
+      byType.SynthesisStarted!,
+    );
+    const reasons = await rows<{ code: string; stage: string; n: number }>(
+      `select payload->>'reasonCode' as code, payload->>'stage' as stage, count(*)::int as n
+         from events where type = 'CandidateRejected' and payload->>'campaignId' = $1 group by 1, 2`,
+    );
+    const codes = new Set(reasons.map((r) => r.code));
+    // Judge rejections that survive the refinement are recorded with their reason.
+    expect(codes.has('judge-rejected')).toBe(true);
+    // Failures are recorded, not lost: the rejections carry a stage and a reason.
+    for (const r of reasons) expect(r.stage).toMatch(/^(plan|execute|rewrite|critique|refine|augment)$/);
+    expect(byType.CandidateValidated ?? 0).toBeGreaterThan(0);
+    // Despite the faults, candidates still made it into the pool.
+    expect(byType.TaskInjected ?? 0).toBeGreaterThan(0);
+  }, 900_000);
+});

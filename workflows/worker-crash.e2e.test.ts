@@ -1,0 +1,134 @@
+// A rods worker process killed with SIGKILL during synthesis, 5 times: every validated candidate
+// must be injected exactly once and no workflow may be left stuck.
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { QueryResultRow } from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installWorkerRuntime } from '../temporal/connect.js';
+import { LoopHarness } from '../test/harness/loop.js';
+import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+let bundle: WorkflowBundleWithSourceMap;
+let standin: StandinProcess;
+let loop: LoopHarness;
+const workers = new Set<ChildProcess>();
+
+function startWorker(taskQueue: string): ChildProcess {
+  const child = spawn(
+    process.execPath,
+    [path.join(ROOT, 'bin/rods.mjs'), 'worker', '--task-queue', taskQueue, '--sink-dir', '.stack/test-sink'],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'ignore', 'ignore'],
+    },
+  );
+  workers.add(child);
+  child.once('exit', () => workers.delete(child));
+  return child;
+}
+
+function kill9(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+}
+
+beforeAll(async () => {
+  await installWorkerRuntime('WARN');
+  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  // Slow answers keep syntheses in flight long enough for the kills to land inside them.
+  standin = await startStandin(['--seed', '5', '--latency-ms', '150']);
+}, 180_000);
+
+afterAll(async () => {
+  for (const w of workers) await kill9(w);
+  await loop?.close();
+  await standin?.stop();
+});
+
+describe('worker crashes during synthesis', () => {
+  it('5 kill -9 of the worker: every validated candidate is injected exactly once and nothing is stuck', async () => {
+    loop = new LoopHarness({
+      workflowBundle: bundle,
+      worker: false,
+      config: {
+        seeds: { perCategory: 4 },
+        selection: {
+          budgetPerStep: 4,
+          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
+          cooldownSteps: 0,
+          maxConcurrentSyntheses: 4,
+        },
+        pool: { injectionCadence: 'steps:2', injectionShare: 1 },
+        generator: {
+          baseUrl: standin.url,
+          model: 'rods-standin-generator',
+          judgeModel: 'rods-standin-generator',
+        },
+      },
+    });
+    let worker = startWorker(loop.taskQueue);
+    await loop.start();
+
+    let kills = 0;
+    let killedMidSynthesis = 0;
+    for (let step = 1; step <= 6; step++) {
+      await loop.trainStep(step);
+      await loop.waitPlanned(step, 240_000);
+      if (kills < 5 && step <= 5) {
+        await new Promise((r) => setTimeout(r, 300 + Math.random() * 1200));
+        const running = Object.keys((await loop.status()).running).length;
+        await kill9(worker);
+        kills++;
+        if (running > 0) killedMidSynthesis++;
+        worker = startWorker(loop.taskQueue);
+      }
+    }
+    expect(kills).toBe(5);
+    expect(killedMidSynthesis).toBeGreaterThanOrEqual(3);
+    await loop.waitSynthesesDone(300_000);
+    // Two more steps reach an injection boundary with the last candidates queued.
+    for (let step = 7; step <= 8; step++) {
+      await loop.trainStep(step);
+      await loop.waitPlanned(step, 240_000);
+    }
+    await loop.waitSynthesesDone(300_000);
+
+    const q = async <T extends QueryResultRow>(sql: string) =>
+      (await loop.pool.query<T>(sql, [loop.campaignId])).rows;
+    const validated = await q<{ id: string }>(
+      `select payload->>'candidateId' as id from events where type = 'CandidateValidated' and payload->>'campaignId' = $1`,
+    );
+    const injected = await q<{ id: string; n: number }>(
+      `select payload->>'candidateId' as id, count(*)::int as n from events
+        where type = 'TaskInjected' and payload->>'campaignId' = $1 group by 1`,
+    );
+    const queued = await q<{ candidate_id: string }>(
+      `select candidate_id from candidates where campaign_id = $1 and status = 'validated'`,
+    );
+    expect(validated.length).toBeGreaterThan(0);
+    // Exactly once: no candidate injected twice, and every validated one injected (or still
+    // queued for the next boundary, which the last steps rule out for all but the newest).
+    expect(injected.every((r) => r.n === 1)).toBe(true);
+    const injectedIds = new Set(injected.map((r) => r.id));
+    const waiting = new Set(queued.map((r) => r.candidate_id));
+    for (const v of validated) expect(injectedIds.has(v.id) || waiting.has(v.id), v.id).toBe(true);
+    expect(new Set(validated.map((v) => v.id)).size).toBe(validated.length);
+
+    // Nothing stuck: every synthesis workflow completed, and the campaign is still running.
+    const syntheses = await q<{ id: string }>(
+      `select payload->>'synthesisId' as id from events where type = 'SynthesisStarted' and payload->>'campaignId' = $1`,
+    );
+    for (const s of syntheses) {
+      const d = await loop.client.workflow.getHandle(s.id).describe();
+      expect(d.status.name, s.id).toBe('COMPLETED');
+    }
+    expect((await loop.client.workflow.getHandle(loop.workflowId).describe()).status.name).toBe('RUNNING');
+    await kill9(worker);
+  }, 900_000);
+});
