@@ -16,3 +16,8 @@ registerBench(
   'exactly-once aggregator over N reward groups vs. a plain consumer that only decodes the same topic',
   async () => (await import('./aggregator.js')).default,
 );
+registerBench(
+  'loop-latency',
+  'step watermark to TaskInjected for 50 candidates (zero-latency stand-in) vs. a bare one-activity workflow',
+  async () => (await import('./loop-latency.js')).default,
+);
