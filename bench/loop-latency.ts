@@ -7,7 +7,12 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import * as doctorActivities from '../activities/doctor.js';
-import { installWorkerRuntime, temporalClient, temporalNamespace, workerConnection } from '../temporal/connect.js';
+import {
+  installWorkerRuntime,
+  temporalClient,
+  temporalNamespace,
+  workerConnection,
+} from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
 import { startStandin } from '../test/harness/standin.js';
 import type { BenchResult } from './run.js';
@@ -32,7 +37,11 @@ async function floor(samples: number): Promise<number[]> {
   await worker.runUntil(async () => {
     for (let i = 0; i < samples + 3; i++) {
       const t0 = performance.now();
-      await client.workflow.execute('doctorRoundTrip', { taskQueue, workflowId: `floor-${randomUUID()}`, args: ['x'] });
+      await client.workflow.execute('doctorRoundTrip', {
+        taskQueue,
+        workflowId: `floor-${randomUUID()}`,
+        args: ['x'],
+      });
       if (i >= 3) out.push(performance.now() - t0); // the first runs warm caches up
     }
   });
@@ -61,7 +70,11 @@ export default async function loopLatency(opts: Record<string, string | boolean>
         maxConcurrentSyntheses: 12,
       },
       pool: { injectionCadence: 'steps:1', injectionShare: 1 },
-      generator: { baseUrl: standin.url, model: 'rods-standin-generator', judgeModel: 'rods-standin-generator' },
+      generator: {
+        baseUrl: standin.url,
+        model: 'rods-standin-generator',
+        judgeModel: 'rods-standin-generator',
+      },
     },
   });
   try {
