@@ -6,10 +6,10 @@ import { Context } from '@temporalio/activity';
 import type pg from 'pg';
 import { loadTaskStats } from '../aggregator/stats-query.js';
 import { waitForWatermark } from '../aggregator/steps.js';
-import { defaultRegistry } from '../codec/registry.js';
 import type { TaskStats } from '../schemas/types.generated.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEvents } from '../store/pool-projection.js';
+import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 
 export interface CampaignActivityDeps {
@@ -30,17 +30,9 @@ export interface WorkflowEvent {
 export { campaignStream } from '../domain/streams.js';
 
 function toNewEvents(events: WorkflowEvent[]): NewEvent[] {
-  const registry = defaultRegistry();
   return events.map((e) => {
-    const schema = registry.current(e.type);
-    if (!schema) throw new Error(`no schema for event type ${e.type}`);
-    return {
-      eventId: e.eventId,
-      type: e.type,
-      fingerprint: schema.fingerprint,
-      payload: e.payload,
-      metadata: { producer: 'rods-worker', ...(e.metadata ?? {}) },
-    };
+    const { eventId: _id, ...payload } = e.payload;
+    return workerEvent(e.type, e.eventId, payload, e.metadata);
   });
 }
 

@@ -6,7 +6,6 @@
 import { Context } from '@temporalio/activity';
 import type pg from 'pg';
 import { loadTaskStats } from '../aggregator/stats-query.js';
-import { defaultRegistry } from '../codec/registry.js';
 import { type CampaignConfig, isInjectionBoundary, parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash } from '../domain/candidate.js';
 import {
@@ -27,6 +26,7 @@ import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
 import { derivedUuid } from '../util/ids.js';
 import { campaignStream } from './campaign.js';
+import { workerEvent } from './events.js';
 import type { ExecutorClient, SeedCategory, TaskRecord } from './executor-client.js';
 import { SEED_CATEGORIES } from './executor-client.js';
 
@@ -70,24 +70,7 @@ interface CandidateRow {
   lineage: { parentPhi?: number; parents?: string[]; category?: string };
 }
 
-function fingerprint(type: string): string {
-  return defaultRegistry().current(type)!.fingerprint;
-}
-
-function event(
-  type: string,
-  eventId: string,
-  payload: Record<string, unknown>,
-  metadata: Record<string, unknown> = {},
-): NewEvent {
-  return {
-    eventId,
-    type,
-    fingerprint: fingerprint(type),
-    payload: { eventId, ...payload },
-    metadata: { producer: 'rods-worker', ...metadata },
-  };
-}
+const event = workerEvent;
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
   await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-plan:${campaignId}`]);

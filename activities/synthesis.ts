@@ -6,7 +6,6 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
-import { defaultRegistry } from '../codec/registry.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
 import { synthesisStream } from '../domain/streams.js';
@@ -15,6 +14,7 @@ import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
 import { derivedUuid } from '../util/ids.js';
+import { workerEvent } from './events.js';
 import {
   type ExecuteResponse,
   type ExecutorClient,
@@ -51,20 +51,7 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-function ev(
-  type: string,
-  eventId: string,
-  payload: Record<string, unknown>,
-  metadata: Record<string, unknown> = {},
-): NewEvent {
-  return {
-    eventId,
-    type,
-    fingerprint: defaultRegistry().current(type)!.fingerprint,
-    payload: { eventId, ...payload },
-    metadata: { producer: 'rods-worker', ...metadata },
-  };
-}
+const ev = workerEvent;
 
 /** Turns generator errors into Temporal failures: schema failures are not retried. */
 function asFailure(e: unknown): never {

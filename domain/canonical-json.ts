@@ -12,7 +12,12 @@ export class CanonicalJsonError extends TypeError {
   override name = 'CanonicalJsonError';
 }
 
-function encode(value: unknown, path: string, depth: number, out: string[]): boolean {
+/** Options of the encoder: a check every string (keys included) must pass, e.g. what jsonb can store. */
+export interface CanonicalOptions {
+  checkString?: (s: string, path: string) => void;
+}
+
+function encode(value: unknown, path: string, depth: number, out: string[], opts: CanonicalOptions): boolean {
   if (depth > MAX_CANONICAL_DEPTH) {
     throw new CanonicalJsonError(`${path}: nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
   }
@@ -25,6 +30,7 @@ function encode(value: unknown, path: string, depth: number, out: string[]): boo
   }
   switch (typeof value) {
     case 'string':
+      opts.checkString?.(value, path);
       out.push(JSON.stringify(value));
       return true;
     case 'number':
@@ -49,7 +55,7 @@ function encode(value: unknown, path: string, depth: number, out: string[]): boo
     out.push('[');
     for (let i = 0; i < value.length; i++) {
       if (i > 0) out.push(',');
-      if (!encode(value[i], `${path}[${i}]`, depth + 1, out)) out.push('null');
+      if (!encode(value[i], `${path}[${i}]`, depth + 1, out, opts)) out.push('null');
     }
     out.push(']');
     return true;
@@ -60,8 +66,9 @@ function encode(value: unknown, path: string, depth: number, out: string[]): boo
   let first = true;
   for (const k of keys) {
     const mark = out.length;
+    opts.checkString?.(k, `${path}.${k}`);
     out.push(first ? '' : ',', JSON.stringify(k), ':');
-    if (encode(obj[k], `${path}.${k}`, depth + 1, out)) first = false;
+    if (encode(obj[k], `${path}.${k}`, depth + 1, out, opts)) first = false;
     else out.length = mark;
   }
   out.push('}');
@@ -69,9 +76,10 @@ function encode(value: unknown, path: string, depth: number, out: string[]): boo
 }
 
 /** The canonical JSON text of a value; throws CanonicalJsonError. */
-export function canonicalJson(value: unknown, path = '$'): string {
+export function canonicalJson(value: unknown, path = '$', opts: CanonicalOptions = {}): string {
   const out: string[] = [];
-  if (!encode(value, path, 0, out)) throw new CanonicalJsonError(`${path}: ${typeof value} is not JSON`);
+  if (!encode(value, path, 0, out, opts))
+    throw new CanonicalJsonError(`${path}: ${typeof value} is not JSON`);
   return out.join('');
 }
 

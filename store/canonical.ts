@@ -9,82 +9,32 @@
 // non-finite numbers, bigints, strings with U+0000 or unpaired surrogates, and
 // undefined/functions/symbols at the top level. Elsewhere it follows JSON.stringify: toJSON() is
 // honoured, undefined object members are dropped and undefined array items become null.
+// The encoder itself is the pure core's (domain/canonical-json.ts); this adds jsonb's limits.
 import { createHash } from 'node:crypto';
+import { CanonicalJsonError, canonicalJson as domainCanonicalJson } from '../domain/canonical-json.js';
 
-export class CanonicalJsonError extends TypeError {
-  override name = 'CanonicalJsonError';
-}
+export { CanonicalJsonError };
 
 // A UTF-16 surrogate that is not part of a pair.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-function str(s: string, path: string): string {
+/** Strings jsonb cannot keep are refused rather than changed silently. */
+function jsonbString(s: string, path: string): void {
   if (s.includes('\u0000') || LONE_SURROGATE.test(s)) {
     throw new CanonicalJsonError(
       `${path}: string contains U+0000 or an unpaired surrogate, which jsonb cannot store`,
     );
   }
-  return JSON.stringify(s);
 }
 
-function encode(value: unknown, path: string, out: string[]): boolean {
-  if (
-    value !== null &&
-    typeof value === 'object' &&
-    typeof (value as { toJSON?: unknown }).toJSON === 'function'
-  ) {
-    value = (value as { toJSON: (key: string) => unknown }).toJSON('');
-  }
-  switch (typeof value) {
-    case 'string':
-      out.push(str(value, path));
-      return true;
-    case 'number':
-      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${path}: ${value} is not a finite number`);
-      out.push(JSON.stringify(value));
-      return true;
-    case 'boolean':
-      out.push(value ? 'true' : 'false');
-      return true;
-    case 'bigint':
-      throw new CanonicalJsonError(`${path}: bigint is not JSON; convert it to a number or a string`);
-    case 'undefined':
-    case 'function':
-    case 'symbol':
-      return false;
-  }
-  if (value === null) {
-    out.push('null');
-    return true;
-  }
-  if (Array.isArray(value)) {
-    out.push('[');
-    for (let i = 0; i < value.length; i++) {
-      if (i > 0) out.push(',');
-      if (!encode(value[i], `${path}[${i}]`, out)) out.push('null');
-    }
-    out.push(']');
-    return true;
-  }
-  const obj = value as Record<string, unknown>;
-  const keys = Object.keys(obj).sort();
-  out.push('{');
-  let first = true;
-  for (const k of keys) {
-    const mark = out.length;
-    out.push(first ? '' : ',', str(k, `${path}.${k}`), ':');
-    if (encode(obj[k], `${path}.${k}`, out)) first = false;
-    else out.length = mark;
-  }
-  out.push('}');
-  return true;
+function str(s: string, path: string): string {
+  jsonbString(s, path);
+  return JSON.stringify(s);
 }
 
 /** The canonical JSON text of a value (see the top of this file); throws CanonicalJsonError. */
 export function canonicalJson(value: unknown, path = '$'): string {
-  const out: string[] = [];
-  if (!encode(value, path, out)) throw new CanonicalJsonError(`${path}: ${typeof value} is not JSON`);
-  return out.join('');
+  return domainCanonicalJson(value, path, { checkString: jsonbString });
 }
 
 /** The fields of an event that its hash covers. */
