@@ -45,6 +45,8 @@ export interface SelectedSeed {
   rootSeedId: string;
   depth: number;
   selectionEventId: string;
+  /** Policy version of the latest reward group of the seed (lineage). */
+  policyVersion: string | null;
   task: TaskRecord;
 }
 
@@ -280,8 +282,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
               occurredAt: now(),
             }),
           );
-          const t = await c.query<{ task: TaskRecord }>(
-            'select task from pool_members where campaign_id = $1 and task_id = $2',
+          const t = await c.query<{ task: TaskRecord; policy_version: string | null }>(
+            `select m.task, s.last_policy_version as policy_version from pool_members m
+               left join task_stats s on s.campaign_id = m.campaign_id and s.task_id = m.task_id
+              where m.campaign_id = $1 and m.task_id = $2`,
             [campaignId, d.taskId],
           );
           const task = t.rows[0]?.task;
@@ -295,6 +299,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
               rootSeedId: d.rootSeedId,
               depth: d.depth,
               selectionEventId: eventId,
+              policyVersion: t.rows[0]?.policy_version ?? null,
               task: typeof task === 'string' ? (JSON.parse(task) as TaskRecord) : task,
             });
           }

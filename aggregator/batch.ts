@@ -127,6 +127,7 @@ interface Group {
   taskId: string;
   step: number;
   rewards: number[];
+  policyVersion: string;
   message: KafkaMessage;
 }
 
@@ -191,6 +192,7 @@ async function applyOnce(
         taskId: p.taskId,
         step: p.step,
         rewards: p.rewards,
+        policyVersion: p.policyVersion,
         message: m,
       });
     } else if (d.name === 'StepClosed') {
@@ -242,7 +244,10 @@ async function applyOnce(
       }
     }
     // Fold the groups in offset order (per task, the order the trainer produced them).
-    const touched = new Map<string, { campaignId: string; taskId: string; lastEventId: string }>();
+    const touched = new Map<
+      string,
+      { campaignId: string; taskId: string; lastEventId: string; policyVersion: string }
+    >();
     const events = new Map<string, NewEvent[]>(); // campaign -> events
     const tallies = new Map<
       string,
@@ -310,7 +315,12 @@ async function applyOnce(
       const r = applyGroup(prev, g.rewards, g.step, cfg.detector);
       states.set(k, r.state);
       applied++;
-      touched.set(k, { campaignId: g.campaignId, taskId: g.taskId, lastEventId: g.eventId });
+      touched.set(k, {
+        campaignId: g.campaignId,
+        taskId: g.taskId,
+        lastEventId: g.eventId,
+        policyVersion: g.policyVersion,
+      });
       const t = tallyOf(g.campaignId, g.step);
       t.tally = addToTally(t.tally, r.state.band, r.group.variance);
       if (r.bandChange) {
@@ -445,23 +455,31 @@ const pgArray = (xs: readonly (string | number)[]) => `{${xs.join(',')}}`;
 
 async function upsertStats(
   client: pg.PoolClient,
-  rows: { campaignId: string; taskId: string; lastEventId: string; state: TaskState; recentIds: string[] }[],
+  rows: {
+    campaignId: string;
+    taskId: string;
+    lastEventId: string;
+    policyVersion: string;
+    state: TaskState;
+    recentIds: string[];
+  }[],
 ): Promise<void> {
   const col = <T>(f: (r: (typeof rows)[number]) => T) => rows.map(f);
   await client.query(
     `insert into task_stats (campaign_id, task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma,
-        recent_means, last_step, signal, phi, band, last_event_id, recent_event_ids, updated_at)
-     select c, t, g, n, mean, m2, lm, lv, ewma, rm::float8[], ls, sig, phi, band, eid, ri::uuid[], now()
+        recent_means, last_step, signal, phi, band, last_event_id, recent_event_ids, last_policy_version, updated_at)
+     select c, t, g, n, mean, m2, lm, lv, ewma, rm::float8[], ls, sig, phi, band, eid, ri::uuid[], pv, now()
        from unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[],
                    $8::float8[], $9::float8[], $10::text[], $11::bigint[], $12::float8[], $13::float8[], $14::text[],
-                   $15::uuid[], $16::text[])
-         as u(c, t, g, n, mean, m2, lm, lv, ewma, rm, ls, sig, phi, band, eid, ri)
+                   $15::uuid[], $16::text[], $17::text[])
+         as u(c, t, g, n, mean, m2, lm, lv, ewma, rm, ls, sig, phi, band, eid, ri, pv)
      on conflict (campaign_id, task_id) do update set
        groups = excluded.groups, rollouts = excluded.rollouts, mean = excluded.mean, m2 = excluded.m2,
        latest_mean = excluded.latest_mean, latest_variance = excluded.latest_variance, ewma = excluded.ewma,
        recent_means = excluded.recent_means, last_step = excluded.last_step, signal = excluded.signal,
        phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id,
-       recent_event_ids = excluded.recent_event_ids, updated_at = now()`,
+       recent_event_ids = excluded.recent_event_ids, last_policy_version = excluded.last_policy_version,
+       updated_at = now()`,
     [
       col((r) => r.campaignId),
       col((r) => r.taskId),
@@ -479,6 +497,7 @@ async function upsertStats(
       col((r) => r.state.band),
       col((r) => r.lastEventId),
       col((r) => pgArray(r.recentIds)),
+      col((r) => r.policyVersion),
     ],
   );
 }

@@ -6,6 +6,7 @@ import { register as aggregatorCommand } from './commands/aggregator.js';
 import { register as auditCommand } from './commands/audit.js';
 import { register as campaignCommand } from './commands/campaign.js';
 import { register as doctorCommand } from './commands/doctor.js';
+import { register as gatewayCommand } from './commands/gateway.js';
 import { register as migrateCommand } from './commands/migrate.js';
 import { register as relayCommand } from './commands/relay.js';
 import { register as schemasCommand } from './commands/schemas.js';
@@ -37,6 +38,7 @@ export function program(): Command {
     campaignCommand,
     workerCommand,
     standinCommand,
+    gatewayCommand,
   ])
     reg(p);
   return p;

@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { createCampaignActivities } from '../activities/campaign.js';
 import { createCurriculumActivities } from '../activities/curriculum.js';
 import { ExecutorClient } from '../activities/executor-client.js';
+import { createIngestionActivities } from '../activities/ingestion.js';
 import { createSynthesisActivities } from '../activities/synthesis.js';
 import { temporalNamespace, workerConnection } from './connect.js';
 
@@ -36,6 +37,7 @@ export function rodsActivities(opts: RodsWorkerOptions) {
     }),
     ...createCurriculumActivities({ pool: opts.pool, executor }),
     ...createSynthesisActivities({ pool: opts.pool, executor, generatorOverrides: opts.generatorOverrides }),
+    ...createIngestionActivities({ pool: opts.pool }),
   };
 }
 

@@ -104,4 +104,48 @@ describe('campaign under generator faults', () => {
     // Despite the faults, candidates still made it into the pool.
     expect(byType.TaskInjected ?? 0).toBeGreaterThan(0);
   }, 900_000);
+
+  it('keeps the raw generator output of a schema failure with the rejection, for audit', async () => {
+    await loop?.close();
+    loop = new LoopHarness({
+      workflowBundle: bundle,
+      config: {
+        seeds: { perCategory: 6 },
+        selection: {
+          budgetPerStep: 4,
+          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
+          cooldownSteps: 0,
+          maxConcurrentSyntheses: 4,
+        },
+        generator: {
+          baseUrl: standin.url,
+          model: 'rods-standin-generator',
+          judgeModel: 'rods-standin-generator',
+          maxAttempts: 2,
+          // Every answer of the stand-in is malformed JSON.
+          headers: { 'x-rods-fault': 'malformed' },
+        },
+      },
+    });
+    await loop.start();
+    for (let step = 1; step <= 8 && (await loop.status()).totals.selected === 0; step++) {
+      await loop.trainStep(step);
+      await loop.waitPlanned(step);
+    }
+    expect((await loop.status()).totals.selected).toBeGreaterThan(0);
+    await loop.waitSynthesesDone();
+    const { rows } = await loop.pool.query<{
+      payload: { reasonCode: string; stage: string };
+      metadata: { raw?: string[] };
+    }>(
+      `select payload, metadata from events where type = 'CandidateRejected' and payload->>'campaignId' = $1`,
+      [loop.campaignId],
+    );
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) {
+      expect(r.payload).toMatchObject({ reasonCode: 'generator-output-invalid', stage: 'plan' });
+      expect(r.metadata.raw?.length).toBe(2);
+      expect(String(r.metadata.raw?.[0]).length).toBeGreaterThan(0);
+    }
+  }, 300_000);
 });

@@ -53,6 +53,8 @@ class Rejection extends Error {
     readonly code: string,
     message: string,
     readonly candidateId: string | null = null,
+    /** The generator's raw answers when they failed their schema (kept for audit). */
+    readonly raw?: unknown,
   ) {
     super(message);
   }
@@ -202,6 +204,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
         parentPhi: seed.phi,
         category: cand.category,
         step: input.step,
+        policyVersion: seed.policyVersion,
         triggeringStats: seed.stats,
         selectionEventId: seed.selectionEventId,
         synthesisId,
@@ -225,6 +228,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       stage: rej.stage,
       reasonCode: rej.code,
       reason: rej.message,
+      ...(rej.raw !== undefined ? { raw: rej.raw } : {}),
     });
     outcome = { synthesisId, outcome: r.outcome, reasonCode: rej.code };
   }
@@ -251,7 +255,11 @@ function toRejection(e: unknown, stage: StageName, candidateId: string | null): 
             : cause.type === 'ExecutorUnavailable'
               ? 'executor-unavailable'
               : 'activity-failed';
-    return new Rejection(stage, code, cause.message, candidateId);
+    const raw =
+      cause.type === 'GeneratorOutputError'
+        ? (cause.details?.[0] as { raw?: unknown } | undefined)?.raw
+        : undefined;
+    return new Rejection(stage, code, cause.message, candidateId, raw);
   }
   const msg = e instanceof Error ? e.message : String(e);
   return new Rejection(stage, 'synthesis-failed', msg, candidateId);

@@ -32,6 +32,8 @@ create table task_stats (
   last_event_id   uuid not null,
   -- Event ids of the task's most recent groups, newest last: the dedupe window (aggregator/README.md).
   recent_event_ids uuid[] not null default '{}',
+  -- Policy version (checkpoint) of the latest group: lineage records what triggered a synthesis.
+  last_policy_version text,
   updated_at      timestamptz not null default now(),
   primary key (campaign_id, task_id)
 );

@@ -1,0 +1,272 @@
+// The gateway's OpenAPI 3.0 document, served at GET /openapi.json. Request bodies are generated
+// from the zod schemas that validate them (gateway/schemas.ts); responses are written here.
+import { z } from 'zod';
+import { CampaignCreate, ID_PATTERN, MAX_WAIT_SECONDS, RolloutBatch } from './schemas.js';
+
+const toSchema = (s: z.ZodType) => {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(s, {
+    target: 'openapi-3.0',
+    io: 'input',
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
+  return rest;
+};
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const problemResponse = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: ref('Problem') } },
+});
+const json = (description: string, schema: unknown, headers?: Record<string, unknown>) => ({
+  description,
+  ...(headers ? { headers } : {}),
+  content: { 'application/json': { schema } },
+});
+const idParam = (name: string, description: string) => ({
+  name,
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string', pattern: ID_PATTERN.source },
+});
+const authErrors = {
+  '401': problemResponse('missing or malformed bearer token'),
+  '403': problemResponse('unknown bearer token'),
+};
+const etagHeader = {
+  ETag: { description: 'the pool version, quoted: "<version>"', schema: { type: 'string' } },
+};
+
+const PoolTask = {
+  type: 'object',
+  required: ['taskId', 'origin', 'category', 'task'],
+  properties: {
+    taskId: { type: 'string' },
+    origin: { type: 'string', enum: ['seed', 'generated'] },
+    category: { type: 'string' },
+    task: { type: 'object', description: 'the BFCL multi-turn task record', additionalProperties: true },
+  },
+};
+
+let cached: Record<string, unknown> | undefined;
+
+export function openApiDocument(): Record<string, unknown> {
+  cached ??= {
+    openapi: '3.0.3',
+    info: {
+      title: 'rods gateway',
+      version: '1',
+      description:
+        'The trainer-facing API of rods: campaigns, scored rollout batches (ingested exactly once into rods.rewards.v1) and the active training pool. Every error is RFC 9457 application/problem+json.',
+    },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: {
+        Problem: {
+          type: 'object',
+          required: ['type', 'title', 'status', 'detail'],
+          properties: {
+            type: { type: 'string', description: 'urn:rods:problem:<kind>' },
+            title: { type: 'string' },
+            status: { type: 'integer' },
+            detail: { type: 'string' },
+            errors: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['field', 'message'],
+                properties: {
+                  field: { type: 'string', description: 'e.g. groups[3].rewards[2]' },
+                  message: { type: 'string' },
+                },
+              },
+            },
+          },
+        },
+        CampaignCreate: toSchema(CampaignCreate),
+        RolloutBatch: toSchema(RolloutBatch),
+        PoolTask,
+        Pool: {
+          type: 'object',
+          required: ['campaignId', 'version', 'step', 'tasks'],
+          properties: {
+            campaignId: { type: 'string' },
+            version: { type: 'integer' },
+            step: { type: 'integer' },
+            tasks: { type: 'array', items: ref('PoolTask') },
+          },
+        },
+        Ingestion: {
+          type: 'object',
+          required: ['workflowId', 'groups', 'close', 'duplicate'],
+          properties: {
+            workflowId: { type: 'string', description: 'ingest-<campaign>-<step>-<batchId>' },
+            groups: { type: 'integer' },
+            close: { type: 'boolean' },
+            duplicate: { type: 'boolean' },
+          },
+        },
+      },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/healthz': {
+        get: {
+          summary: 'liveness',
+          security: [],
+          responses: { '200': json('up', { type: 'object', properties: { ok: { type: 'boolean' } } }) },
+        },
+      },
+      '/openapi.json': {
+        get: {
+          summary: 'this document',
+          security: [],
+          responses: { '200': json('the OpenAPI document', { type: 'object' }) },
+        },
+      },
+      '/v1/campaigns': {
+        post: {
+          summary: 'register a campaign and start its workflow (campaign-<id>)',
+          requestBody: { required: true, content: { 'application/json': { schema: ref('CampaignCreate') } } },
+          responses: {
+            '201': json('registered and started', {
+              type: 'object',
+              required: ['campaignId', 'workflowId', 'runId'],
+              properties: {
+                campaignId: { type: 'string' },
+                workflowId: { type: 'string' },
+                runId: { type: 'string' },
+              },
+            }),
+            '400': problemResponse('malformed JSON'),
+            ...authErrors,
+            '409': problemResponse('the campaign exists'),
+            '413': problemResponse('body over the size limit'),
+            '422': problemResponse(
+              'invalid campaign or config (errors name the fields, e.g. config.pool.generatedCap)',
+            ),
+          },
+        },
+      },
+      '/v1/campaigns/{id}': {
+        get: {
+          summary: "a campaign's status: the workflow's status query and the pool view",
+          parameters: [idParam('id', 'campaign id')],
+          responses: {
+            '200': json('status', {
+              type: 'object',
+              required: ['campaignId', 'name', 'status', 'workflow', 'workflowError', 'pool'],
+              properties: {
+                campaignId: { type: 'string' },
+                name: { type: 'string' },
+                status: { type: 'string', description: 'seeding | running | paused | stopped' },
+                workflow: {
+                  type: 'object',
+                  nullable: true,
+                  additionalProperties: true,
+                  description:
+                    'the status query (step, poolVersion, running syntheses, totals, config); null when no worker answered',
+                },
+                workflowError: { type: 'string', nullable: true },
+                pool: {
+                  type: 'object',
+                  additionalProperties: true,
+                  description:
+                    'version, active members by origin and band, queue length, retired, pruned, candidates',
+                },
+              },
+            }),
+            ...authErrors,
+            '404': problemResponse('unknown campaign'),
+            '422': problemResponse('invalid campaign id'),
+          },
+        },
+      },
+      '/v1/campaigns/{id}/steps/{step}/rollouts': {
+        post: {
+          summary:
+            'ingest a batch of scored rollout groups (one RolloutGroupScored each; close: true also sends StepClosed with the step total). Idempotent per (campaign, step, batchId).',
+          parameters: [
+            idParam('id', 'campaign id'),
+            { name: 'step', in: 'path', required: true, schema: { type: 'integer', minimum: 0 } },
+          ],
+          requestBody: { required: true, content: { 'application/json': { schema: ref('RolloutBatch') } } },
+          responses: {
+            '200': json('a duplicate of an accepted batch: nothing is published again', ref('Ingestion')),
+            '202': json('accepted: the ingestion workflow publishes it', ref('Ingestion')),
+            '400': problemResponse('malformed JSON'),
+            ...authErrors,
+            '404': problemResponse('unknown campaign'),
+            '409': problemResponse('the step is already closed'),
+            '413': problemResponse('body over the size limit'),
+            '422': problemResponse(
+              'invalid batch: rewards must be numbers in [0,1] (errors name e.g. groups[3].rewards[2])',
+            ),
+            '503': problemResponse('recorded but not started: retry the same request'),
+          },
+        },
+      },
+      '/v1/campaigns/{id}/pool': {
+        get: {
+          summary: 'the active pool; ETag is the pool version; long-poll with wait and If-None-Match',
+          parameters: [
+            idParam('id', 'campaign id'),
+            {
+              name: 'wait',
+              in: 'query',
+              required: false,
+              description: 'seconds to wait for a version other than If-None-Match (then 304)',
+              schema: { type: 'number', minimum: 0, maximum: MAX_WAIT_SECONDS },
+            },
+            { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
+          ],
+          responses: {
+            '200': json('the active pool', ref('Pool'), etagHeader),
+            '304': { description: 'the pool version is still the one in If-None-Match', headers: etagHeader },
+            ...authErrors,
+            '404': problemResponse('unknown campaign'),
+            '422': problemResponse('invalid wait'),
+          },
+        },
+      },
+      '/v1/campaigns/{id}/batch': {
+        get: {
+          summary:
+            'n tasks sampled from the active pool with replacement (deterministic for a seed and pool version)',
+          parameters: [
+            idParam('id', 'campaign id'),
+            {
+              name: 'n',
+              in: 'query',
+              required: true,
+              schema: { type: 'integer', minimum: 1, maximum: 100000 },
+            },
+            { name: 'seed', in: 'query', required: false, schema: { type: 'string' } },
+          ],
+          responses: {
+            '200': json(
+              'the sample',
+              {
+                type: 'object',
+                required: ['campaignId', 'version', 'seed', 'n', 'tasks'],
+                properties: {
+                  campaignId: { type: 'string' },
+                  version: { type: 'integer' },
+                  seed: { type: 'string' },
+                  n: { type: 'integer' },
+                  tasks: { type: 'array', items: ref('PoolTask') },
+                },
+              },
+              etagHeader,
+            ),
+            ...authErrors,
+            '404': problemResponse('unknown campaign'),
+            '409': problemResponse('the active pool is empty'),
+            '422': problemResponse('invalid n or seed'),
+          },
+        },
+      },
+    },
+  };
+  return cached;
+}

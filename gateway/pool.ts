@@ -1,0 +1,86 @@
+// The active pool as the trainer pulls it: task records from pool_members with the pool version
+// (the ETag), read in one snapshot so that version and members agree.
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+
+export interface PoolTask {
+  taskId: string;
+  origin: string;
+  category: string;
+  task: unknown;
+}
+
+export interface ActivePool {
+  campaignId: string;
+  version: number;
+  step: number;
+  tasks: PoolTask[];
+}
+
+export async function poolVersion(db: pg.Pool, campaignId: string): Promise<number> {
+  const { rows } = await db.query<{ version: number }>(
+    'select version from pool_versions where campaign_id = $1',
+    [campaignId],
+  );
+  return rows[0]?.version ?? 0;
+}
+
+export async function activePool(db: pg.Pool, campaignId: string): Promise<ActivePool> {
+  const c = await db.connect();
+  try {
+    await c.query('begin isolation level repeatable read read only');
+    const v = await c.query<{ version: number; step: number }>(
+      'select version, step from pool_versions where campaign_id = $1',
+      [campaignId],
+    );
+    const m = await c.query<{ task_id: string; origin: string; category: string; task: unknown }>(
+      'select task_id, origin, category, task from pool_members where campaign_id = $1 and active order by task_id',
+      [campaignId],
+    );
+    await c.query('commit');
+    return {
+      campaignId,
+      version: v.rows[0]?.version ?? 0,
+      step: v.rows[0]?.step ?? 0,
+      tasks: m.rows.map((r) => ({ taskId: r.task_id, origin: r.origin, category: r.category, task: r.task })),
+    };
+  } catch (e) {
+    await c.query('rollback').catch(() => {});
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
+/** xorshift32 seeded from SHA-256 of the seed string: the same seed gives the same draws. */
+function rng(seed: string): () => number {
+  let s = createHash('sha256').update(seed).digest().readUInt32LE(0) || 1;
+  return () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s / 2 ** 32;
+  };
+}
+
+/** n draws with replacement (members are ordered by task id, so a seed fixes the sample per version). */
+export function sample<T>(items: T[], n: number, seed: string): T[] {
+  const r = rng(seed);
+  return Array.from({ length: n }, () => items[Math.floor(r() * items.length)]!);
+}
+
+/** Versions named by If-None-Match (`"5"`, `W/"5"`, lists); `*` matches any. */
+export function parseIfNoneMatch(header: string | undefined): { any: boolean; versions: number[] } {
+  if (!header) return { any: false, versions: [] };
+  const versions: number[] = [];
+  let any = false;
+  for (const part of header.split(',')) {
+    const t = part.trim();
+    if (t === '*') any = true;
+    const m = /^(?:W\/)?"(\d+)"$/.exec(t);
+    if (m) versions.push(Number(m[1]));
+  }
+  return { any, versions };
+}

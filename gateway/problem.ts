@@ -1,0 +1,87 @@
+// RFC 9457 problem details: every error the gateway returns is application/problem+json with
+// type, title, status, detail and, for validation, errors [{field, message}].
+import type { FastifyReply } from 'fastify';
+import type { z } from 'zod';
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  errors?: FieldError[];
+  [extra: string]: unknown;
+}
+
+const TITLES: Record<number, [slug: string, title: string]> = {
+  400: ['malformed-request', 'Malformed request'],
+  401: ['unauthenticated', 'Missing bearer token'],
+  403: ['forbidden', 'Invalid bearer token'],
+  404: ['not-found', 'Not found'],
+  409: ['conflict', 'Conflict'],
+  413: ['payload-too-large', 'Payload too large'],
+  415: ['unsupported-media-type', 'Unsupported media type'],
+  422: ['validation', 'Validation failed'],
+  500: ['internal', 'Internal error'],
+  503: ['unavailable', 'Service unavailable'],
+};
+
+export const PROBLEM_TYPE_PREFIX = 'urn:rods:problem:';
+
+export class ProblemError extends Error {
+  constructor(
+    readonly status: number,
+    detail: string,
+    readonly errors?: FieldError[],
+    readonly slug?: string,
+  ) {
+    super(detail);
+  }
+}
+
+export function problem(status: number, detail: string, errors?: FieldError[], slug?: string): Problem {
+  const [defSlug, title] = TITLES[status] ?? ['error', 'Error'];
+  return {
+    type: `${PROBLEM_TYPE_PREFIX}${slug ?? defSlug}`,
+    title,
+    status,
+    detail,
+    ...(errors ? { errors } : {}),
+  };
+}
+
+export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
+  return reply.code(p.status).type('application/problem+json').send(p);
+}
+
+/** `['groups', 3, 'rewards', 2]` → `groups[3].rewards[2]` (prefixed for query and path parameters). */
+export function fieldPath(path: readonly PropertyKey[], prefix = ''): string {
+  let out = prefix;
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out ? `.${String(seg)}` : String(seg);
+  }
+  return out || '(body)';
+}
+
+export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
+  return error.issues.map((i) => ({ field: fieldPath(i.path, prefix), message: i.message }));
+}
+
+/** Parses with a zod schema or throws a 422 problem naming each bad field. */
+export function parseOr422<T>(schema: z.ZodType<T>, value: unknown, what: string, prefix = ''): T {
+  const r = schema.safeParse(value);
+  if (!r.success) {
+    const errors = zodErrors(r.error, prefix);
+    throw new ProblemError(
+      422,
+      `invalid ${what}: ${errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`,
+      errors,
+    );
+  }
+  return r.data;
+}

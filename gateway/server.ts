@@ -1,0 +1,255 @@
+// The gateway: the trainer's HTTP entry point. Registers and starts campaigns, accepts scored
+// rollout batches (claim check in PostgreSQL, one idempotent ingestion workflow per batch) and
+// serves the active pool (ETag = pool version, long-poll) and seeded samples of it. Every error
+// is RFC 9457 problem+json.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import type pg from 'pg';
+import type { IngestionInput } from '../activities/ingestion.js';
+import { campaignWorkflowId } from '../cli/commands/campaign.js';
+import { CampaignConfigSchema } from '../domain/campaign-config.js';
+import { REWARDS_TOPIC } from '../kafka/topology.js';
+import { loadCampaign, registerCampaign } from '../store/campaigns.js';
+import { poolView } from '../store/pool-view.js';
+import type { CampaignStatus } from '../workflows/campaign.js';
+import { bearerToken, type TokenSet } from './auth.js';
+import { acceptBatch } from './ingest.js';
+import { openApiDocument } from './openapi.js';
+import { activePool, parseIfNoneMatch, poolVersion, sample } from './pool.js';
+import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
+import {
+  BatchQuery,
+  CampaignCreate,
+  CampaignParams,
+  PoolQuery,
+  RolloutBatch,
+  StepParams,
+} from './schemas.js';
+
+export const DEFAULT_BODY_LIMIT = 8 * 1024 * 1024;
+export const DEFAULT_PORT = 7500;
+
+export interface GatewayOptions {
+  db: pg.Pool;
+  temporal: Client;
+  tokens: TokenSet;
+  /** Task queue of the rods worker (campaign and ingestion workflows). */
+  taskQueue: string;
+  /** Maximum request body in bytes (default 8 MiB). */
+  bodyLimit?: number;
+  /** Topic the ingestion workflows publish to (default rods.rewards.v1). */
+  rewardsTopic?: string;
+  /** Poll period of pool long-polls (default 250 ms). */
+  pollMs?: number;
+  /** How long a status query may wait for a worker (default 5 s). */
+  queryTimeoutMs?: number;
+  logLevel?: string;
+}
+
+const OPEN_PATHS = new Set(['/openapi.json', '/healthz']);
+
+export function buildGateway(opts: GatewayOptions): FastifyInstance {
+  const app = Fastify({
+    bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    logger: opts.logLevel ? { level: opts.logLevel } : false,
+    genReqId: () => randomUUID(),
+  });
+  const db = opts.db;
+  const pollMs = opts.pollMs ?? 250;
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof ProblemError)
+      return sendProblem(reply, problem(err.status, err.message, err.errors, err.slug));
+    const status = err.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      const detail =
+        status === 413
+          ? `request body exceeds the limit of ${opts.bodyLimit ?? DEFAULT_BODY_LIMIT} bytes`
+          : err.message;
+      return sendProblem(reply, problem(status, detail));
+    }
+    req.log.error({ err }, 'request failed');
+    return sendProblem(
+      reply,
+      problem(status >= 500 && status < 600 ? status : 500, `internal error (request ${req.id})`),
+    );
+  });
+  app.setNotFoundHandler((req, reply) =>
+    sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split('?')[0]}`)),
+  );
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (OPEN_PATHS.has(req.url.split('?')[0] ?? '')) return;
+    const header = req.headers.authorization;
+    const token = bearerToken(header);
+    if (token === undefined) {
+      reply.header('WWW-Authenticate', 'Bearer realm="rods"');
+      return sendProblem(
+        reply,
+        problem(
+          401,
+          header ? 'the Authorization header is not a bearer token' : 'missing Authorization: Bearer <token>',
+        ),
+      );
+    }
+    if (!opts.tokens.check(token)) {
+      reply.header('WWW-Authenticate', 'Bearer realm="rods", error="invalid_token"');
+      return sendProblem(reply, problem(403, 'the bearer token is not valid'));
+    }
+  });
+
+  const requireCampaign = async (campaignId: string) => {
+    const c = await loadCampaign(db, campaignId);
+    if (!c)
+      throw new ProblemError(
+        404,
+        `unknown campaign ${JSON.stringify(campaignId)}`,
+        undefined,
+        'unknown-campaign',
+      );
+    return c;
+  };
+
+  app.get('/healthz', async () => ({ ok: true }));
+  app.get('/openapi.json', async () => openApiDocument());
+
+  app.post('/v1/campaigns', async (req, reply) => {
+    const body = parseOr422(CampaignCreate, req.body, 'campaign');
+    parseOr422(CampaignConfigSchema, body.config, 'campaign config', 'config');
+    if (await loadCampaign(db, body.campaignId))
+      throw new ProblemError(409, `campaign ${body.campaignId} already exists`, undefined, 'campaign-exists');
+    await registerCampaign(db, {
+      campaignId: body.campaignId,
+      name: body.name,
+      config: body.config,
+      actor: 'gateway',
+    });
+    const workflowId = campaignWorkflowId(body.campaignId);
+    try {
+      const handle = await opts.temporal.workflow.start('campaignWorkflow', {
+        taskQueue: opts.taskQueue,
+        workflowId,
+        args: [
+          {
+            campaignId: body.campaignId,
+            config: body.config,
+            ...(body.untilStep !== undefined ? { untilStep: body.untilStep } : {}),
+          },
+        ],
+      });
+      return reply
+        .code(201)
+        .send({ campaignId: body.campaignId, workflowId, runId: handle.firstExecutionRunId });
+    } catch (e) {
+      if (e instanceof WorkflowExecutionAlreadyStartedError)
+        throw new ProblemError(
+          409,
+          `campaign ${body.campaignId} already exists`,
+          undefined,
+          'campaign-exists',
+        );
+      throw e;
+    }
+  });
+
+  app.get('/v1/campaigns/:id', async (req) => {
+    const { id } = parseOr422(CampaignParams, req.params, 'path');
+    const c = await requireCampaign(id);
+    let workflow: CampaignStatus | null = null;
+    let workflowError: string | null = null;
+    try {
+      workflow = await opts.temporal.withDeadline(Date.now() + (opts.queryTimeoutMs ?? 5000), () =>
+        opts.temporal.workflow.getHandle(campaignWorkflowId(id)).query<CampaignStatus>('status'),
+      );
+    } catch (e) {
+      workflowError = (e as Error).message;
+    }
+    return {
+      campaignId: id,
+      name: c.name,
+      status: workflow?.status ?? c.status,
+      workflow,
+      workflowError,
+      pool: await poolView(db, id),
+    };
+  });
+
+  app.post('/v1/campaigns/:id/steps/:step/rollouts', async (req, reply) => {
+    const { id, step } = parseOr422(StepParams, req.params, 'path');
+    const batch = parseOr422(RolloutBatch, req.body, 'rollout batch');
+    await requireCampaign(id);
+    const accepted = await acceptBatch(db, id, step, batch);
+    const input: IngestionInput = { claimId: accepted.claimId, topic: opts.rewardsTopic ?? REWARDS_TOPIC };
+    // Started on every acceptance, duplicates included: a batch recorded by a request whose
+    // start failed gets its workflow on the retry; a workflow that exists is never started twice.
+    let started = false;
+    try {
+      await opts.temporal.workflow.start('ingestionWorkflow', {
+        taskQueue: opts.taskQueue,
+        workflowId: accepted.workflowId,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        args: [input],
+      });
+      started = true;
+    } catch (e) {
+      if (!(e instanceof WorkflowExecutionAlreadyStartedError)) {
+        req.log.error({ err: e }, 'cannot start the ingestion workflow');
+        throw new ProblemError(
+          503,
+          `batch ${batch.batchId} is recorded but its ingestion could not start: retry the same request`,
+        );
+      }
+    }
+    const out = { workflowId: accepted.workflowId, groups: accepted.groups, close: accepted.close };
+    if (accepted.duplicate && !started) return reply.code(200).send({ ...out, duplicate: true });
+    return reply.code(202).send({ ...out, duplicate: false });
+  });
+
+  app.get('/v1/campaigns/:id/pool', async (req, reply) => {
+    const { id } = parseOr422(CampaignParams, req.params, 'path');
+    const { wait } = parseOr422(PoolQuery, req.query, 'query');
+    await requireCampaign(id);
+    const inm = parseIfNoneMatch(req.headers['if-none-match']);
+    const matches = (v: number) => inm.any || inm.versions.includes(v);
+    let version = await poolVersion(db, id);
+    if (matches(version) && wait && wait > 0) {
+      const ac = new AbortController();
+      const onClose = () => ac.abort();
+      req.raw.on('close', onClose);
+      const deadline = Date.now() + wait * 1000;
+      try {
+        while (matches(version) && Date.now() < deadline && !ac.signal.aborted) {
+          await sleep(Math.min(pollMs, Math.max(0, deadline - Date.now())));
+          version = await poolVersion(db, id);
+        }
+      } finally {
+        req.raw.off('close', onClose);
+      }
+    }
+    if (matches(version)) return reply.code(304).header('ETag', `"${version}"`).send();
+    const p = await activePool(db, id);
+    if (matches(p.version)) return reply.code(304).header('ETag', `"${p.version}"`).send();
+    return reply.header('ETag', `"${p.version}"`).header('Cache-Control', 'no-cache').send(p);
+  });
+
+  app.get('/v1/campaigns/:id/batch', async (req, reply) => {
+    const { id } = parseOr422(CampaignParams, req.params, 'path');
+    const q = parseOr422(BatchQuery, req.query, 'query');
+    await requireCampaign(id);
+    const p = await activePool(db, id);
+    if (p.tasks.length === 0)
+      throw new ProblemError(409, `the active pool of campaign ${id} is empty`, undefined, 'empty-pool');
+    const seed = q.seed ?? randomUUID();
+    return reply.header('ETag', `"${p.version}"`).send({
+      campaignId: id,
+      version: p.version,
+      seed,
+      n: q.n,
+      tasks: sample(p.tasks, q.n, `${p.version}/${seed}`),
+    });
+  });
+
+  return app;
+}
