@@ -5,11 +5,16 @@ import { ConfigError } from '../config/endpoints.js';
 import { register as aggregatorCommand } from './commands/aggregator.js';
 import { register as auditCommand } from './commands/audit.js';
 import { register as campaignCommand } from './commands/campaign.js';
+import { register as demoCommand } from './commands/demo.js';
 import { register as doctorCommand } from './commands/doctor.js';
+import { register as exportCommand } from './commands/export.js';
 import { register as gatewayCommand } from './commands/gateway.js';
+import { register as lineageCommand } from './commands/lineage.js';
 import { register as migrateCommand } from './commands/migrate.js';
 import { register as relayCommand } from './commands/relay.js';
+import { register as replayCommand } from './commands/replay.js';
 import { register as schemasCommand } from './commands/schemas.js';
+import { register as simulateTrainerCommand } from './commands/simulate-trainer.js';
 import { register as stackCommand } from './commands/stack.js';
 import { register as standinCommand } from './commands/standin.js';
 import { register as topicsCommand } from './commands/topics.js';
@@ -36,9 +41,14 @@ export function program(): Command {
     relayCommand,
     aggregatorCommand,
     campaignCommand,
+    demoCommand,
+    simulateTrainerCommand,
+    replayCommand,
     workerCommand,
     standinCommand,
     gatewayCommand,
+    lineageCommand,
+    exportCommand,
   ])
     reg(p);
   return p;

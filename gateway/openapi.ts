@@ -142,6 +142,7 @@ export function openApiDocument(): Record<string, unknown> {
             ...authErrors,
             '409': problemResponse('the campaign exists'),
             '413': problemResponse('body over the size limit'),
+            '415': problemResponse('the body is not application/json'),
             '422': problemResponse(
               'invalid campaign or config (errors name the fields, e.g. config.pool.generatedCap)',
             ),
@@ -199,6 +200,7 @@ export function openApiDocument(): Record<string, unknown> {
             '404': problemResponse('unknown campaign'),
             '409': problemResponse('the step is already closed'),
             '413': problemResponse('body over the size limit'),
+            '415': problemResponse('the body is not application/json'),
             '422': problemResponse(
               'invalid batch: rewards must be numbers in [0,1] (errors name e.g. groups[3].rewards[2])',
             ),

@@ -69,7 +69,11 @@ export function fieldPath(path: readonly PropertyKey[], prefix = ''): string {
 }
 
 export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
-  return error.issues.map((i) => ({ field: fieldPath(i.path, prefix), message: i.message }));
+  return error.issues.flatMap((i) =>
+    i.code === 'unrecognized_keys'
+      ? i.keys.map((k) => ({ field: fieldPath([...i.path, k], prefix), message: 'unknown field' }))
+      : [{ field: fieldPath(i.path, prefix), message: i.message }],
+  );
 }
 
 /** Parses with a zod schema or throws a 422 problem naming each bad field. */

@@ -56,6 +56,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     logger: opts.logLevel ? { level: opts.logLevel } : false,
     genReqId: () => randomUUID(),
   });
+  // JSON only: any other media type (fastify also parses text/plain by default) is a 415.
+  app.removeContentTypeParser('text/plain');
   const db = opts.db;
   const pollMs = opts.pollMs ?? 250;
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `npm run demo`, the README's main job. On a fresh machine it installs what is missing,
-# starts the real stack and proves the pipeline end to end. The stack stays up afterwards
-# (stop it with `npm run stack:down`).
+# `npm run demo`, the README's main job. On a fresh machine it installs what is missing, starts
+# the real stack, proves each service with a round trip, then runs the demo campaign (30 steps
+# over the 400 BFCL seeds, stand-in generator, simulated trainer) and writes its report under
+# reports/. The stack stays up afterwards (stop it with `npm run stack:down`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash infra/bootstrap.sh
@@ -10,3 +11,4 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 npx tsx infra/stack/cli.ts up
 npx rods doctor
+npx rods demo "$@"

@@ -1,0 +1,48 @@
+import { existsSync } from 'node:fs';
+import type { Command } from 'commander';
+import { runDemo } from '../../demo/run.js';
+import { createPool } from '../../store/db.js';
+import { migrate } from '../../store/migrate.js';
+import { UsageError } from '../errors.js';
+import { printJson } from '../output.js';
+
+export function register(program: Command): void {
+  program
+    .command('demo')
+    .description(
+      'run the demo campaign: the real pipeline with the stand-in generator and the SIMULATED trainer, then write a report (report.md, SVG charts, summary.json); the stack must be up (npm run demo does that)',
+    )
+    .option('--steps <n>', 'training steps', (v) => Number.parseInt(v, 10), 30)
+    .option(
+      '--per-category <n>',
+      'BFCL seeds per category (4 categories)',
+      (v) => Number.parseInt(v, 10),
+      100,
+    )
+    .option(
+      '--out <dir>',
+      'report folder (must not exist)',
+      `reports/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`,
+    )
+    .option('--json', 'print the summary as JSON')
+    .action(async (opts: { steps: number; perCategory: number; out: string; json?: boolean }) => {
+      if (!(opts.steps >= 1)) throw new UsageError('--steps must be >= 1');
+      if (!(opts.perCategory >= 1 && opts.perCategory <= 200))
+        throw new UsageError('--per-category must be in 1..200');
+      if (existsSync(opts.out)) throw new UsageError(`${opts.out} exists; choose another --out`);
+      await migrate();
+      const db = createPool({ application: 'rods-demo', max: 4 });
+      try {
+        const r = await runDemo(db, {
+          steps: opts.steps,
+          perCategory: opts.perCategory,
+          out: opts.out,
+          json: Boolean(opts.json),
+        });
+        if (opts.json) printJson({ out: r.out, ...r.summary });
+        else console.log(`report: ${r.out}/report.md`);
+      } finally {
+        await db.end();
+      }
+    });
+}

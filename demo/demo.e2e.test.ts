@@ -1,0 +1,64 @@
+// The demo command end to end (shortened): processes start, the simulated trainer runs through the
+// gateway, and the report folder holds valid SVG charts and a summary with the per-step figures.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const execFileP = promisify(execFile);
+
+describe('rods demo', () => {
+  it('runs a short campaign and writes report.md, four valid SVG charts and summary.json', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'rods-demo-'));
+    const out = path.join(dir, 'report');
+    try {
+      await execFileP(
+        process.execPath,
+        [
+          path.join(ROOT, 'bin/rods.mjs'),
+          'demo',
+          '--steps',
+          '4',
+          '--per-category',
+          '5',
+          '--out',
+          out,
+          '--json',
+        ],
+        {
+          cwd: ROOT,
+          maxBuffer: 16 << 20,
+        },
+      );
+      for (const f of ['report.md', 'summary.json', 'bands.svg', 'variance.svg', 'pool.svg', 'lineage.svg']) {
+        expect(existsSync(path.join(out, f)), f).toBe(true);
+      }
+      for (const f of ['bands.svg', 'variance.svg', 'pool.svg', 'lineage.svg']) {
+        const svg = readFileSync(path.join(out, f), 'utf8');
+        expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
+        expect(svg.trim().endsWith('</svg>')).toBe(true);
+        expect(svg).not.toMatch(/NaN|undefined/);
+      }
+      const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+      expect(summary.steps).toBe(4);
+      expect(summary.bandCountsPerStep).toHaveLength(4);
+      const first = summary.bandCountsPerStep[0];
+      expect(first.hard + first.boundary + first.mastered).toBe(20);
+      expect(summary).toHaveProperty('boundaryToOtherVarianceRatio');
+      expect(summary.poolPerStep[3].active).toBeGreaterThan(0);
+      // An existing output folder is refused with exit 2.
+      const again = await execFileP(
+        process.execPath,
+        [path.join(ROOT, 'bin/rods.mjs'), 'demo', '--out', out],
+        { cwd: ROOT },
+      ).catch((e: { code: number }) => e);
+      expect((again as { code: number }).code).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
+});

@@ -1,0 +1,212 @@
+// The gateway over real HTTP with an in-process rods worker: a campaign created and queried
+// through the API, and rollout batches that land on Kafka exactly once even when POSTed twice
+// (a per-test rewards topic keeps rods.rewards.v1 clean).
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@temporalio/client';
+import { bundleWorkflowCode, type Worker } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { IngestionResult } from '../activities/ingestion.js';
+import { freshRewardTopic } from '../aggregator/trace.js';
+import { decode } from '../codec/registry.js';
+import { consumer, kafka, withAdmin } from '../kafka/client.js';
+import { registerCampaign } from '../store/campaigns.js';
+import { createPool, type Pool } from '../store/db.js';
+import { installWorkerRuntime, temporalClient } from '../temporal/connect.js';
+import { createRodsWorker } from '../temporal/worker.js';
+import { TokenSet } from './auth.js';
+import { buildGateway } from './server.js';
+
+const TOKEN = `tok-${randomUUID()}`;
+const taskQueue = `gateway-ingest-${randomUUID().slice(0, 8)}`;
+let db: Pool;
+let client: Client;
+let closeClient: () => Promise<void>;
+let worker: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
+let app: FastifyInstance;
+let base: string;
+let topic: string;
+const workflows: string[] = [];
+
+async function call(method: string, path: string, body?: unknown, token = TOKEN) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    type: res.headers.get('content-type'),
+    body: text ? JSON.parse(text) : undefined,
+  };
+}
+
+async function topicRecords(): Promise<number> {
+  const offsets = await withAdmin((a) => a.fetchTopicOffsets(topic));
+  return offsets.reduce((n, o) => n + Number(o.high) - Number(o.low), 0);
+}
+
+async function readTopic(count: number): Promise<ReturnType<typeof decode>[]> {
+  const c = consumer(kafka({ clientId: 'gateway-test' }), { groupId: `gw-test-${randomUUID()}` });
+  await c.connect();
+  const out: ReturnType<typeof decode>[] = [];
+  try {
+    await c.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      c.run({
+        eachMessage: async ({ message }) => {
+          out.push(decode(message.value!));
+          if (out.length >= count) resolve();
+        },
+      }).catch(reject);
+    });
+  } finally {
+    await c.disconnect();
+  }
+  return out;
+}
+
+beforeAll(async () => {
+  await installWorkerRuntime('WARN');
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
+  });
+  db = createPool({ application: 'rods-gateway-test', max: 10 });
+  topic = await freshRewardTopic('gateway.rewards', 2);
+  const w = await createRodsWorker({
+    pool: db,
+    taskQueue,
+    workflowBundle: bundle,
+    sinkDir: '.stack/test-sink',
+  });
+  worker = { ...w, running: w.worker.run() };
+  ({ client, close: closeClient } = await temporalClient());
+  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN]), taskQueue, rewardsTopic: topic });
+  base = await app.listen({ port: 0, host: '127.0.0.1' });
+}, 180_000);
+
+afterAll(async () => {
+  for (const id of workflows)
+    await client?.workflow
+      .getHandle(id)
+      .terminate('test over')
+      .catch(() => {});
+  await app?.close();
+  if (worker) {
+    worker.worker.shutdown();
+    await worker.running;
+    await worker.close();
+  }
+  await closeClient?.();
+  if (topic) await withAdmin((a) => a.deleteTopics({ topics: [topic] })).catch(() => {});
+  await db?.end();
+});
+
+describe('gateway over HTTP', () => {
+  it('creates a campaign, starts its workflow and reports its status', async () => {
+    const c = `gw-http-${randomUUID().slice(0, 8)}`;
+    const created = await call('POST', '/v1/campaigns', {
+      campaignId: c,
+      name: 'http test',
+      config: { seeds: { perCategory: 1 } },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.workflowId).toBe(`campaign-${c}`);
+    workflows.push(`campaign-${c}`);
+    const desc = await client.workflow.getHandle(`campaign-${c}`).describe();
+    expect(desc.taskQueue).toBe(taskQueue);
+    const again = await call('POST', '/v1/campaigns', { campaignId: c, config: {} });
+    expect(again.status).toBe(409);
+    expect(again.type).toMatch(/^application\/problem\+json/);
+    const status = await call('GET', `/v1/campaigns/${c}`);
+    expect(status.status).toBe(200);
+    expect(status.body.campaignId).toBe(c);
+    expect(status.body.name).toBe('http test');
+    expect(status.body.workflow).toMatchObject({ campaignId: c, workflowId: `campaign-${c}` });
+    expect(status.body.pool).toMatchObject({ campaignId: c });
+    expect((await call('GET', `/v1/campaigns/${c}`, undefined, '')).status).toBe(401);
+  });
+
+  it('publishes a batch exactly once even when it is POSTed twice, then closes the step with its total', async () => {
+    const c = `gw-ingest-${randomUUID().slice(0, 8)}`;
+    await registerCampaign(db, { campaignId: c, config: {} });
+    const a = {
+      batchId: 'a',
+      policyVersion: 'ckpt-1',
+      groups: [
+        { taskId: 't1', rewards: [0, 0.5, 1] },
+        { taskId: 't2', rewards: [0.25, 0.25] },
+        { taskId: 't3', rewards: [1] },
+      ],
+    };
+    const first = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a);
+    expect(first.status).toBe(202);
+    expect(first.body).toEqual({ workflowId: `ingest-${c}-1-a`, groups: 3, close: false, duplicate: false });
+    workflows.push(first.body.workflowId);
+    const dup = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a);
+    expect(dup.status).toBe(200);
+    expect(dup.body).toEqual({ workflowId: `ingest-${c}-1-a`, groups: 3, close: false, duplicate: true });
+    const ra = (await client.workflow.getHandle(first.body.workflowId).result()) as IngestionResult;
+    expect(ra).toMatchObject({
+      campaignId: c,
+      step: 1,
+      batchId: 'a',
+      groups: 3,
+      published: 3,
+      stepGroups: null,
+    });
+    // A duplicate after the workflow finished is still the same batch.
+    expect((await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a)).status).toBe(200);
+
+    const b = {
+      batchId: 'b',
+      policyVersion: 'ckpt-1',
+      groups: [
+        { taskId: 't4', rewards: [0.75] },
+        { taskId: 't1', rewards: [0.5] },
+      ],
+      close: true,
+    };
+    const second = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, b);
+    expect(second.status).toBe(202);
+    workflows.push(second.body.workflowId);
+    const rb = (await client.workflow.getHandle(second.body.workflowId).result()) as IngestionResult;
+    expect(rb).toMatchObject({ groups: 2, published: 3, stepGroups: 5 });
+    expect((await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, b)).status).toBe(200);
+    const late = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, {
+      ...b,
+      batchId: 'c',
+      close: false,
+    });
+    expect(late.status).toBe(409);
+
+    // 3 + 2 groups and one StepClosed: nothing else on the topic.
+    expect(await topicRecords()).toBe(6);
+    const records = await readTopic(6);
+    const groups = records.filter((r) => r.name === 'RolloutGroupScored');
+    const closes = records.filter((r) => r.name === 'StepClosed');
+    expect(groups).toHaveLength(5);
+    expect(new Set(groups.map((g) => (g.payload as { eventId: string }).eventId)).size).toBe(5);
+    for (const g of groups)
+      expect(g.payload).toMatchObject({ campaignId: c, step: 1, policyVersion: 'ckpt-1' });
+    const t1 = groups
+      .map((g) => g.payload as { taskId: string; rewards: number[] })
+      .filter((g) => g.taskId === 't1');
+    expect(t1.map((g) => g.rewards).sort()).toEqual([[0, 0.5, 1], [0.5]].sort());
+    expect(closes).toHaveLength(1);
+    expect(closes[0]!.payload).toMatchObject({ campaignId: c, step: 1, groupCount: 5 });
+    const { rows } = await db.query<{ batch_id: string; status: string }>(
+      'select batch_id, status from ingestion_batches where campaign_id = $1 order by batch_id',
+      [c],
+    );
+    expect(rows).toEqual([
+      { batch_id: 'a', status: 'published' },
+      { batch_id: 'b', status: 'published' },
+    ]);
+  });
+});

@@ -1,0 +1,96 @@
+// Reads what `rods lineage` needs from the event store (not the projections): the campaign's
+// decision stream (campaign-<id>: TaskSeeded, SeedSelected, TaskInjected, TaskRetired,
+// PoolPruned), its CandidateValidated outcomes, the synthesis streams (synthesis-<id>:
+// SynthesisStarted, StageCompleted) of the task's ancestry, and the TaskBandChanged events of
+// those tasks from the aggregator's stats streams.
+import { campaignStream, synthesisStream } from '../domain/streams.js';
+import { type Queryable, type RecordedEvent, readStream } from '../store/event-store.js';
+import { type LineageEvent, LineageIndex } from './model.js';
+
+const toLineageEvent = (e: RecordedEvent): LineageEvent => ({
+  eventId: e.eventId,
+  streamId: e.streamId,
+  position: e.position,
+  type: e.type,
+  payload: (e.payload ?? {}) as Record<string, unknown>,
+  metadata: (e.metadata ?? {}) as Record<string, unknown>,
+});
+
+interface Row {
+  eventId: string;
+  streamId: string;
+  position: number;
+  type: string;
+  payload: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+}
+
+async function eventsOfCampaign(
+  db: Queryable,
+  campaignId: string,
+  types: string[],
+  taskIds?: string[],
+): Promise<LineageEvent[]> {
+  const { rows } = await db.query<Row>(
+    `select event_id as "eventId", stream_id as "streamId", position, type, payload, metadata
+       from events
+      where payload->>'campaignId' = $1 and type = any($2::text[])
+        and ($3::text[] is null or payload->>'taskId' = any($3::text[]))
+      order by transaction_id, position`,
+    [campaignId, types, taskIds ?? null],
+  );
+  return rows;
+}
+
+/** Campaigns whose pool or candidates have a record of the task. */
+export async function campaignsOfTask(db: Queryable, taskId: string): Promise<string[]> {
+  const { rows } = await db.query<{ campaign_id: string }>(
+    `select distinct payload->>'campaignId' as campaign_id from events
+      where (type in ('TaskSeeded', 'TaskInjected') and payload->>'taskId' = $1)
+         or (type = 'CandidateValidated' and payload->>'candidateId' = $1)
+      order by 1`,
+    [taskId],
+  );
+  return rows.map((r) => r.campaign_id);
+}
+
+/** Whether the campaign has any event in its decision stream. */
+export async function campaignHasEvents(db: Queryable, campaignId: string): Promise<boolean> {
+  return (await readStream(db, campaignStream(campaignId), { limit: 1 })).length > 0;
+}
+
+/**
+ * The lineage index of a campaign. With `taskId`, also the synthesis streams and band changes of
+ * that task's ancestry (what a lineage query shows); without, the pool's structure only (enough
+ * for the per-generation statistics).
+ */
+export async function loadLineageIndex(
+  db: Queryable,
+  campaignId: string,
+  taskId?: string,
+): Promise<LineageIndex> {
+  const decisions = (await readStream(db, campaignStream(campaignId))).map(toLineageEvent);
+  const validated = await eventsOfCampaign(db, campaignId, ['CandidateValidated']);
+  const base = new LineageIndex(campaignId, [...decisions, ...validated]);
+  if (taskId === undefined || !base.knows(taskId)) return base;
+
+  // The ancestry: the task, its parents, theirs ... up to the human seeds.
+  const ancestry = new Set<string>();
+  const todo = [taskId];
+  while (todo.length > 0) {
+    const id = todo.pop()!;
+    if (ancestry.has(id)) continue;
+    ancestry.add(id);
+    for (const p of base.parentsOf(id)) if (base.knows(p)) todo.push(p);
+  }
+  const synthesisEvents: LineageEvent[] = [];
+  for (const id of ancestry) {
+    const sid = base.validatedFor(id)?.payload.synthesisId;
+    if (typeof sid !== 'string') continue;
+    for (const e of await readStream(db, synthesisStream(sid)))
+      if (e.type === 'SynthesisStarted' || e.type === 'StageCompleted')
+        synthesisEvents.push(toLineageEvent(e));
+  }
+  const bands = await eventsOfCampaign(db, campaignId, ['TaskBandChanged'], [...ancestry]);
+  return new LineageIndex(campaignId, [...decisions, ...validated, ...synthesisEvents, ...bands]);
+}

@@ -1,0 +1,315 @@
+// `rods replay`: rebuild a campaign's projections from its event history into a separate schema
+// with the same projection code as live (store/pool-projection.ts), then compare with the live
+// projections. Resumable: the rebuild commits its cursor with each batch of rows.
+import type pg from 'pg';
+import type { TaskStats } from '../schemas/types.generated.js';
+import { type Cursor, compareCursors, START } from '../store/event-store.js';
+import { applyPoolEvent } from '../store/pool-projection.js';
+
+export interface ReplayOptions {
+  campaignId: string;
+  /** Replay only decisions and statistics of steps <= toStep. */
+  toStep?: number;
+  /** Drop an earlier partial rebuild instead of resuming it. */
+  fresh?: boolean;
+  batchSize?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface TableDiff {
+  table: string;
+  equal: boolean;
+  liveRows: number;
+  replayRows: number;
+  /** The first rows only in live, and only in the replay (at most 5 each). */
+  onlyLive: Record<string, unknown>[];
+  onlyReplay: Record<string, unknown>[];
+}
+
+export interface ReplayReport {
+  campaignId: string;
+  schema: string;
+  events: number;
+  resumedFrom: number;
+  toStep: number | null;
+  equal: boolean;
+  tables: TableDiff[];
+}
+
+export class ReplayError extends Error {
+  override name = 'ReplayError';
+}
+
+/** The replay schema of a campaign: a safe identifier. */
+export function replaySchema(campaignId: string): string {
+  const s = campaignId
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, '_')
+    .slice(0, 40);
+  return `replay_${s}`;
+}
+
+const PROJECTION_TABLES = ['campaigns', 'pool_members', 'pool_versions', 'candidates'] as const;
+
+/** Columns compared per table (creation and update times are not part of the projection's meaning). */
+const COMPARED: Record<string, string> = {
+  campaigns: 'campaign_id, status',
+  pool_members:
+    'campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth, added_step, added_version, active, removed_step, removed_version, removed_rule',
+  pool_versions: 'campaign_id, version, step',
+  candidates:
+    'campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage',
+  task_stats:
+    'campaign_id, task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma, last_step, signal, phi, band, last_event_id',
+};
+
+async function prepareSchema(
+  c: pg.PoolClient,
+  schema: string,
+  fresh: boolean,
+): Promise<Cursor & { events: number }> {
+  const exists = await c.query('select 1 from information_schema.schemata where schema_name = $1', [schema]);
+  if (exists.rowCount && !fresh) {
+    const cp = await c.query<{ transaction_id: string; position: number; events: number }>(
+      `select transaction_id, position, events from ${schema}.replay_checkpoint`,
+    );
+    if (cp.rows[0])
+      return {
+        transactionId: cp.rows[0].transaction_id,
+        position: cp.rows[0].position,
+        events: cp.rows[0].events,
+      };
+  }
+  await c.query(`drop schema if exists ${schema} cascade`);
+  await c.query(`create schema ${schema}`);
+  for (const t of PROJECTION_TABLES) {
+    await c.query(`create table ${schema}.${t} (like public.${t} including defaults including constraints)`);
+  }
+  await c.query(`alter table ${schema}.pool_members add primary key (campaign_id, task_id)`);
+  await c.query(`alter table ${schema}.pool_versions add primary key (campaign_id)`);
+  await c.query(`alter table ${schema}.candidates add primary key (campaign_id, candidate_hash)`);
+  await c.query(`alter table ${schema}.candidates add unique (campaign_id, candidate_id)`);
+  await c.query(`alter table ${schema}.campaigns add primary key (campaign_id)`);
+  await c.query(
+    `create table ${schema}.task_stats (campaign_id text, task_id text, groups bigint, rollouts bigint, mean float8, m2 float8,
+       latest_mean float8, latest_variance float8, ewma float8, last_step bigint, signal float8, phi float8, band text,
+       last_event_id uuid, primary key (campaign_id, task_id))`,
+  );
+  await c.query(
+    `create table ${schema}.replay_checkpoint (transaction_id text not null, position bigint not null, events bigint not null)`,
+  );
+  await c.query(`insert into ${schema}.replay_checkpoint values ('0', 0, 0)`);
+  return { ...START, events: 0 };
+}
+
+function stepOf(payload: Record<string, unknown>): number | undefined {
+  if (typeof payload.step === 'number') return payload.step;
+  const stats = payload.stats as { lastStep?: number } | undefined;
+  return typeof stats?.lastStep === 'number' ? stats.lastStep : undefined;
+}
+
+/** Rebuilds the campaign's projections into its replay schema and compares them with the live ones. */
+export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promise<ReplayReport> {
+  const { campaignId } = opts;
+  const known = await pool.query('select config from campaigns where campaign_id = $1', [campaignId]);
+  if (!known.rowCount) throw new ReplayError(`unknown campaign ${JSON.stringify(campaignId)}`);
+  if (opts.toStep !== undefined) {
+    const last = await pool.query<{ step: number | null }>(
+      'select max(step)::bigint as step from campaign_plans where campaign_id = $1',
+      [campaignId],
+    );
+    if (last.rows[0]?.step === null || opts.toStep > (last.rows[0]?.step ?? 0)) {
+      throw new ReplayError(
+        `step ${opts.toStep} is beyond the campaign's history (last planned step ${last.rows[0]?.step ?? 0})`,
+      );
+    }
+  }
+  const schema = replaySchema(campaignId);
+  const batchSize = opts.batchSize ?? 1000;
+  const setup = await pool.connect();
+  let cursor: Cursor;
+  let events: number;
+  try {
+    const cp = await prepareSchema(setup, schema, opts.fresh ?? false);
+    cursor = { transactionId: cp.transactionId, position: cp.position };
+    events = cp.events;
+  } finally {
+    setup.release();
+  }
+  const resumedFrom = events;
+  const total = (
+    await pool.query<{ n: number }>(
+      `select count(*)::int as n from events where payload->>'campaignId' = $1`,
+      [campaignId],
+    )
+  ).rows[0]!.n;
+  // The campaign row itself comes from CampaignStarted (registerCampaign writes it beside the event).
+  for (;;) {
+    const page = await pool.query<{
+      position: number;
+      transaction_id: string;
+      type: string;
+      payload: Record<string, unknown>;
+      metadata: Record<string, unknown>;
+    }>(
+      `select position, transaction_id::text, type, payload, metadata from events
+        where payload->>'campaignId' = $1 and (transaction_id, position) > ($2::xid8, $3::bigint)
+          and transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+        order by transaction_id, position limit $4`,
+      [campaignId, cursor.transactionId, cursor.position, batchSize],
+    );
+    if (page.rows.length === 0) break;
+    const c = await pool.connect();
+    try {
+      await c.query('begin');
+      await c.query(`set local search_path = ${schema}, public`);
+      for (const e of page.rows) {
+        const step = stepOf(e.payload);
+        if (opts.toStep !== undefined && step !== undefined && step > opts.toStep && e.type !== 'TaskSeeded')
+          continue;
+        if (e.type === 'CampaignStarted') {
+          await c.query(
+            `insert into ${schema}.campaigns (campaign_id, name, config) values ($1, $2, $3) on conflict do nothing`,
+            [campaignId, e.payload.name, e.payload.config],
+          );
+        } else if (e.type === 'TaskStatsUpdated') {
+          const s = e.payload.stats as TaskStats;
+          await c.query(
+            `insert into ${schema}.task_stats values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             on conflict (campaign_id, task_id) do update set groups = excluded.groups, rollouts = excluded.rollouts,
+               mean = excluded.mean, m2 = excluded.m2, latest_mean = excluded.latest_mean,
+               latest_variance = excluded.latest_variance, ewma = excluded.ewma, last_step = excluded.last_step,
+               signal = excluded.signal, phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id`,
+            [
+              campaignId,
+              e.payload.taskId,
+              s.groupCount,
+              s.count,
+              s.mean,
+              s.m2,
+              s.latestGroupMean,
+              s.latestGroupVariance,
+              s.ewma,
+              s.lastStep,
+              s.signal,
+              s.phi,
+              s.band,
+              e.payload.sourceEventId,
+            ],
+          );
+        } else {
+          await applyPoolEvent(c, e.type, e.payload, e.metadata);
+        }
+      }
+      const last = page.rows[page.rows.length - 1]!;
+      const next = { transactionId: last.transaction_id, position: last.position };
+      if (compareCursors(next, cursor) <= 0) throw new ReplayError('event log cursor did not advance');
+      cursor = next;
+      events += page.rows.length;
+      await c.query(
+        `update ${schema}.replay_checkpoint set transaction_id = $1, position = $2, events = $3`,
+        [cursor.transactionId, cursor.position, events],
+      );
+      await c.query('commit');
+    } catch (e) {
+      await c.query('rollback').catch(() => {});
+      throw e;
+    } finally {
+      c.release();
+    }
+    opts.onProgress?.(events, total);
+  }
+
+  const tables: TableDiff[] = [];
+  if (opts.toStep === undefined) {
+    for (const t of [...PROJECTION_TABLES, 'task_stats'])
+      tables.push(await compareTable(pool, schema, t, campaignId));
+  } else {
+    tables.push(await compareAtStep(pool, schema, campaignId, opts.toStep));
+  }
+  return {
+    campaignId,
+    schema,
+    events,
+    resumedFrom,
+    toStep: opts.toStep ?? null,
+    equal: tables.every((t) => t.equal),
+    tables,
+  };
+}
+
+async function compareTable(
+  pool: pg.Pool,
+  schema: string,
+  table: string,
+  campaignId: string,
+): Promise<TableDiff> {
+  const cols = COMPARED[table]!;
+  const q = (a: string, b: string) =>
+    pool.query(
+      `select ${cols} from ${a}.${table} where campaign_id = $1 except all select ${cols} from ${b}.${table} where campaign_id = $1 limit 5`,
+      [campaignId],
+    );
+  const count = async (s: string) =>
+    (
+      await pool.query<{ n: number }>(`select count(*)::int as n from ${s}.${table} where campaign_id = $1`, [
+        campaignId,
+      ])
+    ).rows[0]!.n;
+  const onlyLive = (await q('public', schema)).rows;
+  const onlyReplay = (await q(schema, 'public')).rows;
+  return {
+    table,
+    equal: onlyLive.length === 0 && onlyReplay.length === 0,
+    liveRows: await count('public'),
+    replayRows: await count(schema),
+    onlyLive,
+    onlyReplay,
+  };
+}
+
+/** At a past step the live side is the pool state the campaign recorded when it planned that step. */
+async function compareAtStep(
+  pool: pg.Pool,
+  schema: string,
+  campaignId: string,
+  step: number,
+): Promise<TableDiff> {
+  const plan = await pool.query<{ state: { version: number; members: { taskId: string }[] } }>(
+    'select state from campaign_plans where campaign_id = $1 and step = $2',
+    [campaignId, step],
+  );
+  const live = plan.rows[0]?.state;
+  if (!live) throw new ReplayError(`no plan recorded for step ${step}`);
+  const version = (
+    await pool.query<{ version: number }>(
+      `select version::int from ${schema}.pool_versions where campaign_id = $1`,
+      [campaignId],
+    )
+  ).rows[0]?.version;
+  const members = (
+    await pool.query<{ task_id: string }>(
+      `select task_id from ${schema}.pool_members where campaign_id = $1 and active order by task_id`,
+      [campaignId],
+    )
+  ).rows.map((r) => r.task_id);
+  const liveMembers = live.members.map((m) => m.taskId).sort();
+  const onlyLive = liveMembers
+    .filter((t) => !members.includes(t))
+    .slice(0, 5)
+    .map((taskId) => ({ taskId }));
+  const onlyReplay = members
+    .filter((t) => !liveMembers.includes(t))
+    .slice(0, 5)
+    .map((taskId) => ({ taskId }));
+  if (version !== live.version)
+    onlyLive.unshift({ taskId: `pool version ${live.version} (replay: ${version})` });
+  return {
+    table: `pool at step ${step}`,
+    equal: version === live.version && onlyLive.length === 0 && onlyReplay.length === 0,
+    liveRows: liveMembers.length,
+    replayRows: members.length,
+    onlyLive,
+    onlyReplay,
+  };
+}
