@@ -202,6 +202,9 @@ describe('rods lineage', () => {
     expect(d.selection).not.toBeNull();
     expect(d.triggeringStats).toMatchObject({ band: 'boundary' });
     expect(d.step).toBe(d.selection!.step);
+    // The simulated trainer names its policy versions sim-<step>; the seed was last seen at or before the selection.
+    expect(d.policyVersion).toMatch(/^sim-\d+$/);
+    expect(Number(d.policyVersion!.slice(4))).toBeLessThanOrEqual(d.step!);
     // Every StageCompleted of the synthesis stream, with models and prompt hashes for the LLM stages.
     const stages = await loop.pool.query<{ payload: { stage: string; promptVersionHash: string | null } }>(
       `select payload from events where stream_id = $1 and type = 'StageCompleted' order by stream_version`,
