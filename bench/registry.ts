@@ -21,3 +21,8 @@ registerBench(
   'step watermark to TaskInjected for 50 candidates (zero-latency stand-in) vs. a bare one-activity workflow',
   async () => (await import('./loop-latency.js')).default,
 );
+registerBench(
+  'ingest',
+  'steps of 800 tasks x 16 rewards through the gateway and the ingestion workflow vs. producing the same records to Kafka',
+  async () => (await import('./ingest.js')).default,
+);

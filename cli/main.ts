@@ -7,6 +7,7 @@ import { register as auditCommand } from './commands/audit.js';
 import { register as campaignCommand } from './commands/campaign.js';
 import { register as demoCommand } from './commands/demo.js';
 import { register as doctorCommand } from './commands/doctor.js';
+import { register as experimentCommand } from './commands/experiment.js';
 import { register as exportCommand } from './commands/export.js';
 import { register as gatewayCommand } from './commands/gateway.js';
 import { register as lineageCommand } from './commands/lineage.js';
@@ -49,6 +50,7 @@ export function program(): Command {
     gatewayCommand,
     lineageCommand,
     exportCommand,
+    experimentCommand,
   ])
     reg(p);
   return p;

@@ -49,6 +49,9 @@ function startRelay(name: string, topic: string, startAfter: Cursor, extra: stri
       '50',
       '--start-after',
       `${startAfter.transactionId}:${startAfter.position}`,
+      // Other test files append to the same store meanwhile; this test reads back only its streams.
+      '--stream-prefix',
+      `relay-${name}`,
       ...extra,
     ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: process.env },

@@ -45,6 +45,8 @@ export interface RelayOptions {
   pollMs?: number;
   route?: (e: RecordedEvent) => Route;
   registry?: SchemaRegistry;
+  /** Publish only events of streams whose id starts with this (the cursor still passes the others). */
+  streamPrefix?: string;
   /** Where to start when the relay has no checkpoint yet; default the start of the log. */
   startAfter?: Cursor;
   /** Called after each committed page (for progress and tests). */
@@ -142,6 +144,7 @@ export class Relay {
     try {
       const byTopic = new Map<string, { key: string; value: Buffer; headers: Record<string, string> }[]>();
       for (const e of page) {
+        if (this.opts.streamPrefix && !e.streamId.startsWith(this.opts.streamPrefix)) continue;
         let value: Buffer;
         try {
           value = this.registry.encodeWith(e.fingerprint, e.payload);

@@ -30,6 +30,7 @@ export function register(program: Command): void {
       'TRANSACTION_ID:POSITION to start after when the relay has no checkpoint yet',
       parseCursor,
     )
+    .option('--stream-prefix <prefix>', 'publish only the events of streams whose id starts with this')
     .option('--until-caught-up', 'exit once a page comes back empty')
     .option('--json', 'print the final stats as JSON')
     .action(
@@ -39,6 +40,7 @@ export function register(program: Command): void {
         pollMs: number;
         topic?: string;
         startAfter?: Cursor;
+        streamPrefix?: string;
         untilCaughtUp?: boolean;
         json?: boolean;
       }) => {
@@ -50,6 +52,7 @@ export function register(program: Command): void {
           batchSize: opts.batchSize,
           pollMs: opts.pollMs,
           startAfter: opts.startAfter,
+          streamPrefix: opts.streamPrefix,
           route: topic ? (e) => ({ topic, key: defaultRoute(e).key }) : defaultRoute,
         });
         const ac = new AbortController();

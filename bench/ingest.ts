@@ -1,0 +1,143 @@
+// Ingestion through the gateway: POST a step of 800 tasks x 16 rewards (claim check in PostgreSQL,
+// one ingestion workflow publishing RolloutGroupScored + StepClosed with an idempotent producer)
+// until the workflow completed; against, in the same run, publishing the same records straight
+// to Kafka with an idempotent producer. ratio = raw_produce_p50_ms / p50_step_ms.
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { freshRewardTopic } from '../aggregator/trace.js';
+import { encode } from '../codec/registry.js';
+import { TokenSet } from '../gateway/auth.js';
+import { buildGateway } from '../gateway/server.js';
+import { kafka, producer, withAdmin } from '../kafka/client.js';
+import { createPool } from '../store/db.js';
+import { migrate } from '../store/migrate.js';
+import { installWorkerRuntime, temporalClient } from '../temporal/connect.js';
+import { createRodsWorker } from '../temporal/worker.js';
+import type { BenchResult } from './run.js';
+
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+}
+
+export default async function ingestBench(opts: Record<string, string | boolean>): Promise<BenchResult> {
+  const steps = Number(opts.steps ?? 20);
+  const tasks = Number(opts.tasks ?? 800);
+  const k = 16;
+  await migrate();
+  await installWorkerRuntime('ERROR');
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
+    logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never,
+  });
+  const db = createPool({ application: 'rods-bench-ingest', max: 8 });
+  const topic = await freshRewardTopic('bench.ingest', 6);
+  const taskQueue = `bench-ingest-${randomUUID().slice(0, 8)}`;
+  const token = randomUUID();
+  const w = await createRodsWorker({
+    pool: db,
+    taskQueue,
+    workflowBundle: bundle,
+    sinkDir: '.stack/test-sink',
+  });
+  const running = w.worker.run();
+  const { client, close } = await temporalClient();
+  const app = buildGateway({
+    db,
+    temporal: client,
+    tokens: new TokenSet([token]),
+    taskQueue,
+    rewardsTopic: topic,
+  });
+  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  const campaignId = `bench-ingest-${randomUUID().slice(0, 8)}`;
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  try {
+    const created = await fetch(`${base}/v1/campaigns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ campaignId, config: { seeds: { perCategory: 1 } } }),
+    });
+    if (created.status !== 201) throw new Error(`campaign: ${created.status} ${await created.text()}`);
+    const rewards = (step: number, t: number) =>
+      Array.from({ length: k }, (_, i) => ((step * 31 + t * 7 + i) % 17) / 16);
+    const stepMs: number[] = [];
+    const t0 = performance.now();
+    for (let step = 1; step <= steps; step++) {
+      const body = {
+        batchId: `b${step}`,
+        policyVersion: `p${step}`,
+        close: true,
+        groups: Array.from({ length: tasks }, (_, t) => ({ taskId: `task-${t}`, rewards: rewards(step, t) })),
+      };
+      const s0 = performance.now();
+      const r = await fetch(`${base}/v1/campaigns/${campaignId}/steps/${step}/rollouts`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+      });
+      if (r.status !== 202) throw new Error(`step ${step}: ${r.status} ${await r.text()}`);
+      const { workflowId } = (await r.json()) as { workflowId: string };
+      await client.workflow.getHandle(workflowId).result();
+      stepMs.push(performance.now() - s0);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+
+    // Baseline: the same records straight to Kafka.
+    const p = producer(kafka({ clientId: 'bench-raw-produce' }), {
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await p.connect();
+    const rawMs: number[] = [];
+    for (let step = 1; step <= steps; step++) {
+      const s0 = performance.now();
+      const messages = Array.from({ length: tasks }, (_, t) => ({
+        key: `task-${t}`,
+        value: encode('RolloutGroupScored', {
+          eventId: randomUUID(),
+          campaignId: `${campaignId}-raw`,
+          taskId: `task-${t}`,
+          step,
+          policyVersion: `p${step}`,
+          rewards: rewards(step, t),
+          producedAt: Date.now(),
+        }),
+      }));
+      messages.push({
+        key: `${campaignId}-raw`,
+        value: encode('StepClosed', {
+          eventId: randomUUID(),
+          campaignId: `${campaignId}-raw`,
+          step,
+          groupCount: tasks,
+          producedAt: Date.now(),
+        }),
+      });
+      await p.send({ topic, acks: -1, messages });
+      rawMs.push(performance.now() - s0);
+    }
+    await p.disconnect();
+    const p50 = pct(stepMs, 50);
+    const raw50 = pct(rawMs, 50);
+    return {
+      steps,
+      tasks_per_step: tasks,
+      rewards_per_task: k,
+      steps_per_s: Number((steps / seconds).toFixed(2)),
+      p50_step_ms: Math.round(p50),
+      p99_step_ms: Math.round(pct(stepMs, 99)),
+      raw_produce_p50_ms: Math.round(raw50),
+      ratio: Number((raw50 / p50).toFixed(3)),
+    };
+  } finally {
+    await app.close();
+    w.worker.shutdown();
+    await running;
+    await w.close();
+    await close();
+    await withAdmin((a) => a.deleteTopics({ topics: [topic] })).catch(() => {});
+    await db.end();
+  }
+}
