@@ -155,7 +155,7 @@ export interface PolicyResult {
   finalPool: string[];
 }
 
-/** A step of the simulated training run, before and after the curriculum's decisions. */
+/** The state of one policy's run: the pool and the simulated policy. */
 interface RunState {
   pool: PoolState;
   policy: SimPolicy;
