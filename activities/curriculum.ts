@@ -62,6 +62,8 @@ export interface StepPlan {
   queueLength: number;
   activeSize: number;
   generated: number;
+  /** What the decisions depended on besides the statistics (for what-if re-runs). */
+  inputs: { inFlight: string[]; runningSyntheses: number; enqueued: string[] };
 }
 
 interface CandidateRow {
@@ -374,6 +376,11 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
           queueLength: state.queue.length,
           activeSize: state.members.length,
           generated: state.members.filter((m) => m.origin === 'generated').length,
+          inputs: {
+            inFlight: input.inFlight,
+            runningSyntheses: input.runningSyntheses,
+            enqueued: enqueue.flatMap((d) => (d.kind === 'enqueue' ? [d.candidate.candidateId] : [])),
+          },
         };
         void before;
         await c.query(

@@ -164,7 +164,7 @@ export function kafkaService(): Service {
       await waitFor(
         'kafka',
         async () => (await probe()).answering,
-        90_000,
+        180_000,
         () => ourPid(NAME, marker) === pid,
       ).catch((e) => {
         throw new StackError(`${(e as Error).message}\n--- tail of ${log} ---\n${tail(log)}`, NAME);

@@ -98,10 +98,11 @@ export function temporalService(): Service {
         'warn',
         ...dynamicConfig(),
       ]);
+      // The first start creates the SQLite schema, which takes a minute or more on a busy 2-core machine.
       await waitFor(
         'temporal',
         async () => (await probe()).answering,
-        90_000,
+        300_000,
         () => ourPid(NAME, marker, dbFile) === pid,
       ).catch((e) => {
         throw new StackError(`${(e as Error).message}\n--- tail of ${log} ---\n${tail(log)}`, NAME);
