@@ -26,3 +26,8 @@ registerBench(
   'steps of 800 tasks x 16 rewards through the gateway and the ingestion workflow vs. producing the same records to Kafka',
   async () => (await import('./ingest.js')).default,
 );
+registerBench(
+  'replay',
+  'fold a recorded history of 1,000,000 reward groups read back from Kafka with the live statistics code vs. a plain read of the same records',
+  async () => (await import('./replay.js')).default,
+);

@@ -19,6 +19,7 @@ import { register as simulateTrainerCommand } from './commands/simulate-trainer.
 import { register as stackCommand } from './commands/stack.js';
 import { register as standinCommand } from './commands/standin.js';
 import { register as topicsCommand } from './commands/topics.js';
+import { register as whatifCommand } from './commands/whatif.js';
 import { register as workerCommand } from './commands/worker.js';
 import { UsageError } from './errors.js';
 
@@ -45,6 +46,7 @@ export function program(): Command {
     demoCommand,
     simulateTrainerCommand,
     replayCommand,
+    whatifCommand,
     workerCommand,
     standinCommand,
     gatewayCommand,

@@ -1,13 +1,10 @@
 // `rods replay --source kafka`: recompute a campaign's task statistics from the reward topic
 // itself (kept forever for this) with the same pure domain code as the aggregator, and compare
 // them with the live statistics.
-import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { decode } from '../codec/registry.js';
-import { checkGroup } from '../domain/reward-group.js';
-import { applyGroup, type TaskState } from '../domain/task-stats.js';
-import { consumer, kafka, withAdmin } from '../kafka/client.js';
+import type { TaskState } from '../domain/task-stats.js';
 import { loadCampaign } from '../store/campaigns.js';
+import { foldGroups, readCampaignGroups } from './reward-stream.js';
 
 export interface KafkaStatsCheck {
   equal: boolean;
@@ -23,52 +20,8 @@ export async function kafkaStatsCheck(
 ): Promise<KafkaStatsCheck> {
   const campaign = await loadCampaign(pool, campaignId);
   if (!campaign) throw new Error(`unknown campaign ${campaignId}`);
-  const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
-  const remaining = new Map(ends.filter((p) => Number(p.high) > 0).map((p) => [p.partition, Number(p.high)]));
   const states = new Map<string, TaskState>();
-  const seen = new Set<string>();
-  let groups = 0;
-  if (remaining.size > 0) {
-    const c = consumer(kafka({ clientId: 'rods-replay' }), {
-      groupId: `rods-replay-${randomUUID()}`,
-      maxBytesPerPartition: 8 << 20,
-    });
-    await c.connect();
-    await c.subscribe({ topic, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      c.run({
-        eachBatch: async ({ batch, heartbeat }) => {
-          for (const m of batch.messages) {
-            try {
-              const d = decode(m.value!);
-              if (
-                d.name === 'RolloutGroupScored' &&
-                d.payload.campaignId === campaignId &&
-                !seen.has(d.payload.eventId.toLowerCase())
-              ) {
-                const prev = states.get(d.payload.taskId);
-                if (!checkGroup(d.payload.rewards, d.payload.step, prev?.lastStep, campaign.config.rewards)) {
-                  seen.add(d.payload.eventId.toLowerCase());
-                  states.set(
-                    d.payload.taskId,
-                    applyGroup(prev, d.payload.rewards, d.payload.step, campaign.config.detector).state,
-                  );
-                  groups++;
-                }
-              }
-            } catch {
-              // Undecodable records went to the DLQ in the live pipeline too.
-            }
-            if (Number(m.offset) + 1 >= (remaining.get(batch.partition) ?? 0))
-              remaining.delete(batch.partition);
-          }
-          await heartbeat();
-          if (remaining.size === 0) resolve();
-        },
-      }).catch(reject);
-    });
-    await c.disconnect();
-  }
+  const groups = foldGroups(await readCampaignGroups(topic, campaignId), states, new Set(), campaign.config);
   const live = await pool.query<{
     task_id: string;
     groups: number;

@@ -9,6 +9,7 @@ import { LoopHarness } from '../test/harness/loop.js';
 import { type StandinProcess, startStandin } from '../test/harness/standin.js';
 import { kafkaStatsCheck } from './kafka-source.js';
 import { replayCampaign } from './replay.js';
+import { whatIf } from './whatif.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const execFileP = promisify(execFile);
@@ -137,5 +138,27 @@ describe('replay', () => {
     expect((await rods(['replay', '--campaign', loop.campaignId, '--to-step', '999'])).code).toBe(2);
     expect((await rods(['replay', '--campaign', 'no-such-campaign'])).code).toBe(2);
     expect((await rods(['replay', '--campaign', loop.campaignId, '--source', 'tape'])).code).toBe(2);
+  });
+
+  it("whatif with the campaign's own thresholds reproduces every decision; other thresholds differ, with the limits stated", async () => {
+    const own = await whatIf(loop.pool, { campaignId: loop.campaignId, topic: loop.topic, overrides: {} });
+    expect(own.steps).toHaveLength(6);
+    for (const s of own.steps) {
+      expect([s.step, s.selected.jaccard, s.retired.jaccard, s.injected.jaccard]).toEqual([s.step, 1, 1, 1]);
+    }
+    expect(own.totals.selected.actual).toBeGreaterThan(0);
+    expect(own.totals.injected.actual).toBeGreaterThan(0);
+    expect(own.reproduced).toBe(true);
+    const other = await whatIf(loop.pool, {
+      campaignId: loop.campaignId,
+      topic: loop.topic,
+      overrides: { low: 0.6, high: 0.7 },
+    });
+    expect(other.reproduced).toBe(false);
+    expect(other.limits).toMatch(/rewards that would have followed differ/);
+    const bad = await rods(['whatif', '--campaign', loop.campaignId, '--low', '0.9', '--high', '0.1']);
+    expect(bad.code).toBe(2);
+    expect((await rods(['whatif', '--campaign', loop.campaignId, '--low', '1.5'])).code).toBe(2);
+    expect((await rods(['whatif', '--campaign', 'no-such-campaign'])).code).toBe(2);
   });
 });

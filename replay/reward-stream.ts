@@ -1,0 +1,79 @@
+// A campaign's recorded reward groups, read back from the reward topic, and folded with the same
+// rules as the aggregator (dedupe by event id, reward validation, stale steps) and the same pure
+// statistics code. Shared by `rods replay --source kafka` and `rods whatif`.
+import { randomUUID } from 'node:crypto';
+import { decode } from '../codec/registry.js';
+import type { DetectorConfig } from '../domain/band.js';
+import { checkGroup, type RewardLimits } from '../domain/reward-group.js';
+import { applyGroup, type TaskState } from '../domain/task-stats.js';
+import { consumer, kafka, withAdmin } from '../kafka/client.js';
+
+export interface RecordedGroup {
+  eventId: string;
+  taskId: string;
+  step: number;
+  rewards: number[];
+}
+
+/** Every RolloutGroupScored of the campaign on the topic, in each partition's order (a task's groups in production order). */
+export async function readCampaignGroups(topic: string, campaignId: string): Promise<RecordedGroup[]> {
+  const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
+  const remaining = new Map(ends.filter((p) => Number(p.high) > 0).map((p) => [p.partition, Number(p.high)]));
+  const out: RecordedGroup[] = [];
+  if (remaining.size === 0) return out;
+  const c = consumer(kafka({ clientId: 'rods-replay' }), {
+    groupId: `rods-replay-${randomUUID()}`,
+    maxBytesPerPartition: 8 << 20,
+  });
+  await c.connect();
+  try {
+    await c.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      c.run({
+        eachBatch: async ({ batch, heartbeat }) => {
+          for (const m of batch.messages) {
+            try {
+              const d = decode(m.value!);
+              if (d.name === 'RolloutGroupScored' && d.payload.campaignId === campaignId) {
+                out.push({
+                  eventId: d.payload.eventId.toLowerCase(),
+                  taskId: d.payload.taskId,
+                  step: d.payload.step,
+                  rewards: d.payload.rewards,
+                });
+              }
+            } catch {
+              // Undecodable records went to the DLQ in the live pipeline too.
+            }
+            if (Number(m.offset) + 1 >= (remaining.get(batch.partition) ?? 0))
+              remaining.delete(batch.partition);
+          }
+          await heartbeat();
+          if (remaining.size === 0) resolve();
+        },
+      }).catch(reject);
+    });
+  } finally {
+    await c.disconnect();
+  }
+  return out;
+}
+
+/** Folds groups into per-task states as the aggregator would; returns how many were counted. */
+export function foldGroups(
+  groups: readonly RecordedGroup[],
+  states: Map<string, TaskState>,
+  seen: Set<string>,
+  cfg: { detector: DetectorConfig; rewards: RewardLimits },
+): number {
+  let n = 0;
+  for (const g of groups) {
+    if (seen.has(g.eventId)) continue;
+    const prev = states.get(g.taskId);
+    if (checkGroup(g.rewards, g.step, prev?.lastStep, cfg.rewards)) continue;
+    seen.add(g.eventId);
+    states.set(g.taskId, applyGroup(prev, g.rewards, g.step, cfg.detector).state);
+    n++;
+  }
+  return n;
+}

@@ -1,0 +1,231 @@
+// `rods whatif`: re-run the band detector and the pool policy — the same pure domain code as the
+// live campaign — over the campaign's recorded reward stream under other thresholds, and compare
+// the seeds that would have been selected, retired and injected with what happened.
+//
+// Its limit, stated in every report: the recorded rewards are those of the pool that really
+// trained. Once a decision differs, the rewards that would have followed differ too (other tasks
+// in the pool, another policy), and synthesis is not re-run: a what-if only injects candidates
+// that really were synthesized, from seeds it also selected. With the campaign's own thresholds
+// it reproduces the recorded decisions exactly.
+import type pg from 'pg';
+import { windowSpec } from '../domain/band.js';
+import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
+import {
+  applyDecisions,
+  type PoolDecision,
+  type PoolState,
+  planDecisions,
+  planInjection,
+  queueCandidate,
+  retire,
+  selectSeeds,
+  type TaskStats,
+} from '../domain/pool.js';
+import { statsRecord, type TaskState } from '../domain/task-stats.js';
+import { loadCampaign } from '../store/campaigns.js';
+import { foldGroups, readCampaignGroups } from './reward-stream.js';
+
+export const WHATIF_LIMITS =
+  'The recorded rewards are those of the pool that really trained: after the first differing decision, the rewards that would have followed differ too, and synthesis is not re-run (only candidates that were really synthesized, from seeds the what-if also selected, can be injected). Overlaps after the first difference are indicative, not predictions.';
+
+export interface WhatIfOverrides {
+  low?: number;
+  high?: number;
+  retire?: number;
+  budget?: number;
+  window?: string;
+}
+
+interface RecordedPlan {
+  step: number;
+  selected: { taskId: string }[];
+  retired: { taskId: string }[];
+  injected: string[];
+  inputs?: { inFlight: string[]; runningSyntheses: number; enqueued: string[] };
+}
+
+export interface DecisionDiff {
+  whatif: number;
+  actual: number;
+  jaccard: number;
+  onlyWhatif: string[];
+  onlyActual: string[];
+}
+
+export interface WhatIfStep {
+  step: number;
+  selected: DecisionDiff;
+  retired: DecisionDiff;
+  injected: DecisionDiff;
+}
+
+export interface WhatIfReport {
+  campaignId: string;
+  config: { low: number; high: number; retire: number; budget: number; window: string };
+  steps: WhatIfStep[];
+  totals: Record<
+    'selected' | 'retired' | 'injected',
+    { whatif: number; actual: number; meanJaccard: number }
+  >;
+  reproduced: boolean;
+  limits: string;
+}
+
+export class WhatIfError extends Error {
+  override name = 'WhatIfError';
+}
+
+function diff(whatif: string[], actual: string[]): DecisionDiff {
+  const a = new Set(whatif);
+  const b = new Set(actual);
+  const inter = [...a].filter((x) => b.has(x)).length;
+  const union = new Set([...a, ...b]).size;
+  return {
+    whatif: a.size,
+    actual: b.size,
+    jaccard: union === 0 ? 1 : inter / union,
+    onlyWhatif: [...a].filter((x) => !b.has(x)).sort(),
+    onlyActual: [...b].filter((x) => !a.has(x)).sort(),
+  };
+}
+
+/** The campaign's config with the what-if's overrides (validated like any config). */
+export function whatIfConfig(raw: unknown, o: WhatIfOverrides): CampaignConfig {
+  const base = JSON.parse(JSON.stringify(raw ?? {})) as Record<string, Record<string, unknown>>;
+  base.detector = { ...(base.detector ?? {}) };
+  base.pool = { ...(base.pool ?? {}) };
+  base.selection = { ...(base.selection ?? {}) };
+  if (o.low !== undefined) base.detector.low = o.low;
+  if (o.high !== undefined) base.detector.high = o.high;
+  if (o.window !== undefined) base.detector.window = o.window;
+  if (o.retire !== undefined) base.pool.retireMasteredAbove = o.retire;
+  if (o.budget !== undefined) base.selection.budgetPerStep = o.budget;
+  try {
+    return parseCampaignConfig(base);
+  } catch (e) {
+    throw new WhatIfError((e as Error).message);
+  }
+}
+
+export async function whatIf(
+  db: pg.Pool,
+  opts: { campaignId: string; topic: string; overrides: WhatIfOverrides },
+): Promise<WhatIfReport> {
+  const campaign = await loadCampaign(db, opts.campaignId);
+  if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
+  const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
+  const plans = await db.query<{ step: number; state: PoolState; result: RecordedPlan }>(
+    'select step, state, result from campaign_plans where campaign_id = $1 order by step',
+    [opts.campaignId],
+  );
+  if (!plans.rows[0] || plans.rows[0].step !== 0)
+    throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  const candidates = await db.query<{
+    candidate_id: string;
+    seed_task_id: string;
+    candidate: { id?: string; category?: string };
+    lineage: { parentPhi?: number; step?: number };
+  }>(`select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1`, [
+    opts.campaignId,
+  ]);
+  const byCandidate = new Map(candidates.rows.map((c) => [c.candidate_id, c]));
+  const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
+
+  let state: PoolState = plans.rows[0].state;
+  const states = new Map<string, TaskState>();
+  const seen = new Set<string>();
+  const selectedAt = new Map<string, number[]>(); // seed -> steps selected in the what-if
+  let g = 0;
+  const steps: WhatIfStep[] = [];
+  for (const row of plans.rows.slice(1)) {
+    const step = row.step;
+    const recorded = row.result;
+    const upto: typeof groups = [];
+    while (g < groups.length && groups[g]!.step <= step) upto.push(groups[g++]!);
+    foldGroups(upto, states, seen, cfg);
+    const stats: Record<string, TaskStats> = {};
+    for (const [id, s] of states) stats[id] = statsRecord(s);
+
+    const observed: PoolDecision[] = [];
+    for (const m of state.members) {
+      const s = stats[m.taskId];
+      if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount))
+        observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
+    }
+    state = applyDecisions(state, observed);
+    // Candidates the campaign queued at this step exist in the what-if only if it selected their seed too.
+    const enqueue: PoolDecision[] = [];
+    for (const id of recorded.inputs?.enqueued ?? []) {
+      const c = byCandidate.get(id);
+      if (!c) continue;
+      const selSteps = selectedAt.get(c.seed_task_id) ?? [];
+      if (!selSteps.some((s) => s === c.lineage.step)) continue;
+      try {
+        enqueue.push(
+          queueCandidate(
+            state,
+            {
+              candidateId: id,
+              taskId: c.candidate.id ?? id,
+              category: c.candidate.category ?? 'base',
+              parents: [c.seed_task_id],
+              parentPhi: c.lineage.parentPhi ?? 0,
+            },
+            step,
+          ),
+        );
+      } catch {
+        // its seed left the what-if pool: the candidate could not have been queued
+      }
+    }
+    state = applyDecisions(state, enqueue);
+    const retired = retire(state, stats, step, cfg);
+    state = applyDecisions(state, retired);
+    const selected = selectSeeds(state, stats, step, cfg, {
+      inFlight: recorded.inputs?.inFlight ?? [],
+      runningSyntheses: recorded.inputs?.runningSyntheses ?? 0,
+    });
+    state = applyDecisions(state, selected);
+    for (const d of selected) selectedAt.set(d.taskId, [...(selectedAt.get(d.taskId) ?? []), step]);
+    const phiByTask: Record<string, number> = {};
+    for (const [id, s] of Object.entries(stats)) phiByTask[id] = s.phi;
+    const injection = planInjection(state, step, cfg, phiByTask);
+    state = applyDecisions(state, planDecisions(injection));
+    steps.push({
+      step,
+      selected: diff(
+        selected.map((d) => d.taskId),
+        recorded.selected.map((d) => d.taskId),
+      ),
+      retired: diff(
+        retired.map((d) => d.taskId),
+        recorded.retired.map((d) => d.taskId),
+      ),
+      injected: diff(
+        injection.inject.map((d) => d.taskId),
+        recorded.injected,
+      ),
+    });
+  }
+  const total = (k: 'selected' | 'retired' | 'injected') => ({
+    whatif: steps.reduce((a, s) => a + s[k].whatif, 0),
+    actual: steps.reduce((a, s) => a + s[k].actual, 0),
+    meanJaccard: steps.length ? steps.reduce((a, s) => a + s[k].jaccard, 0) / steps.length : 1,
+  });
+  return {
+    campaignId: opts.campaignId,
+    config: {
+      low: cfg.detector.low,
+      high: cfg.detector.high,
+      retire: cfg.pool.retireMasteredAbove,
+      budget: cfg.selection.budgetPerStep,
+      window: windowSpec(cfg.detector.window),
+    },
+    steps,
+    totals: { selected: total('selected'), retired: total('retired'), injected: total('injected') },
+    reproduced: steps.every(
+      (s) => s.selected.jaccard === 1 && s.retired.jaccard === 1 && s.injected.jaccard === 1,
+    ),
+    limits: WHATIF_LIMITS,
+  };
+}
