@@ -118,8 +118,7 @@ export async function whatIf(
     'select step, state, result from campaign_plans where campaign_id = $1 order by step',
     [opts.campaignId],
   );
-  if (!plans.rows[0] || plans.rows[0].step !== 0)
-    throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  if (plans.rows[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
   const candidates = await db.query<{
     candidate_id: string;
     seed_task_id: string;
