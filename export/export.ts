@@ -131,7 +131,7 @@ async function* campaignEvents(
          from events
         where payload->>'campaignId' = $1 and (transaction_id, position) > ($2::xid8, $3::bigint)
           and ($4::text[] is null or type = any($4::text[]))
-        order by transaction_id, position
+        order by events.transaction_id, events.position
         limit 2000`,
       [campaignId, after.tx, after.pos, types ?? null],
     );

@@ -145,6 +145,7 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
   ).rows[0]!.n;
   // The campaign row itself comes from CampaignStarted (registerCampaign writes it beside the event).
   for (;;) {
+    // Order by the xid8 column itself (qualified): the selected text cast would sort '1000' < '739'.
     const page = await pool.query<{
       position: number;
       transaction_id: string;
@@ -155,7 +156,7 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
       `select position, transaction_id::text, type, payload, metadata from events
         where payload->>'campaignId' = $1 and (transaction_id, position) > ($2::xid8, $3::bigint)
           and transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-        order by transaction_id, position limit $4`,
+        order by events.transaction_id, events.position limit $4`,
       [campaignId, cursor.transactionId, cursor.position, batchSize],
     );
     if (page.rows.length === 0) break;
