@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
-import { temporalClient } from '../temporal/connect.js';
+import { executeUpdateWithRetry, temporalClient } from '../temporal/connect.js';
 import { freePort } from '../test/harness/standin.js';
 import { barChart, lineChart } from './charts.js';
 
@@ -238,9 +238,9 @@ export async function runDemo(
     // Stop the campaign; it lets running syntheses finish.
     const { client, close } = await temporalClient();
     try {
-      await client.workflow
-        .getHandle(`campaign-${campaignId}`)
-        .executeUpdate('stop', { args: [{ reason: 'demo over' }] });
+      await executeUpdateWithRetry(client.workflow.getHandle(`campaign-${campaignId}`) as never, 'stop', [
+        { reason: 'demo over' },
+      ]);
     } finally {
       await close();
     }

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
 import { type StandinProcess, startStandin } from '../test/harness/standin.js';
 import type { Lineage, LineageNode, LineageStats } from './model.js';
@@ -137,7 +137,7 @@ beforeAll(async () => {
   }
   expect(injectedAt).toBeGreaterThan(0);
   const h = loop.client.workflow.getHandle(loop.workflowId);
-  await h.executeUpdate('stop', { args: [{ reason: 'lineage test' }] });
+  await executeUpdateWithRetry(h as never, 'stop', [{ reason: 'lineage test' }]);
   await h.result();
   const r = await loop.pool.query<{ task_id: string }>(
     `select payload->>'taskId' as task_id from events

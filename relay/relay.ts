@@ -114,6 +114,14 @@ export class Relay {
     await this.lockClient.query('select pg_advisory_lock(hashtextextended($1, 0))', [
       `rods-relay:${this.name}`,
     ]);
+    return this.openSession();
+  }
+
+  /**
+   * A new transactional producer: its InitProducerId fences any older instance and lets the
+   * coordinator finish or abort the open transaction; only then is the committed cursor read.
+   */
+  private async openSession(): Promise<Cursor> {
     const k = kafka({ clientId: `rods-relay-${this.name}` });
     this.producer = makeProducer(k, {
       transactionalId: `rods-relay-${this.name}`,
@@ -208,10 +216,31 @@ export class Relay {
     return page.length;
   }
 
-  /** Relays until stopped (or, with untilCaughtUp, until a page comes back empty). */
-  async run(opts: { untilCaughtUp?: boolean; signal?: AbortSignal } = {}): Promise<RelayStats> {
+  /**
+   * Relays until stopped (or, with untilCaughtUp, until a page comes back empty). A failed page
+   * (e.g. the coordinator still finishing a fenced instance's transaction) restarts the session:
+   * nothing of the page is visible, and the cursor is read back from Kafka, so nothing is lost or
+   * published twice.
+   */
+  async run(
+    opts: { untilCaughtUp?: boolean; signal?: AbortSignal; maxRestarts?: number } = {},
+  ): Promise<RelayStats> {
+    let restarts = 0;
     while (!this.stopping && !opts.signal?.aborted) {
-      const n = await this.step();
+      let n: number;
+      try {
+        n = await this.step();
+        restarts = 0;
+      } catch (e) {
+        if (++restarts > (opts.maxRestarts ?? 20)) throw e;
+        process.stderr.write(
+          `relay ${this.name}: ${(e as Error).message}; restarting the session (${restarts})\n`,
+        );
+        await this.producer?.disconnect().catch(() => {});
+        await new Promise((r) => setTimeout(r, Math.min(5000, 200 * 2 ** restarts)));
+        await this.openSession();
+        continue;
+      }
       if (n === 0) {
         if (opts.untilCaughtUp) break;
         await new Promise((r) => setTimeout(r, this.pollMs));

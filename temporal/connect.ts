@@ -31,3 +31,25 @@ export async function installWorkerRuntime(
   Runtime.install({ logger: new DefaultLogger(level) });
   runtimeInstalled = true;
 }
+
+/**
+ * Runs a workflow update, retrying when the server refuses it because a workflow task failed at
+ * that moment (FAILED_PRECONDITION "unexpected workflow task failure", e.g. the workflow was
+ * completing a task as the update arrived): the update was not applied, so a retry is safe.
+ */
+export async function executeUpdateWithRetry<R>(
+  handle: { executeUpdate: (name: string, opts: { args: [unknown] } | undefined) => Promise<unknown> },
+  name: string,
+  args?: [unknown],
+  attempts = 8,
+): Promise<R> {
+  for (let i = 1; ; i++) {
+    try {
+      return (await handle.executeUpdate(name, args ? { args } : undefined)) as R;
+    } catch (e) {
+      const msg = `${(e as Error).message} ${String((e as { cause?: Error }).cause?.message ?? '')}`;
+      if (i >= attempts || !/workflow task failure/i.test(msg)) throw e;
+      await new Promise((r) => setTimeout(r, 250 * i));
+    }
+  }
+}

@@ -7,7 +7,7 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
 import { type StandinProcess, startStandin } from '../test/harness/standin.js';
 
@@ -134,7 +134,9 @@ describe('campaign loop', () => {
     expect((await loop.status()).step).toBe(6);
     await h.executeUpdate('resume');
     await loop.waitPlanned(7);
-    const stopped = (await h.executeUpdate('stop', { args: [{ reason: 'test' }] })) as { status: string };
+    const stopped = await executeUpdateWithRetry<{ status: string }>(h as never, 'stop', [
+      { reason: 'test' },
+    ]);
     expect(stopped.status).toBe('stopped');
     await h.result();
 

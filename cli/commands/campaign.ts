@@ -7,7 +7,7 @@ import { loadCampaign, registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { type PoolView, poolView } from '../../store/pool-view.js';
-import { temporalClient } from '../../temporal/connect.js';
+import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { taskQueue } from '../../temporal/worker.js';
 import type { CampaignStatus } from '../../workflows/campaign.js';
 import { UsageError } from '../errors.js';
@@ -52,7 +52,11 @@ async function update(campaignId: string, name: string, args: unknown[] = []): P
   const { client, close } = await temporalClient();
   try {
     const handle = client.workflow.getHandle(campaignWorkflowId(campaignId));
-    return (await handle.executeUpdate(name, { args: args as [unknown] })) as CampaignStatus;
+    return await executeUpdateWithRetry<CampaignStatus>(
+      handle as never,
+      name,
+      args.length ? (args as [unknown]) : undefined,
+    );
   } catch (e) {
     if (e instanceof WorkflowUpdateFailedError) {
       const cause = (e.cause as Error | undefined)?.message ?? e.message;
