@@ -14,7 +14,7 @@ import {
   workerConnection,
 } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { startStandin } from '../test/harness/standin.js';
+import { standinGenerator, startStandin } from '../test/harness/standin.js';
 import type { BenchResult } from './run.js';
 
 function pct(xs: number[], p: number): number {
@@ -70,11 +70,7 @@ export default async function loopLatency(opts: Record<string, string | boolean>
         maxConcurrentSyntheses: 12,
       },
       pool: { injectionCadence: 'steps:1', injectionShare: 1 },
-      generator: {
-        baseUrl: standin.url,
-        model: 'rods-standin-generator',
-        judgeModel: 'rods-standin-generator',
-      },
+      generator: standinGenerator(standin.url),
     },
   });
   try {

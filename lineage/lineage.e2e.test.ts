@@ -11,7 +11,7 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 import type { Lineage, LineageNode, LineageStats } from './model.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -114,11 +114,7 @@ beforeAll(async () => {
         maxConcurrentSyntheses: 4,
       },
       pool: { injectionCadence: 'steps:2' },
-      generator: {
-        baseUrl: standin.url,
-        model: 'rods-standin-generator',
-        judgeModel: 'rods-standin-generator',
-      },
+      generator: standinGenerator(standin.url),
     },
   });
   await loop.start();

@@ -6,7 +6,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 import { kafkaStatsCheck } from './kafka-source.js';
 import { replayCampaign } from './replay.js';
 import { whatIf } from './whatif.js';
@@ -45,11 +45,7 @@ beforeAll(async () => {
         maxConcurrentSyntheses: 4,
       },
       pool: { injectionCadence: 'steps:2', injectionShare: 1 },
-      generator: {
-        baseUrl: standin.url,
-        model: 'rods-standin-generator',
-        judgeModel: 'rods-standin-generator',
-      },
+      generator: standinGenerator(standin.url),
     },
   });
   await loop.start();

@@ -9,7 +9,7 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;
@@ -40,11 +40,7 @@ describe('campaign loop', () => {
           maxConcurrentSyntheses: 4,
         },
         pool: { injectionCadence: 'steps:2' },
-        generator: {
-          baseUrl: standin.url,
-          model: 'rods-standin-generator',
-          judgeModel: 'rods-standin-generator',
-        },
+        generator: standinGenerator(standin.url),
       },
     });
     await loop.start();

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeTemporal } from '../infra/stack/temporal.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { freePort, type StandinProcess, startStandin } from '../test/harness/standin.js';
+import { freePort, type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let server: ChildProcess;
@@ -72,11 +72,7 @@ describe('campaign continue-as-new', () => {
           maxConcurrentSyntheses: 2,
         },
         pool: { injectionCadence: 'steps:2' },
-        generator: {
-          baseUrl: standin.url,
-          model: 'rods-standin-generator',
-          judgeModel: 'rods-standin-generator',
-        },
+        generator: standinGenerator(standin.url),
       },
     });
     await loop.start();

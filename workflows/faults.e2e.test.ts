@@ -6,7 +6,7 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;
@@ -51,17 +51,14 @@ describe('campaign under generator faults', () => {
           maxConcurrentSyntheses: 6,
         },
         pool: { injectionCadence: 'steps:4' },
-        generator: {
-          baseUrl: standin.url,
-          model: 'rods-standin-generator',
-          judgeModel: 'rods-standin-generator',
+        generator: standinGenerator(standin.url, {
           // Fail fast in the test: short timeouts and backoff, two schema attempts.
           timeoutMs: 2000,
           maxAttempts: 2,
           transientRetries: 2,
           backoffBaseMs: 50,
           backoffMaxMs: 200,
-        },
+        }),
       },
     });
     await loop.start();
@@ -117,14 +114,11 @@ describe('campaign under generator faults', () => {
           cooldownSteps: 0,
           maxConcurrentSyntheses: 4,
         },
-        generator: {
-          baseUrl: standin.url,
-          model: 'rods-standin-generator',
-          judgeModel: 'rods-standin-generator',
+        generator: standinGenerator(standin.url, {
           maxAttempts: 2,
           // Every answer of the stand-in is malformed JSON.
           headers: { 'x-rods-fault': 'malformed' },
-        },
+        }),
       },
     });
     await loop.start();

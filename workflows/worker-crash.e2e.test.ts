@@ -8,7 +8,7 @@ import type { QueryResultRow } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installWorkerRuntime } from '../temporal/connect.js';
 import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, startStandin } from '../test/harness/standin.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let bundle: WorkflowBundleWithSourceMap;
@@ -65,11 +65,7 @@ describe('worker crashes during synthesis', () => {
           maxConcurrentSyntheses: 4,
         },
         pool: { injectionCadence: 'steps:2', injectionShare: 1 },
-        generator: {
-          baseUrl: standin.url,
-          model: 'rods-standin-generator',
-          judgeModel: 'rods-standin-generator',
-        },
+        generator: standinGenerator(standin.url),
       },
     });
     let worker = startWorker(loop.taskQueue);

@@ -59,3 +59,8 @@ export async function startStandin(flags: string[] = []): Promise<StandinProcess
       }),
   };
 }
+
+/** The campaign config's generator section for a stand-in at `url` (extra client settings merged in). */
+export function standinGenerator(url: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { baseUrl: url, model: 'rods-standin-generator', judgeModel: 'rods-standin-generator', ...extra };
+}
