@@ -6,10 +6,10 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
+import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
 import { synthesisStream } from '../domain/streams.js';
-import { BFCL_CATALOG } from '../standin/catalog.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';

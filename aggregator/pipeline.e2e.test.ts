@@ -2,7 +2,6 @@
 // event store and the outbox relay, and the `rods stats` / `rods watermark` commands.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -13,6 +12,7 @@ import { defaultRoute, Relay } from '../relay/relay.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
 import { headCursor } from '../store/event-store.js';
+import { freePort } from '../util/free-port.js';
 import { AggregatorService } from './service.js';
 import { queryStats } from './stats-query.js';
 import { watermark } from './steps.js';
@@ -27,14 +27,6 @@ afterAll(async () => {
   if (topics.length) await withAdmin((a) => a.deleteTopics({ topics }));
   await pool.end();
 });
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 async function rods(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

@@ -9,9 +9,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoopHarness } from '../dev/harness/loop.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
-import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 import type { Lineage, LineageNode, LineageStats } from './model.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

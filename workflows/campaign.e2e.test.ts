@@ -7,9 +7,9 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoopHarness } from '../dev/harness/loop.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
-import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;

@@ -7,10 +7,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoopHarness } from '../dev/harness/loop.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { probeTemporal } from '../infra/stack/temporal.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
-import { LoopHarness } from '../test/harness/loop.js';
-import { freePort, type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
+import { freePort } from '../util/free-port.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let server: ChildProcess;

@@ -4,9 +4,9 @@
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoopHarness } from '../dev/harness/loop.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
-import { LoopHarness } from '../test/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../test/harness/standin.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;

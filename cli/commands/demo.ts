@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { runDemo } from '../../demo/run.js';
+import { runDemo } from '../../dev/demo/run.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { UsageError } from '../errors.js';

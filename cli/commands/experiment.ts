@@ -6,7 +6,7 @@ import {
   POLICIES,
   type PolicyResult,
   runExperiment,
-} from '../../simulator/experiment.js';
+} from '../../dev/simulator/experiment.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 

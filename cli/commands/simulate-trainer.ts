@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { SimulatedTrainer } from '../../simulator/trainer.js';
+import { SimulatedTrainer } from '../../dev/simulator/trainer.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { DEFAULT_STANDIN_PORT, STANDIN_MODEL, startStandin } from '../../standin/server.js';
+import { DEFAULT_STANDIN_PORT, STANDIN_MODEL, startStandin } from '../../dev/standin/server.js';
 import { UsageError } from '../errors.js';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {

@@ -1,4 +1,4 @@
-// Apache Kafka 3.9, single-node KRaft (broker and controller in one JVM), from Maven jars.
+// Apache Kafka 4, single-node KRaft (broker and controller in one JVM), from Maven jars.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -25,7 +25,7 @@ export function kafkaService(): Service {
   const libs = path.join(home, 'libs');
   const dataDir = path.join(paths.data, 'kafka');
   const propsFile = path.join(home, 'server.properties');
-  const log4jFile = path.join(home, 'log4j.properties');
+  const log4jFile = path.join(home, 'log4j2.properties');
   const log = paths.log(NAME);
   // Our broker is the JVM whose command line names this stack folder and this port, so a
   // process started for another endpoint is never taken for this one.
@@ -62,17 +62,20 @@ export function kafkaService(): Service {
         '',
       ].join('\n'),
     );
+    // Kafka 4 logs through log4j2 (properties format: no extra parser on the classpath).
     writeFileSync(
       log4jFile,
       [
-        'log4j.rootLogger=INFO, stdout',
-        'log4j.appender.stdout=org.apache.log4j.ConsoleAppender',
-        'log4j.appender.stdout.layout=org.apache.log4j.PatternLayout',
-        'log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n',
-        'log4j.logger.kafka=INFO',
-        'log4j.logger.org.apache.kafka=INFO',
-        'log4j.logger.state.change.logger=WARN',
-        'log4j.logger.kafka.log.LogCleaner=WARN',
+        'appender.stdout.type=Console',
+        'appender.stdout.name=STDOUT',
+        'appender.stdout.layout.type=PatternLayout',
+        'appender.stdout.layout.pattern=[%d] %p %m (%c)%n',
+        'rootLogger.level=INFO',
+        'rootLogger.appenderRef.stdout.ref=STDOUT',
+        'logger.state.name=state.change.logger',
+        'logger.state.level=WARN',
+        'logger.cleaner.name=kafka.log.LogCleaner',
+        'logger.cleaner.level=WARN',
         '',
       ].join('\n'),
     );
@@ -80,7 +83,7 @@ export function kafkaService(): Service {
 
   const java = (main: string, args: string[], jvm: string[] = []) => [
     ...jvm,
-    `-Dlog4j.configuration=file:${log4jFile}`,
+    `-Dlog4j2.configurationFile=${log4jFile}`,
     `-Dkafka.logs.dir=${paths.logs}`,
     '-cp',
     `${libs}/*`,

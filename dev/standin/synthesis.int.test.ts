@@ -5,9 +5,9 @@ import {
   SEED_CATEGORIES,
   type SeedCategory,
   type TaskRecord,
-} from '../activities/executor-client.js';
-import { type GeneratorConfig, generatorConfig } from '../activities/llm/config.js';
-import type { Candidate } from '../activities/llm/schemas.js';
+} from '../../activities/executor-client.js';
+import { type GeneratorConfig, generatorConfig } from '../../activities/llm/config.js';
+import type { Candidate } from '../../activities/llm/schemas.js';
 import {
   draftCandidate,
   generateCalls,
@@ -16,7 +16,7 @@ import {
   plan,
   rewrite,
   withQuestion,
-} from '../activities/llm/stages.js';
+} from '../../activities/llm/stages.js';
 import { type StandinServer, startStandin } from './server.js';
 
 // The stand-in's answers for real seeds, validated by the real environment executor: the plan →

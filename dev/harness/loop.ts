@@ -9,6 +9,12 @@ import { AggregatorService } from '../../aggregator/service.js';
 import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
 import { kafka, type Producer, producer, withAdmin } from '../../kafka/client.js';
+import { registerCampaign } from '../../store/campaigns.js';
+import { createPool, type Pool } from '../../store/db.js';
+import { temporalClient } from '../../temporal/connect.js';
+import { createRodsWorker } from '../../temporal/worker.js';
+import { derivedUuid } from '../../util/ids.js';
+import type { CampaignStatus } from '../../workflows/campaign.js';
 import {
   childDifficulty,
   hash32,
@@ -17,13 +23,7 @@ import {
   type SimPolicy,
   type SimTask,
   seedDifficulty,
-} from '../../simulator/model.js';
-import { registerCampaign } from '../../store/campaigns.js';
-import { createPool, type Pool } from '../../store/db.js';
-import { temporalClient } from '../../temporal/connect.js';
-import { createRodsWorker } from '../../temporal/worker.js';
-import { derivedUuid } from '../../util/ids.js';
-import type { CampaignStatus } from '../../workflows/campaign.js';
+} from '../simulator/model.js';
 
 export interface LoopOptions {
   config: Record<string, unknown>;

@@ -8,12 +8,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
+import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
+import { freePort } from '../../util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
-import { executeUpdateWithRetry, temporalClient } from '../temporal/connect.js';
-import { freePort } from '../test/harness/standin.js';
 import { barChart, lineChart } from './charts.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 export interface DemoOptions {
   steps: number;
@@ -165,7 +165,7 @@ export async function runDemo(
     await waitHttp(`http://127.0.0.1:${gatewayPort}/healthz`, 'gateway', gateway);
 
     const example = JSON.parse(
-      readFileSync(path.join(ROOT, 'examples/campaign.standin.json'), 'utf8'),
+      readFileSync(path.join(ROOT, 'dev/examples/campaign.standin.json'), 'utf8'),
     ) as Record<string, unknown>;
     const { campaignId: _c, name: _n, ...config } = example;
     const campaignId = `demo-${new Date()

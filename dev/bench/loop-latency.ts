@@ -6,15 +6,15 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
-import * as doctorActivities from '../activities/doctor.js';
+import * as doctorActivities from '../../activities/doctor.js';
 import {
   installWorkerRuntime,
   temporalClient,
   temporalNamespace,
   workerConnection,
-} from '../temporal/connect.js';
-import { LoopHarness } from '../test/harness/loop.js';
-import { standinGenerator, startStandin } from '../test/harness/standin.js';
+} from '../../temporal/connect.js';
+import { LoopHarness } from '../harness/loop.js';
+import { standinGenerator, startStandin } from '../harness/standin.js';
 import type { BenchResult } from './run.js';
 
 function pct(xs: number[], p: number): number {
@@ -29,7 +29,7 @@ async function floor(samples: number): Promise<number[]> {
     connection,
     namespace: temporalNamespace(),
     taskQueue,
-    workflowsPath: fileURLToPath(new URL('../workflows/doctor.ts', import.meta.url)),
+    workflowsPath: fileURLToPath(new URL('../../workflows/doctor.ts', import.meta.url)),
     activities: doctorActivities,
   });
   const { client, close } = await temporalClient();
@@ -55,7 +55,7 @@ export default async function loopLatency(opts: Record<string, string | boolean>
   const log = (m: string) => opts.json || console.error(m);
   await installWorkerRuntime('ERROR');
   const workflowBundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
+    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
     logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never,
   });
   const standin = await startStandin(['--seed', '1', '--quiet']);

@@ -5,15 +5,15 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { freshRewardTopic } from '../aggregator/trace.js';
-import { encode } from '../codec/registry.js';
-import { TokenSet } from '../gateway/auth.js';
-import { buildGateway } from '../gateway/server.js';
-import { kafka, producer, withAdmin } from '../kafka/client.js';
-import { createPool } from '../store/db.js';
-import { migrate } from '../store/migrate.js';
-import { installWorkerRuntime, temporalClient } from '../temporal/connect.js';
-import { createRodsWorker } from '../temporal/worker.js';
+import { freshRewardTopic } from '../../aggregator/trace.js';
+import { encode } from '../../codec/registry.js';
+import { TokenSet } from '../../gateway/auth.js';
+import { buildGateway } from '../../gateway/server.js';
+import { kafka, producer, withAdmin } from '../../kafka/client.js';
+import { createPool } from '../../store/db.js';
+import { migrate } from '../../store/migrate.js';
+import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
+import { createRodsWorker } from '../../temporal/worker.js';
 import type { BenchResult } from './run.js';
 
 function pct(xs: number[], p: number): number {
@@ -28,7 +28,7 @@ export default async function ingestBench(opts: Record<string, string | boolean>
   await migrate();
   await installWorkerRuntime('ERROR');
   const bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
+    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
     logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never,
   });
   const db = createPool({ application: 'rods-bench-ingest', max: 8 });

@@ -10,7 +10,7 @@ import {
   zeroVarianceShare,
 } from './experiment.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('makeSeedTasks', () => {
   it('makes BFCL-like seeds: ids per category, 1–2 BFCL classes, 2–5 turns, difficulty in [0.05, 0.95]', () => {

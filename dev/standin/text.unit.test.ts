@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { TaskRecord } from '../activities/executor-client.js';
-import { rewriteSchema } from '../activities/llm/schemas.js';
+import type { TaskRecord } from '../../activities/executor-client.js';
+import { rewriteSchema } from '../../activities/llm/schemas.js';
 import { Rng } from './rng.js';
 import { answerPatch } from './synth.js';
 import { answerJudge, answerRefine, answerRewrite } from './text.js';

@@ -3,11 +3,11 @@
 // `rods replay --source kafka` and `rods whatif` do — against, in the same run, a plain read of
 // the same records that only decodes them. ratio = replay events/s / raw read events/s.
 import { randomUUID } from 'node:crypto';
-import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../aggregator/trace.js';
-import { parseCampaignConfig } from '../domain/campaign-config.js';
-import type { TaskState } from '../domain/task-stats.js';
-import { withAdmin } from '../kafka/client.js';
-import { foldGroups, readCampaignGroups } from '../replay/reward-stream.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
+import { parseCampaignConfig } from '../../domain/campaign-config.js';
+import type { TaskState } from '../../domain/task-stats.js';
+import { withAdmin } from '../../kafka/client.js';
+import { foldGroups, readCampaignGroups } from '../../replay/reward-stream.js';
 import type { BenchResult } from './run.js';
 
 export default async function replayBench(opts: Record<string, string | boolean>): Promise<BenchResult> {

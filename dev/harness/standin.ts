@@ -1,19 +1,11 @@
-// Starts the stand-in generator (a stand-in for vLLM, see standin/) as a child process on a free
+// Starts the stand-in generator (a stand-in for vLLM, see dev/standin/) as a child process on a free
 // port, for tests and benchmarks.
 import { type ChildProcess, spawn } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../util/free-port.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 export interface StandinProcess {
   url: string;

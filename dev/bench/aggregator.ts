@@ -1,13 +1,13 @@
 // The exactly-once aggregator against a plain kafkajs consumer that only decodes, over the same
 // topic in the same run: {events_per_s, raw_consume_events_per_s, ratio, groups}.
 import { randomUUID } from 'node:crypto';
-import { AggregatorService } from '../aggregator/service.js';
-import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../aggregator/trace.js';
-import { decode } from '../codec/registry.js';
-import { consumer, kafka, withAdmin } from '../kafka/client.js';
-import { registerCampaign } from '../store/campaigns.js';
-import { createPool } from '../store/db.js';
-import { migrate } from '../store/migrate.js';
+import { AggregatorService } from '../../aggregator/service.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
+import { decode } from '../../codec/registry.js';
+import { consumer, kafka, withAdmin } from '../../kafka/client.js';
+import { registerCampaign } from '../../store/campaigns.js';
+import { createPool } from '../../store/db.js';
+import { migrate } from '../../store/migrate.js';
 import type { BenchResult } from './run.js';
 
 export default async function aggregatorBench(opts: Record<string, string | boolean>): Promise<BenchResult> {

@@ -15,7 +15,7 @@ import {
   type CampaignConfig,
   type CampaignConfigInput,
   parseCampaignConfig,
-} from '../domain/campaign-config.js';
+} from '../../domain/campaign-config.js';
 import {
   applyDecisions,
   EMPTY_POOL,
@@ -29,8 +29,8 @@ import {
   type SelectDecision,
   seedTasks,
   selectSeeds,
-} from '../domain/pool.js';
-import { applyGroup, statsRecord, type TaskState } from '../domain/task-stats.js';
+} from '../../domain/pool.js';
+import { applyGroup, statsRecord, type TaskState } from '../../domain/task-stats.js';
 import {
   childDifficulty,
   hash32,

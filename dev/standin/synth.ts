@@ -1,15 +1,15 @@
 // The stand-in's plan, parameter and config-patch answers: deterministic, rule-based edits of the
 // real BFCL seed task found in the request, so that the environment executor really validates
 // them. (The stand-in replaces vLLM in tests and the demo only.)
-import type { Failure, TaskRecord } from '../activities/executor-client.js';
+import type { Failure, TaskRecord } from '../../activities/executor-client.js';
 import {
   DEFAULT_LIMITS,
   type GeneratedCalls,
   isBlocked,
   type Plan,
   type SynthesisLimits,
-} from '../activities/llm/schemas.js';
-import { classOf, isReadOnly } from './catalog.js';
+} from '../../activities/llm/schemas.js';
+import { classOf, isReadOnly } from '../../domain/bfcl-catalog.js';
 import { mutateTask } from './mutate.js';
 import { type PyValue, tryParseCall } from './pycall.js';
 import type { Rng } from './rng.js';

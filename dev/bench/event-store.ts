@@ -11,9 +11,9 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { loadEndpoints } from '../config/endpoints.js';
-import { append, type Cursor, cursorOf, type NewEvent, readPage, START } from '../store/event-store.js';
-import { MIGRATIONS_DIR } from '../store/migrate.js';
+import { loadEndpoints } from '../../config/endpoints.js';
+import { append, type Cursor, cursorOf, type NewEvent, readPage, START } from '../../store/event-store.js';
+import { MIGRATIONS_DIR } from '../../store/migrate.js';
 import type { BenchResult } from './run.js';
 
 const FINGERPRINT = '5f3c2a1b0e9d8c7a';
