@@ -1,7 +1,7 @@
 // Client of the environment executor (executor/, a Python service on bfcl-eval): BFCL seed
 // tasks and the execution of call strings in fresh environment instances. Generated call
 // strings are sent as data; the executor parses them with its restricted parser and never
-// evaluates them (DESIGN.md §2, invariant 6).
+// evaluates them (docs/architecture.md §4, invariant 6).
 import { z } from 'zod';
 
 export const DEFAULT_EXECUTOR_URL = 'http://127.0.0.1:7300';

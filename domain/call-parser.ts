@@ -1,6 +1,6 @@
 // A restricted parser for BFCL ground-truth call strings such as
 // `mv(source='a.txt', destination='b')`, in pure TypeScript for the deterministic gates (it runs
-// in workflow code). Generated text is data (DESIGN.md invariant 6): this module only tokenizes
+// in workflow code). Generated text is data (docs/architecture.md §4, invariant 6): this module only tokenizes
 // and parses; nothing is evaluated. It accepts the subset of Python that the executor's
 // restricted parser (executor/parser.py) accepts, or less:
 //

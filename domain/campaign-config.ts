@@ -1,4 +1,4 @@
-// A campaign's configuration. Every number of the method is a config value (DESIGN.md §2); the
+// A campaign's configuration. Every number of the method is a config value (docs/architecture.md §1); the
 // defaults are the paper's, or, where the paper publishes none (seed budget, quotas, cooldown,
 // concurrency, epoch length), a documented choice. Validation messages say what to change.
 //

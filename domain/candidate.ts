@@ -1,5 +1,5 @@
 // A synthesized candidate task (a BFCL multi-turn record): its canonical identity and the
-// deterministic gates of the Critique stage (DESIGN.md §2 step 4), which run before the LLM judge.
+// deterministic gates of the Critique stage (docs/architecture.md §3, step 4), which run before the LLM judge.
 // Pure and sandbox-safe: no I/O, no node:crypto (SHA-256 from @noble/hashes), no eval — call
 // strings are parsed by the restricted parser in call-parser.ts.
 //

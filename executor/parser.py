@@ -1,4 +1,4 @@
-"""The restricted parser for generated call strings (DESIGN.md §2, invariant 6).
+"""The restricted parser for generated call strings (docs/architecture.md §4, invariant 6).
 
 A call string such as ``mv(source='a.txt', destination='b')`` is data. It is parsed with
 ``ast.parse(..., mode="eval")`` and accepted only when it is one call of a bare function name

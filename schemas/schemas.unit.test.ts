@@ -14,7 +14,7 @@ import { GENERATED_TYPES_FILE, generateTypes } from '../codec/typegen.js';
 
 const { published, current } = loadSchemaSources();
 
-// The event catalogue of DESIGN.md section 4, plus the DLQ record.
+// The event catalogue of docs/architecture.md §2, plus the DLQ record.
 const CATALOGUE = [
   'RolloutGroupScored',
   'StepClosed',

@@ -1,4 +1,4 @@
-// The LLM steps of synthesis (DESIGN.md §2), one function each: plan, parameters (Execute),
+// The LLM steps of synthesis (docs/architecture.md §3), one function each: plan, parameters (Execute),
 // config patch (Execute repairs), coherence rewrite, quality judge (Critique) and
 // classify-and-rewrite refinement. Each sends its versioned prompt (prompts/) as the system
 // message and its input as JSON in the user message, and returns the validated value with the

@@ -44,7 +44,7 @@ export function register(program: Command): void {
   program
     .command('experiment')
     .description(
-      'a SIMULATED ablation (simulator/model.ts, no services): train the simulated policy for N steps under each pool policy on the same synthetic BFCL-like seed tasks, through the same pure pool code as the live pipeline, and compare skill gained per 1,000 rollouts and the share of zero-variance groups',
+      'a SIMULATED ablation (dev/simulator/model.ts, no services): train the simulated policy for N steps under each pool policy on the same synthetic BFCL-like seed tasks, through the same pure pool code as the live pipeline, and compare skill gained per 1,000 rollouts and the share of zero-variance groups',
     )
     .option('--policies <list>', `comma-separated: ${POLICIES.join(', ')}`, parsePolicies, [...POLICIES])
     .option('--steps <n>', 'training steps', positiveInt('--steps'), 30)
