@@ -27,8 +27,6 @@ export interface WorkflowEvent {
   metadata?: Record<string, unknown>;
 }
 
-export { campaignStream } from '../domain/streams.js';
-
 function toNewEvents(events: WorkflowEvent[]): NewEvent[] {
   return events.map((e) => {
     const { eventId: _id, ...payload } = e.payload;

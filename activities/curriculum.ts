@@ -1,31 +1,23 @@
 // The curriculum step: seeding a campaign's pool and planning each training step with the pure
-// pool policy (domain/pool.ts). The pool state is kept beside the events in PostgreSQL
-// (campaign_plans): one transaction loads it, decides, appends the decisions as events, updates
-// the projections and stores the new state with the plan. A retried activity finds its plan
-// recorded and returns it instead of deciding again, so every decision happens once.
+// step decider (planStep, domain/step-plan.ts). The pool state is kept beside the events in
+// PostgreSQL (campaign_plans): one transaction loads it, decides (decideStep, pure), appends the
+// decisions as events, updates the projections and stores the new state with the plan. A retried
+// activity finds its plan recorded and returns it instead of deciding again, so every decision
+// happens once.
 import { Context } from '@temporalio/activity';
 import type pg from 'pg';
 import { loadTaskStats } from '../aggregator/stats-query.js';
 import { type CampaignConfig, isInjectionBoundary, parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash } from '../domain/candidate.js';
-import {
-  applyDecisions,
-  EMPTY_POOL,
-  type PoolDecision,
-  type PoolState,
-  planDecisions,
-  planInjection,
-  queueCandidate,
-  retire,
-  seedTasks,
-  selectSeeds,
-  type TaskStats,
-} from '../domain/pool.js';
+import { eventIds, streams } from '../domain/ids.js';
+import { applyDecisions } from '../domain/pool/evolve.js';
+import { seedTasks } from '../domain/pool/policy.js';
+import { EMPTY_POOL, type PoolState } from '../domain/pool/state.js';
+import { planStep, type StepCandidate, type StepDecisions } from '../domain/step-plan.js';
+import type { TaskStats } from '../schemas/types.generated.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
-import { derivedUuid } from '../util/ids.js';
-import { campaignStream } from './campaign.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient, SeedCategory, TaskRecord } from './executor-client.js';
 import { SEED_CATEGORIES } from './executor-client.js';
@@ -66,15 +58,176 @@ export interface StepPlan {
   inputs: { inFlight: string[]; runningSyntheses: number; enqueued: string[] };
 }
 
-interface CandidateRow {
+/** A validated candidate as the candidates table holds it. */
+export interface CandidateRow {
   candidate_id: string;
   candidate_hash: string;
   seed_task_id: string;
   candidate: Record<string, unknown>;
-  lineage: { parentPhi?: number; parents?: string[]; category?: string };
+  lineage: {
+    parentPhi?: number;
+    parents?: string[];
+    category?: string;
+    rootSeedId?: string;
+    depth?: number;
+    synthesisId?: string;
+  };
 }
 
 const event = workerEvent;
+
+/**
+ * A candidate row as planStep takes it: parents from its lineage (else its seed), and the lineage
+ * its synthesis recorded for the seed, for when the seed has left the pool.
+ */
+export function stepCandidate(r: CandidateRow): StepCandidate {
+  const parents = r.lineage.parents?.length ? r.lineage.parents : [r.seed_task_id];
+  const root = r.lineage.rootSeedId;
+  return {
+    candidateId: r.candidate_id,
+    taskId: String((r.candidate as { id?: string }).id ?? r.candidate_id),
+    category: String((r.candidate as { category?: string }).category ?? r.lineage.category ?? 'base'),
+    parents,
+    parentPhi: r.lineage.parentPhi ?? 0,
+    seedLineage: typeof root === 'string' ? { rootSeedId: root, depth: r.lineage.depth ?? 0 } : undefined,
+  };
+}
+
+/** A step's decisions, the events that record them and its plan (its seeds' tasks still to look up). */
+export interface DecidedStep {
+  decisions: StepDecisions;
+  events: NewEvent[];
+  /** The plan with `selected` empty: the activity fills it from the pool_members rows. */
+  plan: StepPlan;
+}
+
+/**
+ * The pure part of planning a step: planStep over the loaded pool, statistics and validated
+ * candidates, and the decisions as events in the order they are appended (retirements,
+ * selections, discards, injections, the prune).
+ */
+export function decideStep(input: {
+  campaignId: string;
+  step: number;
+  config: CampaignConfig;
+  pool: PoolState;
+  stats: Record<string, TaskStats>;
+  candidates: readonly CandidateRow[];
+  inFlight: string[];
+  runningSyntheses: number;
+  now: () => number;
+}): DecidedStep {
+  const { campaignId, step, config: cfg, now } = input;
+  const decisions = planStep({
+    pool: input.pool,
+    step,
+    config: cfg,
+    stats: input.stats,
+    candidates: input.candidates.map(stepCandidate),
+    selection: { inFlight: input.inFlight, runningSyntheses: input.runningSyntheses },
+  });
+  const { retired, selected, injection, state } = decisions;
+  const candidateRows = new Map(input.candidates.map((r) => [r.candidate_id, r]));
+
+  const ev: NewEvent[] = [];
+  for (const d of retired) {
+    ev.push(
+      event('TaskRetired', eventIds.taskRetired(campaignId, d.taskId, step), {
+        campaignId,
+        taskId: d.taskId,
+        rule: d.rule,
+        stats: d.stats,
+        poolVersion: d.poolVersion,
+        step,
+        occurredAt: now(),
+      }),
+    );
+  }
+  for (const d of selected) {
+    ev.push(
+      event('SeedSelected', eventIds.seedSelected(campaignId, d.taskId, step), {
+        campaignId,
+        seedTaskId: d.taskId,
+        category: d.category,
+        step,
+        phi: d.phi,
+        quotaSlot: d.quotaSlot,
+        stats: d.stats,
+        occurredAt: now(),
+      }),
+    );
+  }
+  for (const d of injection.discard) {
+    const row = candidateRows.get(d.candidateId);
+    ev.push(
+      event('CandidateRejected', eventIds.candidateDiscarded(campaignId, d.candidateId), {
+        campaignId,
+        synthesisId: String(row?.lineage?.synthesisId ?? 'unknown'),
+        candidateId: d.candidateId,
+        seedTaskId: row?.seed_task_id ?? 'unknown',
+        stage: 'critique',
+        reasonCode: d.reason,
+        reason: `task id ${d.taskId} is already in the pool or the queue`,
+        occurredAt: now(),
+      }),
+    );
+  }
+  for (const d of injection.inject) {
+    const row = candidateRows.get(d.candidateId);
+    const task = row?.candidate ?? {};
+    ev.push(
+      event(
+        'TaskInjected',
+        eventIds.taskInjected(campaignId, d.taskId),
+        {
+          campaignId,
+          taskId: d.taskId,
+          candidateId: d.candidateId,
+          category: d.category,
+          task: JSON.stringify(task),
+          taskHash: row?.candidate_hash ?? candidateHash(task),
+          parents: d.parents,
+          poolVersion: d.poolVersion,
+          step,
+          occurredAt: now(),
+        },
+        { rootSeed: d.rootSeedId },
+      ),
+    );
+  }
+  if (injection.prune.length > 0) {
+    ev.push(
+      event('PoolPruned', eventIds.poolPruned(campaignId, step), {
+        campaignId,
+        cap: injection.generatedCap,
+        generatedBefore: injection.generatedBefore,
+        pruned: injection.prune.map((p) => ({ taskId: p.taskId, phi: p.phi })),
+        poolVersion: injection.prune[0]!.poolVersion,
+        step,
+        occurredAt: now(),
+      }),
+    );
+  }
+  const plan: StepPlan = {
+    step,
+    poolVersion: state.version,
+    versionChanged: state.version !== input.pool.version,
+    boundary: isInjectionBoundary(step, cfg),
+    retired: retired.map((d) => ({ taskId: d.taskId, rule: d.rule })),
+    selected: [],
+    injected: injection.inject.map((d) => d.taskId),
+    pruned: injection.prune.map((d) => d.taskId),
+    queueLength: state.queue.length,
+    activeSize: state.members.length,
+    generated: state.members.filter((m) => m.origin === 'generated').length,
+    inputs: {
+      inFlight: input.inFlight,
+      runningSyntheses: input.runningSyntheses,
+      enqueued: decisions.enqueued.map((d) => d.candidate.candidateId),
+    },
+  };
+  return { decisions, events: ev, plan };
+}
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
   await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-plan:${campaignId}`]);
@@ -135,7 +288,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         const byId = new Map(seeds.map((s) => [s.id, s]));
         const events = decisions.map((d) => {
           const task = byId.get(d.taskId)!;
-          return event('TaskSeeded', derivedUuid('TaskSeeded', input.campaignId, d.taskId), {
+          return event('TaskSeeded', eventIds.taskSeeded(input.campaignId, d.taskId), {
             campaignId: input.campaignId,
             taskId: d.taskId,
             category: d.category,
@@ -146,7 +299,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
             occurredAt: now(),
           });
         });
-        await recordEventsIn(c, campaignStream(input.campaignId), events);
+        await recordEventsIn(c, streams.campaign(input.campaignId), events);
         const result = { seeded: decisions.length, poolVersion: state.version };
         await c.query(
           'insert into campaign_plans (campaign_id, step, state, result) values ($1, 0, $2, $3)',
@@ -181,109 +334,28 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
           throw new Error(
             `campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`,
           );
-        let state = prev.state;
         const stats = await loadTaskStats(c, campaignId);
-
-        // Fold the statistics seen since the last plan into the members (not membership changes).
-        const observed: PoolDecision[] = [];
-        for (const m of state.members) {
-          const s = stats[m.taskId];
-          if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount))
-            observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
-        }
-        state = applyDecisions(state, observed);
-
-        // Validated candidates not yet queued or in the pool join the queue.
         const cands = await c.query<CandidateRow>(
           `select candidate_id, candidate_hash, seed_task_id, candidate, lineage from candidates
             where campaign_id = $1 and status = 'validated' order by created_at, candidate_id`,
           [campaignId],
         );
-        const known = new Set([
-          ...state.queue.map((q) => q.candidateId),
-          ...state.members.flatMap((m) => (m.candidateId ? [m.candidateId] : [])),
-        ]);
-        const lineageOf = (id: string) => {
-          const m = state.members.find((x) => x.taskId === id);
-          return m ? { rootSeedId: m.rootSeedId, depth: m.depth } : undefined;
-        };
-        const enqueue: PoolDecision[] = [];
-        const candidateRows = new Map(cands.rows.map((r) => [r.candidate_id, r]));
-        for (const r of cands.rows) {
-          if (known.has(r.candidate_id)) continue;
-          const parents = r.lineage.parents?.length ? r.lineage.parents : [r.seed_task_id];
-          const rootKnown =
-            lineageOf(parents[0]!) ?? (r.lineage as { rootSeedId?: string; depth?: number }).rootSeedId;
-          try {
-            enqueue.push(
-              queueCandidate(
-                state,
-                {
-                  candidateId: r.candidate_id,
-                  taskId: String((r.candidate as { id?: string }).id ?? r.candidate_id),
-                  category: String(
-                    (r.candidate as { category?: string }).category ?? r.lineage.category ?? 'base',
-                  ),
-                  parents,
-                  parentPhi: r.lineage.parentPhi ?? 0,
-                },
-                step,
-                (id) =>
-                  lineageOf(id) ??
-                  (id === parents[0] && typeof rootKnown === 'string'
-                    ? { rootSeedId: rootKnown, depth: (r.lineage as { depth?: number }).depth ?? 0 }
-                    : undefined),
-              ),
-            );
-          } catch {
-            // A candidate whose lineage cannot be resolved stays validated but is not queued.
-          }
-        }
-        state = applyDecisions(state, enqueue);
-
-        const retired = retire(state, stats, step, cfg);
-        state = applyDecisions(state, retired);
-        const selected = selectSeeds(state, stats, step, cfg, {
+        const decided = decideStep({
+          campaignId,
+          step,
+          config: cfg,
+          pool: prev.state,
+          stats,
+          candidates: cands.rows,
           inFlight: input.inFlight,
           runningSyntheses: input.runningSyntheses,
+          now,
         });
-        state = applyDecisions(state, selected);
-        const phiByTask: Record<string, number> = {};
-        for (const [id, s] of Object.entries(stats)) phiByTask[id] = s.phi;
-        const injection = planInjection(state, step, cfg, phiByTask);
-        const before = state.version;
-        state = applyDecisions(state, planDecisions(injection));
+        const { state } = decided.decisions;
 
-        // The decisions as events.
-        const ev: NewEvent[] = [];
-        for (const d of retired) {
-          ev.push(
-            event('TaskRetired', derivedUuid('TaskRetired', campaignId, d.taskId, step), {
-              campaignId,
-              taskId: d.taskId,
-              rule: d.rule,
-              stats: d.stats,
-              poolVersion: d.poolVersion,
-              step,
-              occurredAt: now(),
-            }),
-          );
-        }
+        // The selected seeds' tasks, for their synthesis runs.
         const selectedOut: SelectedSeed[] = [];
-        for (const d of selected) {
-          const eventId = derivedUuid('SeedSelected', campaignId, d.taskId, step);
-          ev.push(
-            event('SeedSelected', eventId, {
-              campaignId,
-              seedTaskId: d.taskId,
-              category: d.category,
-              step,
-              phi: d.phi,
-              quotaSlot: d.quotaSlot,
-              stats: d.stats,
-              occurredAt: now(),
-            }),
-          );
+        for (const d of decided.decisions.selected) {
           const t = await c.query<{ task: TaskRecord; policy_version: string | null }>(
             `select m.task, s.last_policy_version as policy_version from pool_members m
                left join task_stats s on s.campaign_id = m.campaign_id and s.task_id = m.task_id
@@ -300,89 +372,14 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
               stats: d.stats,
               rootSeedId: d.rootSeedId,
               depth: d.depth,
-              selectionEventId: eventId,
+              selectionEventId: eventIds.seedSelected(campaignId, d.taskId, step),
               policyVersion: t.rows[0]?.policy_version ?? null,
               task: typeof task === 'string' ? (JSON.parse(task) as TaskRecord) : task,
             });
           }
         }
-        for (const d of injection.discard) {
-          const row = candidateRows.get(d.candidateId);
-          ev.push(
-            event(
-              'CandidateRejected',
-              derivedUuid('CandidateRejected', campaignId, d.candidateId, 'discard'),
-              {
-                campaignId,
-                synthesisId: String(
-                  (row?.lineage as { synthesisId?: string } | undefined)?.synthesisId ?? 'unknown',
-                ),
-                candidateId: d.candidateId,
-                seedTaskId: row?.seed_task_id ?? 'unknown',
-                stage: 'critique',
-                reasonCode: d.reason,
-                reason: `task id ${d.taskId} is already in the pool or the queue`,
-                occurredAt: now(),
-              },
-            ),
-          );
-        }
-        for (const d of injection.inject) {
-          const row = candidateRows.get(d.candidateId);
-          const task = row?.candidate ?? {};
-          ev.push(
-            event(
-              'TaskInjected',
-              derivedUuid('TaskInjected', campaignId, d.taskId),
-              {
-                campaignId,
-                taskId: d.taskId,
-                candidateId: d.candidateId,
-                category: d.category,
-                task: JSON.stringify(task),
-                taskHash: row?.candidate_hash ?? candidateHash(task),
-                parents: d.parents,
-                poolVersion: d.poolVersion,
-                step,
-                occurredAt: now(),
-              },
-              { rootSeed: d.rootSeedId },
-            ),
-          );
-        }
-        if (injection.prune.length > 0) {
-          ev.push(
-            event('PoolPruned', derivedUuid('PoolPruned', campaignId, step), {
-              campaignId,
-              cap: injection.generatedCap,
-              generatedBefore: injection.generatedBefore,
-              pruned: injection.prune.map((p) => ({ taskId: p.taskId, phi: p.phi })),
-              poolVersion: injection.prune[0]!.poolVersion,
-              step,
-              occurredAt: now(),
-            }),
-          );
-        }
-        if (ev.length > 0) await recordEventsIn(c, campaignStream(campaignId), ev);
-        const plan: StepPlan = {
-          step,
-          poolVersion: state.version,
-          versionChanged: state.version !== prev.state.version,
-          boundary: isInjectionBoundary(step, cfg),
-          retired: retired.map((d) => ({ taskId: d.taskId, rule: d.rule })),
-          selected: selectedOut,
-          injected: injection.inject.map((d) => d.taskId),
-          pruned: injection.prune.map((d) => d.taskId),
-          queueLength: state.queue.length,
-          activeSize: state.members.length,
-          generated: state.members.filter((m) => m.origin === 'generated').length,
-          inputs: {
-            inFlight: input.inFlight,
-            runningSyntheses: input.runningSyntheses,
-            enqueued: enqueue.flatMap((d) => (d.kind === 'enqueue' ? [d.candidate.candidateId] : [])),
-          },
-        };
-        void before;
+        if (decided.events.length > 0) await recordEventsIn(c, streams.campaign(campaignId), decided.events);
+        const plan: StepPlan = { ...decided.plan, selected: selectedOut };
         await c.query(
           'insert into campaign_plans (campaign_id, step, state, result) values ($1, $2, $3, $4)',
           [campaignId, step, JSON.stringify(state), JSON.stringify(plan)],

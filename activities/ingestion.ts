@@ -7,9 +7,9 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type pg from 'pg';
 import { encode } from '../codec/registry.js';
-import { kafka, producer } from '../kafka/client.js';
+import { eventIds } from '../domain/ids.js';
+import { openKafka } from '../kafka/client.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
-import { derivedUuid } from '../util/ids.js';
 
 /** What the gateway stores as the claim check of a rollout batch. */
 export interface RolloutBatchBody {
@@ -39,11 +39,6 @@ export interface IngestionResult {
   /** The StepClosed group count when this batch closed its step. */
   stepGroups: number | null;
 }
-
-export const rolloutEventId = (campaignId: string, step: number, batchId: string, taskId: string) =>
-  derivedUuid('RolloutGroupScored', 'gateway', campaignId, step, batchId, taskId);
-export const stepClosedEventId = (campaignId: string, step: number) =>
-  derivedUuid('StepClosed', 'gateway', campaignId, step);
 
 const CHUNK = 2000;
 
@@ -80,7 +75,7 @@ export function createIngestionActivities(deps: { pool: pg.Pool }) {
       const messages = body.groups.map((g) => ({
         key: g.taskId,
         value: encode('RolloutGroupScored', {
-          eventId: rolloutEventId(campaignId, step, batchId, g.taskId),
+          eventId: eventIds.rolloutGroupScored(campaignId, step, batchId, g.taskId),
           campaignId,
           taskId: g.taskId,
           step,
@@ -101,7 +96,7 @@ export function createIngestionActivities(deps: { pool: pg.Pool }) {
         messages.push({
           key: `${campaignId}/step-close`,
           value: encode('StepClosed', {
-            eventId: stepClosedEventId(campaignId, step),
+            eventId: eventIds.stepClosed(campaignId, step),
             campaignId,
             step,
             groupCount: stepGroups,
@@ -109,15 +104,10 @@ export function createIngestionActivities(deps: { pool: pg.Pool }) {
           }),
         });
       }
-      const p = producer(kafka({ clientId: 'rods-ingestion' }), { idempotent: true, maxInFlightRequests: 1 });
-      await p.connect();
+      const p = await openKafka({ clientId: 'rods-ingestion' }).producer({ idempotent: true });
       try {
         for (let i = 0; i < messages.length; i += CHUNK)
-          await p.send({
-            topic: input.topic ?? REWARDS_TOPIC,
-            acks: -1,
-            messages: messages.slice(i, i + CHUNK),
-          });
+          await p.send(input.topic ?? REWARDS_TOPIC, messages.slice(i, i + CHUNK));
       } finally {
         await p.disconnect();
       }

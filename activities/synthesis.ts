@@ -9,11 +9,10 @@ import type pg from 'pg';
 import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
-import { synthesisStream } from '../domain/streams.js';
+import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
-import { derivedUuid } from '../util/ids.js';
 import { workerEvent } from './events.js';
 import {
   type ExecuteResponse,
@@ -108,8 +107,8 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     } catch (e) {
       asFailure(e);
     }
-    await record(synthesisStream(ref.synthesisId), [
-      ev('StageCompleted', derivedUuid('StageCompleted', ref.synthesisId, r.prompt, ref.attempt), {
+    await record(streams.synthesis(ref.synthesisId), [
+      ev('StageCompleted', eventIds.stageCompleted(ref.synthesisId, r.prompt, ref.attempt), {
         campaignId: ref.campaignId,
         synthesisId: ref.synthesisId,
         stage: r.stage,
@@ -131,8 +130,8 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       selectionEventId: string;
       config: unknown;
     }): Promise<void> {
-      await record(synthesisStream(input.synthesisId), [
-        ev('SynthesisStarted', derivedUuid('SynthesisStarted', input.synthesisId), {
+      await record(streams.synthesis(input.synthesisId), [
+        ev('SynthesisStarted', eventIds.synthesisStarted(input.synthesisId), {
           campaignId: input.campaignId,
           synthesisId: input.synthesisId,
           seedTaskId: input.seedTaskId,
@@ -230,8 +229,8 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     async stageCompleted(
       input: StageRef & { stage: 'execute' | 'critique' | 'augment'; output: unknown },
     ): Promise<void> {
-      await record(synthesisStream(input.synthesisId), [
-        ev('StageCompleted', derivedUuid('StageCompleted', input.synthesisId, input.stage, input.attempt), {
+      await record(streams.synthesis(input.synthesisId), [
+        ev('StageCompleted', eventIds.stageCompleted(input.synthesisId, input.stage, input.attempt), {
           campaignId: input.campaignId,
           synthesisId: input.synthesisId,
           stage: input.stage,
@@ -272,13 +271,13 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
             raw?: unknown;
           },
     ): Promise<{ outcome: 'validated' | 'rejected'; reasonCode?: string; candidateId?: string }> {
-      const stream = synthesisStream(input.synthesisId);
+      const stream = streams.synthesis(input.synthesisId);
       return inTransaction(deps.pool, async (c) => {
         if (input.kind === 'rejected') {
           await recordEventsIn(c, stream, [
             ev(
               'CandidateRejected',
-              derivedUuid('CandidateRejected', input.synthesisId),
+              eventIds.candidateRejected(input.synthesisId),
               {
                 campaignId: input.campaignId,
                 synthesisId: input.synthesisId,
@@ -304,7 +303,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
         );
         if (dup.rows[0]) {
           await recordEventsIn(c, stream, [
-            ev('CandidateRejected', derivedUuid('CandidateRejected', input.synthesisId), {
+            ev('CandidateRejected', eventIds.candidateRejected(input.synthesisId), {
               campaignId: input.campaignId,
               synthesisId: input.synthesisId,
               candidateId: input.candidate.id,
@@ -320,7 +319,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
         await recordEventsIn(c, stream, [
           ev(
             'CandidateValidated',
-            derivedUuid('CandidateValidated', input.synthesisId),
+            eventIds.candidateValidated(input.synthesisId),
             {
               campaignId: input.campaignId,
               synthesisId: input.synthesisId,
@@ -343,5 +342,4 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   };
 }
 
-export { synthesisStream };
 export type SynthesisActivities = ReturnType<typeof createSynthesisActivities>;

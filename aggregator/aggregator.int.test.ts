@@ -2,15 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decode, encode } from '../codec/registry.js';
 import { frame } from '../codec/single-object.js';
-import { consumer, kafka } from '../kafka/client.js';
+import { streams } from '../domain/ids.js';
+import { readUntil } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
 import { readStream } from '../store/event-store.js';
-import { statsStream } from './batch.js';
 import { AggregatorService } from './service.js';
 import { queryStats } from './stats-query.js';
-import { stepsStream, waitForWatermark, watermark } from './steps.js';
+import { waitForWatermark, watermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats } from './trace.js';
 
 const pool = createPool({ application: 'rods-aggregator-test', max: 8 });
@@ -73,7 +73,7 @@ describe('stream aggregator', () => {
       expect(r.band).toBe(r.latestMean < 0.2 ? 'hard' : r.latestMean > 0.85 ? 'mastered' : 'boundary');
     }
     // One StepAggregated per step, each counting every group of the step once.
-    const stepEvents = await readStream(pool, stepsStream(campaignId));
+    const stepEvents = await readStream(pool, streams.steps(campaignId));
     expect(stepEvents.map((e) => (e.payload as { step: number }).step)).toEqual([1, 2, 3, 4, 5, 6]);
     for (const e of stepEvents) {
       const p = e.payload as {
@@ -88,7 +88,7 @@ describe('stream aggregator', () => {
     // Band changes and stats updates are in the store (hash-chained, relayed to Kafka by the outbox).
     let bandChanges = 0;
     for (let p = 0; p < 6; p++) {
-      const evs = await readStream(pool, statsStream(campaignId, topic, p));
+      const evs = await readStream(pool, streams.stats(campaignId, topic, p));
       bandChanges += evs.filter((e) => e.type === 'TaskBandChanged').length;
     }
     expect(bandChanges).toBeGreaterThanOrEqual(40); // the first observation of each task sets its band
@@ -162,28 +162,22 @@ describe('stream aggregator', () => {
 
     // Each poison record is in the DLQ with its code, source topic, partition, offset and bytes.
     const letters = new Map<number, { code: string; value: Buffer | null; reason: string }>();
-    const c = consumer(kafka({ clientId: 'agg-test' }), { groupId: `dlq-${randomUUID()}` });
-    await c.connect();
-    await c.subscribe({ topic: DLQ_TOPIC, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`only ${letters.size} dead letters found`)), 60_000);
-      c.run({
-        eachMessage: async ({ message }) => {
-          const d = decode(message.value!);
-          if (d.name !== 'DeadLettered' || d.payload.sourceTopic !== topic) return;
-          letters.set(d.payload.offset, {
-            code: d.payload.reasonCode,
-            value: d.payload.value,
-            reason: d.payload.reason,
-          });
-          if (letters.size >= poison.length) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      }).catch(reject);
+    await readUntil(
+      DLQ_TOPIC,
+      (record) => {
+        const d = decode(record.value!);
+        if (d.name !== 'DeadLettered' || d.payload.sourceTopic !== topic) return false;
+        letters.set(d.payload.offset, {
+          code: d.payload.reasonCode,
+          value: d.payload.value,
+          reason: d.payload.reason,
+        });
+        return letters.size >= poison.length;
+      },
+      { timeoutMs: 60_000 },
+    ).catch((e: Error) => {
+      throw new Error(`only ${letters.size} dead letters found (${e.message})`);
     });
-    await c.disconnect();
     const sorted = [...letters.entries()].sort((a, b) => a[0] - b[0]);
     expect(sorted.map(([, l]) => l.code)).toEqual(poison.map((p) => p.code));
     sorted.forEach(([offset, l], i) => {

@@ -1,17 +1,20 @@
-// Real crashes: aggregator processes killed with SIGKILL at random moments while rewards stream
-// in. Afterwards the statistics must equal an offline reference of the same trace: identical
-// counts, mean and variance within 1e-12 relative.
+// Real crashes: aggregator processes killed with SIGKILL while rewards stream in, each kill once
+// the process has committed a batch (seen in aggregator_offsets), after a seeded pause.
+// Afterwards the statistics must equal an offline reference of the same trace: identical counts,
+// mean and variance within 1e-12 relative.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
+import { freePort } from '../util/free-port.js';
 import { queryStats } from './stats-query.js';
 import { watermark } from './steps.js';
-import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats } from './trace.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats, rng } from './trace.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pool = createPool({ application: 'rods-crash-test', max: 4 });
@@ -21,31 +24,42 @@ let stderrTail = '';
 
 afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');
-  if (topics.length) await withAdmin((a) => a.deleteTopics({ topics }));
+  if (topics.length) await withAdmin((a) => a.deleteTopics(topics));
   await pool.end();
 });
 
-function startAggregator(topic: string, group: string): ChildProcess {
-  const child = spawn(
-    process.execPath,
-    [
-      path.join(ROOT, 'bin/rods.mjs'),
-      'aggregator',
-      '--topic',
-      topic,
-      '--group',
-      group,
-      '--session-timeout-ms',
-      '6000',
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, RODS_LOG_LEVEL: 'warn' } },
-  );
+interface Aggregator {
+  child: ChildProcess;
+  /** The partitions of its latest assignment (empty until it joined the group). */
+  assigned: number[];
+  metricsPort?: number;
+}
+
+/** A `rods aggregator` process; with a metrics port it also logs its assignments (info level). */
+function startAggregator(topic: string, group: string, metricsPort?: number): Aggregator {
+  const args = [path.join(ROOT, 'bin/rods.mjs'), 'aggregator', '--topic', topic, '--group', group];
+  args.push('--session-timeout-ms', '6000');
+  if (metricsPort !== undefined) args.push('--metrics-port', String(metricsPort));
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, RODS_LOG_LEVEL: metricsPort === undefined ? 'warn' : 'info' },
+  });
+  const agg: Aggregator = { child, assigned: [], metricsPort };
   child.stderr!.on('data', (d: Buffer) => {
     stderrTail = (stderrTail + d.toString()).slice(-4000);
   });
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    if (!line.includes('partitions assigned')) return;
+    try {
+      agg.assigned = (JSON.parse(line) as { partitions: number[] }).partitions;
+    } catch {
+      // not a log record
+    }
+  });
   children.add(child);
   child.once('exit', () => children.delete(child));
-  return child;
+  return agg;
 }
 
 function killHard(child: ChildProcess): Promise<void> {
@@ -57,6 +71,90 @@ function killHard(child: ChildProcess): Promise<void> {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `holds` answers true; fails at the deadline, or at once if a watched process died. */
+async function waitFor(
+  what: string,
+  holds: () => Promise<boolean> | boolean,
+  opts: { timeoutMs?: number; alive?: ChildProcess[] } = {},
+): Promise<void> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+  for (;;) {
+    if (await holds()) return;
+    const dead = opts.alive?.find((c) => c.exitCode !== null || c.signalCode !== null);
+    if (dead) throw new Error(`waiting for ${what}: aggregator exited (${dead.exitCode})\n${stderrTail}`);
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}\n${stderrTail}`);
+    await sleep(100);
+  }
+}
+
+/** PostgreSQL's clock, as text (microseconds kept): the commit marks below are compared to it. */
+async function dbNow(): Promise<string> {
+  const { rows } = await pool.query<{ t: string }>('select clock_timestamp()::text as t');
+  return rows[0]!.t;
+}
+
+/**
+ * The partitions whose stored offset a transaction that started after `since` moved: each batch
+ * stores its partition's next offset with the state, in the same transaction (updated_at = now()).
+ */
+async function partitionsCommittedSince(group: string, topic: string, since: string): Promise<number[]> {
+  const { rows } = await pool.query<{ partition: number }>(
+    `select partition from aggregator_offsets
+      where group_id = $1 and topic = $2 and updated_at > $3::timestamptz order by partition`,
+    [group, topic, since],
+  );
+  return rows.map((r) => r.partition);
+}
+
+/** Groups a process applied (its own counter: committed batches only). */
+async function appliedBy(agg: Aggregator): Promise<number> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${agg.metricsPort}/metrics`)).text();
+    return Number(/rods_aggregator_events_total\{outcome="applied"\} (\d+)/.exec(text)?.[1] ?? 0);
+  } catch {
+    return 0; // not serving yet
+  }
+}
+
+/** Records to produce in slices; slice k goes out once release(k) was called (0 at once). */
+function gatedProducer(
+  topic: string,
+  records: { key: string; value: Buffer }[],
+  slices: number,
+  paceMs: number,
+) {
+  const size = Math.ceil(records.length / slices);
+  const gates = Array.from({ length: slices }, () => {
+    let open = () => {};
+    const opened = new Promise<void>((r) => {
+      open = r;
+    });
+    return { open, opened };
+  });
+  const state = { produced: 0 };
+  gates[0]!.open();
+  const done = (async () => {
+    for (let k = 0; k < slices; k++) {
+      await gates[k]!.opened;
+      await produceTrace(
+        topic,
+        records.slice(k * size, (k + 1) * size),
+        (n) => {
+          state.produced = k * size + n;
+        },
+        paceMs,
+      );
+    }
+  })();
+  done.catch(() => {}); // awaited by the test; a failure must not go unhandled meanwhile
+  return {
+    state,
+    done,
+    complete: () => state.produced >= records.length,
+    release: (k: number) => gates[k]?.open(),
+  };
+}
 
 async function waitForLastStep(campaignId: string, step: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -95,7 +193,7 @@ async function expectEqualToReference(
 }
 
 describe('aggregator under real crashes', () => {
-  it('10 kill -9 at random moments while streaming 200,000 groups of 16 with 5 % duplicates: statistics equal the offline reference', async () => {
+  it('10 kill -9, each after the process committed a batch, while streaming 200,000 groups of 16 with 5 % duplicates: statistics equal the offline reference', async () => {
     const campaignId = `crash-${randomUUID().slice(0, 8)}`;
     await registerCampaign(pool, { campaignId });
     const topic = await freshRewardTopic('crash.rewards', 6);
@@ -105,41 +203,43 @@ describe('aggregator under real crashes', () => {
     expect(trace.groups.length).toBe(200_000);
     expect(trace.duplicates / trace.groups.length).toBeGreaterThan(0.045);
     const group = `crash-${campaignId}`;
+    const pause = rng(2026);
 
-    // Stream while crashing: the producer runs alongside the kill loop.
-    // About 100 chunks over ~35 s, so that every kill lands while records are still arriving.
-    let produced = 0;
-    const producing = produceTrace(
-      topic,
-      trace.records.map((r) => encodeRecord(r, campaignId)),
-      (n) => {
-        produced = n;
-      },
-      350,
-    );
+    // Slice k + 1 of the trace goes out after kill k: every kill lands while records are still to come.
+    const records = trace.records.map((r) => encodeRecord(r, campaignId));
+    const producer = gatedProducer(topic, records, 11, 350);
     let kills = 0;
     let killedWhileStreaming = 0;
     for (let i = 0; i < 10; i++) {
-      const child = startAggregator(topic, group);
-      await sleep(2500 + Math.random() * 3500);
-      await killHard(child);
+      const since = await dbNow();
+      const agg = startAggregator(topic, group);
+      await waitFor(
+        `aggregator ${i + 1} to commit a batch`,
+        async () => (await partitionsCommittedSince(group, topic, since)).length > 0,
+        { alive: [agg.child] },
+      );
+      // A seeded pause, so that the kill lands at another point of the batch cycle each time.
+      await sleep(Math.floor(pause() * 1500));
+      const streaming = !producer.complete();
+      await killHard(agg.child);
       kills++;
-      if (produced < trace.records.length) killedWhileStreaming++;
+      if (streaming) killedWhileStreaming++;
+      producer.release(i + 1);
     }
-    await producing;
+    await producer.done;
     expect(kills).toBe(10);
-    expect(killedWhileStreaming).toBeGreaterThanOrEqual(5);
+    expect(killedWhileStreaming).toBe(10);
 
     const last = startAggregator(topic, group);
     try {
       await waitForLastStep(campaignId, steps, 240_000);
     } finally {
-      await killHard(last);
+      await killHard(last.child);
     }
     await expectEqualToReference(campaignId, trace);
   }, 900_000);
 
-  it('two aggregators in one group, one killed and restarted mid-stream: statistics equal the offline reference', async () => {
+  it('two aggregators in one group, one killed after it committed work and restarted: statistics equal the offline reference', async () => {
     const campaignId = `rebal-${randomUUID().slice(0, 8)}`;
     await registerCampaign(pool, { campaignId });
     const topic = await freshRewardTopic('rebal.rewards', 6);
@@ -148,36 +248,39 @@ describe('aggregator under real crashes', () => {
     const trace = makeTrace({ campaignId, tasks: 1500, steps, duplicateRate: 0.05, seed: 7 });
     const group = `rebal-${campaignId}`;
 
-    let produced = 0;
-    const producing = produceTrace(
+    // Three slices: the first at once, the second once b holds partitions (so b has records of its
+    // own to apply), the third once b is dead (records for every partition after the kill).
+    const producer = gatedProducer(
       topic,
       trace.records.map((r) => encodeRecord(r, campaignId)),
-      (n) => {
-        produced = n;
-      },
+      3,
       400,
     );
-    const a = startAggregator(topic, group);
-    let b = startAggregator(topic, group);
-    await sleep(6000);
-    // b dies mid-stream; a takes over its partitions after the session timeout, then b comes back
-    // and the group rebalances again.
-    await killHard(b);
-    expect(produced).toBeLessThan(trace.records.length);
-    // Some of b's work was committed before the kill (so a resumes from stored offsets).
-    const before = await pool.query<{ n: number }>(
-      'select coalesce(sum(groups), 0)::int as n from task_stats where campaign_id = $1',
-      [campaignId],
+    const a = startAggregator(topic, group, await freePort());
+    let b = startAggregator(topic, group, await freePort());
+    await waitFor('b to be assigned partitions', () => b.assigned.length > 0, { alive: [a.child, b.child] });
+    producer.release(1);
+    // b dies once it applied (and committed) groups itself, so a resumes b's partitions from the
+    // offsets b stored.
+    await waitFor('b to apply groups', async () => (await appliedBy(b)) > 0, { alive: [a.child, b.child] });
+    const killedAt = await dbNow();
+    await killHard(b.child);
+    expect(producer.complete()).toBe(false);
+    producer.release(2);
+    // a takes over b's partitions after the session timeout: every partition commits again.
+    await waitFor(
+      'a to apply on every partition after the kill',
+      async () => (await partitionsCommittedSince(group, topic, killedAt)).length === 6,
+      { alive: [a.child] },
     );
-    expect(before.rows[0]!.n).toBeGreaterThan(0);
-    await sleep(4000);
+    // b comes back and the group rebalances again.
     b = startAggregator(topic, group);
-    await producing;
+    await producer.done;
     try {
       await waitForLastStep(campaignId, steps, 240_000);
     } finally {
-      await killHard(a);
-      await killHard(b);
+      await killHard(a.child);
+      await killHard(b.child);
     }
     await expectEqualToReference(campaignId, trace);
   }, 600_000);

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decode } from '../codec/registry.js';
-import { consumer, ensureTopics, kafka, withAdmin } from '../kafka/client.js';
+import { ensureTopics, readUntil, withAdmin } from '../kafka/client.js';
 import { defaultRoute, Relay } from '../relay/relay.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
@@ -15,7 +15,7 @@ import { headCursor } from '../store/event-store.js';
 import { freePort } from '../util/free-port.js';
 import { AggregatorService } from './service.js';
 import { queryStats } from './stats-query.js';
-import { watermark } from './steps.js';
+import { waitForWatermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from './trace.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -24,7 +24,7 @@ const pool = createPool({ application: 'rods-pipeline-test', max: 8 });
 const topics: string[] = [];
 
 afterAll(async () => {
-  if (topics.length) await withAdmin((a) => a.deleteTopics({ topics }));
+  if (topics.length) await withAdmin((a) => a.deleteTopics(topics));
   await pool.end();
 });
 
@@ -85,9 +85,9 @@ describe('aggregator outputs', () => {
     await svc.start();
     let metrics = '';
     try {
-      for (let i = 0; i < 600 && !(await watermark(pool, campaignId, 4)).reached; i++)
-        await new Promise((r) => setTimeout(r, 100));
-      expect((await watermark(pool, campaignId, 4)).reached).toBe(true);
+      expect((await waitForWatermark(pool, campaignId, 4, { timeoutMs: 60_000, pollMs: 100 })).reached).toBe(
+        true,
+      );
       metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     } finally {
       await svc.stop();
@@ -116,28 +116,22 @@ describe('aggregator outputs', () => {
 
     // The latest TaskStatsUpdated per key equals the task's statistics.
     const latest = new Map<string, { groupCount: number; mean: number }>();
-    const c = consumer(kafka({ clientId: 'pipe-test' }), { groupId: `pipe-${randomUUID()}` });
-    await c.connect();
-    await c.subscribe({ topic: statsTopic, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`only ${latest.size} task keys seen`)), 60_000);
-      c.run({
-        eachMessage: async ({ message }) => {
-          const d = decode(message.value!);
-          if (d.name !== 'TaskStatsUpdated' || d.payload.campaignId !== campaignId) return;
-          expect(message.key!.toString()).toBe(`${campaignId}/${d.payload.taskId}`);
-          latest.set(d.payload.taskId, {
-            groupCount: d.payload.stats.groupCount,
-            mean: d.payload.stats.mean,
-          });
-          if (latest.size === 30 && [...latest.values()].every((v) => v.groupCount === 4)) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      }).catch(reject);
+    await readUntil(
+      statsTopic,
+      (record) => {
+        const d = decode(record.value!);
+        if (d.name !== 'TaskStatsUpdated' || d.payload.campaignId !== campaignId) return false;
+        expect(record.key!.toString()).toBe(`${campaignId}/${d.payload.taskId}`);
+        latest.set(d.payload.taskId, {
+          groupCount: d.payload.stats.groupCount,
+          mean: d.payload.stats.mean,
+        });
+        return latest.size === 30 && [...latest.values()].every((v) => v.groupCount === 4);
+      },
+      { timeoutMs: 60_000 },
+    ).catch((e: Error) => {
+      throw new Error(`only ${latest.size} task keys seen (${e.message})`);
     });
-    await c.disconnect();
     const rows = await queryStats(pool, { campaignId });
     for (const r of rows) expect(latest.get(r.taskId)).toEqual({ groupCount: r.groups, mean: r.mean });
 

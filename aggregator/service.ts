@@ -1,21 +1,25 @@
-// The stream aggregator process: a member of a Kafka consumer group on rods.rewards.v1 that
-// applies each batch with applyBatch (aggregator/batch.ts), closes steps, and exposes
-// Prometheus metrics. Several processes in one group share the partitions.
+// The stream aggregator process: a member of a Kafka consumer group on rods.rewards.v1 (through
+// the project's Kafka port, kafka/port.ts) that applies each batch with processBatch
+// (aggregator/batch.ts), closes steps, and exposes Prometheus metrics. Several processes in one
+// group share the partitions.
 import http from 'node:http';
 import type pg from 'pg';
 import pino from 'pino';
 import client from 'prom-client';
 import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
 import {
-  type Consumer,
-  kafka,
-  consumer as makeConsumer,
-  producer as makeProducer,
-  type Producer,
+  type BatchConsumer,
+  type BatchContext,
+  openKafka,
+  type PartitionBatch,
+  type RecordProducer,
+  type TopicPartitions,
 } from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
-import { applyBatch, CampaignCache, type DeadLetterNote } from './batch.js';
+import { type DeadLetterNote, processBatch } from './batch.js';
+import { CampaignCache } from './campaign-cache.js';
+import { storedNextOffsets } from './state-store.js';
 import { closeReadySteps } from './steps.js';
 
 export interface AggregatorOptions {
@@ -34,8 +38,8 @@ export interface AggregatorOptions {
 export class AggregatorService {
   readonly groupId: string;
   readonly topic: string;
-  private consumer?: Consumer;
-  private producer?: Producer;
+  private consumer?: BatchConsumer;
+  private producer?: RecordProducer;
   private server?: http.Server;
   private sweeper?: NodeJS.Timeout;
   private readonly registry: SchemaRegistry = defaultRegistry();
@@ -87,80 +91,76 @@ export class AggregatorService {
   }
 
   async start(): Promise<void> {
-    const k = kafka({ clientId: `rods-aggregator-${process.pid}` });
-    this.producer = makeProducer(k, { idempotent: true, maxInFlightRequests: 1 });
-    await this.producer.connect();
-    this.consumer = makeConsumer(k, {
+    const kafka = openKafka({ clientId: `rods-aggregator-${process.pid}` });
+    this.producer = await kafka.producer({ idempotent: true });
+    const sessionTimeoutMs = this.opts.sessionTimeoutMs ?? 30_000;
+    this.consumer = kafka.batchConsumer({
       groupId: this.groupId,
-      maxBytesPerPartition: 8 * 1024 * 1024,
-      maxWaitTimeInMs: 200,
-      sessionTimeout: this.opts.sessionTimeoutMs ?? 30_000,
-      rebalanceTimeout: Math.max(10_000, (this.opts.sessionTimeoutMs ?? 30_000) * 2),
-      heartbeatInterval: Math.min(3000, Math.floor((this.opts.sessionTimeoutMs ?? 30_000) / 3)),
-    });
-    await this.consumer.connect();
-    // Resume every assigned partition at the offset stored with the state (Kafka's committed
-    // offsets are only a hint; records below the stored offset are skipped anyway).
-    this.consumer.on(this.consumer.events.GROUP_JOIN, async (e) => {
-      const parts = e.payload.memberAssignment[this.topic] ?? [];
-      this.log.info({ partitions: parts }, 'partitions assigned');
-      if (parts.length === 0) return;
-      const { rows } = await this.pool.query<{ partition: number; next_offset: number }>(
-        'select partition, next_offset from aggregator_offsets where group_id = $1 and topic = $2 and partition = any($3::int[])',
-        [this.groupId, this.topic, parts],
-      );
-      for (const r of rows)
-        this.consumer?.seek({ topic: this.topic, partition: r.partition, offset: String(r.next_offset) });
-    });
-    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
-    await this.consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
+      topics: [this.topic],
+      fromBeginning: true,
       // Batches of different partitions commit independently (each holds its own partition lock).
-      partitionsConsumedConcurrently: this.opts.concurrency ?? 3,
-      eachBatch: async ({ batch, heartbeat, resolveOffset, isRunning, isStale }) => {
-        if (!isRunning() || isStale() || batch.messages.length === 0) return;
-        const end = this.batchSeconds.startTimer();
-        const r = await applyBatch(
-          {
-            pool: this.pool,
-            registry: this.registry,
-            campaigns: this.campaigns,
-            groupId: this.groupId,
-            deadLetter: (notes) => this.sendDeadLetters(batch.topic, batch.partition, notes),
-            dedupeWindow: this.opts.dedupeWindow,
-          },
-          batch.topic,
-          batch.partition,
-          batch.messages,
-        );
-        end();
-        this.events.inc({ outcome: 'applied' }, r.applied);
-        this.events.inc({ outcome: 'duplicate' }, r.duplicates);
-        this.events.inc({ outcome: 'rejected' }, r.rejected);
-        this.events.inc({ outcome: 'skipped' }, r.skipped);
-        const last = batch.messages[batch.messages.length - 1]!;
-        resolveOffset(last.offset);
-        this.lag.set({ partition: String(batch.partition) }, Number(batch.offsetLag()));
-        // A hint for the next join; the authority is aggregator_offsets.
-        if (r.nextOffset) {
-          await this.consumer
-            ?.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: r.nextOffset }])
-            .catch((e: Error) => this.log.warn({ err: e.message }, 'kafka offset hint not committed'));
-        }
-        await heartbeat();
-        if (r.steps.length > 0) {
-          const closed = await closeReadySteps(this.pool, [...new Set(r.steps.map((x) => x.campaignId))]);
-          this.stepsClosed.inc(closed.length);
-          for (const s of closed) this.log.info(s, 'step aggregated');
-        }
-      },
+      concurrency: this.opts.concurrency ?? 3,
+      maxBytesPerPartition: 8 * 1024 * 1024,
+      maxWaitMs: 200,
+      sessionTimeoutMs,
+      rebalanceTimeoutMs: Math.max(10_000, sessionTimeoutMs * 2),
+      heartbeatIntervalMs: Math.min(3000, Math.floor(sessionTimeoutMs / 3)),
+      onAssigned: (assignment) => this.resumeAtStoredOffsets(assignment),
     });
+    await this.consumer.run((batch, ctx) => this.handleBatch(batch, ctx));
     // Steps whose last group was applied by an instance that crashed before closing them.
     this.sweeper = setInterval(() => {
       this.sweep().catch((e: Error) => this.log.warn({ err: e.message }, 'sweep failed'));
     }, 5000);
     if (this.opts.metricsPort !== undefined) await this.serveMetrics(this.opts.metricsPort);
+  }
+
+  /**
+   * Resumes every assigned partition at the offset stored with the state (Kafka's committed
+   * offsets are only a hint; records below the stored offset are skipped anyway).
+   */
+  private async resumeAtStoredOffsets(assignment: TopicPartitions[]): Promise<void> {
+    const parts = assignment.find((a) => a.topic === this.topic)?.partitions ?? [];
+    this.log.info({ partitions: parts }, 'partitions assigned');
+    if (parts.length === 0) return;
+    for (const r of await storedNextOffsets(this.pool, this.groupId, this.topic, parts))
+      this.consumer?.seek(this.topic, r.partition, String(r.nextOffset));
+  }
+
+  private async handleBatch(batch: PartitionBatch, ctx: BatchContext): Promise<void> {
+    if (!ctx.isRunning() || ctx.isStale()) return;
+    const end = this.batchSeconds.startTimer();
+    const r = await processBatch(
+      {
+        pool: this.pool,
+        registry: this.registry,
+        campaigns: this.campaigns,
+        groupId: this.groupId,
+        deadLetter: (notes) => this.sendDeadLetters(batch.topic, batch.partition, notes),
+        dedupeWindow: this.opts.dedupeWindow,
+      },
+      batch.topic,
+      batch.partition,
+      batch.records,
+    );
+    end();
+    this.events.inc({ outcome: 'applied' }, r.applied);
+    this.events.inc({ outcome: 'duplicate' }, r.duplicates);
+    this.events.inc({ outcome: 'rejected' }, r.rejected);
+    this.events.inc({ outcome: 'skipped' }, r.skipped);
+    this.lag.set({ partition: String(batch.partition) }, batch.lag);
+    // A hint for the next join; the authority is aggregator_offsets.
+    if (r.nextOffset) {
+      await this.consumer
+        ?.commit([{ topic: batch.topic, partition: batch.partition, offset: r.nextOffset }])
+        .catch((e: Error) => this.log.warn({ err: e.message }, 'kafka offset hint not committed'));
+    }
+    await ctx.heartbeat();
+    if (r.steps.length > 0) {
+      const closed = await closeReadySteps(this.pool, [...new Set(r.steps.map((x) => x.campaignId))]);
+      this.stepsClosed.inc(closed.length);
+      for (const s of closed) this.log.info(s, 'step aggregated');
+    }
   }
 
   private async sweep(): Promise<void> {

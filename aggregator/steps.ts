@@ -6,11 +6,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { defaultRegistry } from '../codec/registry.js';
 import { BANDS } from '../domain/band.js';
+import { streams } from '../domain/ids.js';
 import { bandSummary, boundaryVarianceRatio, emptyTally, type StepTally } from '../domain/step-tally.js';
 import { append } from '../store/event-store.js';
-import { derivedUuid } from '../util/ids.js';
-
-export const stepsStream = (campaignId: string) => `steps-${campaignId}`;
+import { stepAggregated } from './events.js';
 
 interface ProgressRow {
   applied: number;
@@ -107,25 +106,8 @@ async function tryClose(
       await client.query('rollback');
       return 'incomplete';
     }
-    const eventId = derivedUuid('StepAggregated', campaignId, step);
-    const payload = {
-      eventId,
-      campaignId,
-      step,
-      groupCount: tally.groups,
-      hard: bandSummary(tally.hard),
-      boundary: bandSummary(tally.boundary),
-      mastered: bandSummary(tally.mastered),
-      occurredAt: now(),
-    };
-    await append(client, stepsStream(campaignId), 'any', [
-      {
-        eventId,
-        type: 'StepAggregated',
-        fingerprint: registry.current('StepAggregated')!.fingerprint,
-        payload,
-        metadata: { producer: 'rods-aggregator' },
-      },
+    await append(client, streams.steps(campaignId), 'any', [
+      stepAggregated(registry, campaignId, step, tally, now),
     ]);
     const summary = {
       groupCount: tally.groups,

@@ -3,8 +3,8 @@
 // offline reference computed independently of the aggregator (two-pass mean and variance).
 import { randomUUID } from 'node:crypto';
 import { encode } from '../codec/registry.js';
-import { ensureTopics, kafka, producer, withAdmin } from '../kafka/client.js';
-import { derivedUuid } from '../util/ids.js';
+import { eventIds } from '../domain/ids.js';
+import { ensureTopics, openKafka, withAdmin } from '../kafka/client.js';
 
 export interface TraceGroup {
   eventId: string;
@@ -32,7 +32,8 @@ export interface Trace {
   duplicates: number;
 }
 
-function rng(seed: number): () => number {
+/** xorshift32 in [0, 1): the same seed gives the same sequence (traces, and the crash tests' pauses). */
+export function rng(seed: number): () => number {
   let s = seed >>> 0 || 1;
   return () => {
     s ^= s << 13;
@@ -61,7 +62,7 @@ export function makeTrace(opts: TraceOptions): Trace {
         rand() < p ? (rand() < 0.5 ? 1 : Math.floor(rand() * 16) / 16) : 0,
       );
       const g: TraceGroup = {
-        eventId: derivedUuid('trace', opts.campaignId, opts.seed ?? 42, step, t),
+        eventId: eventIds.traceRolloutGroup(opts.campaignId, opts.seed ?? 42, step, t),
         campaignId: opts.campaignId,
         taskId: `task-${String(t).padStart(5, '0')}`,
         step,
@@ -147,7 +148,7 @@ export function encodeRecord(
   return {
     key: `${campaignId}/step-close`,
     value: encode('StepClosed', {
-      eventId: derivedUuid('StepClosed', campaignId, r.step),
+      eventId: eventIds.traceStepClosed(campaignId, r.step),
       campaignId,
       step: r.step,
       groupCount: r.groupCount,
@@ -164,11 +165,10 @@ export async function produceTrace(
   /** Pause between chunks of 2,000, to stretch the stream over time (crash tests). */
   paceMs = 0,
 ): Promise<void> {
-  const p = producer(kafka({ clientId: 'rods-trace' }), { idempotent: true, maxInFlightRequests: 1 });
-  await p.connect();
+  const p = await openKafka({ clientId: 'rods-trace' }).producer({ idempotent: true });
   try {
     for (let i = 0; i < records.length; i += 2000) {
-      await p.send({ topic, acks: -1, messages: records.slice(i, i + 2000) });
+      await p.send(topic, records.slice(i, i + 2000));
       onProgress?.(Math.min(records.length, i + 2000));
       if (paceMs > 0) await new Promise((r) => setTimeout(r, paceMs));
     }

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import proto from '@temporalio/proto';
 import { bundleWorkflowCode, DefaultLogger, type InjectedSinks, Runtime, Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
+import { idSamples } from './testing/id-samples.js';
 import type { ProbeSinks } from './testing/sandbox-probe.workflow.js';
 import { runScenario } from './testing/sandbox-scenario.js';
 
@@ -74,7 +75,7 @@ describe('the domain core in the workflow sandbox', () => {
       probe: { report: { fn: (_info, result: string) => void reports.push(result), callDuringReplay: true } },
     };
     await Worker.runReplayHistory({ workflowBundle, sinks }, startedHistory('domainProbe'), 'domain-probe-1');
-    expect(reports).toHaveLength(1);
+    expect(reports).toHaveLength(2);
     const inSandbox = JSON.parse(reports[0]!);
     const inNode = JSON.parse(JSON.stringify(runScenario()));
     expect(inSandbox).toEqual(inNode);
@@ -83,15 +84,28 @@ describe('the domain core in the workflow sandbox', () => {
     expect([...kinds].sort()).toEqual(['enqueue', 'inject', 'observe', 'prune', 'retire', 'seed', 'select']);
     expect(inNode.gates.ok).toBe(true);
     expect(inNode.tooLong).toMatchObject({ ok: false, code: 'string-too-long' });
+    // the ids (derived ids hash with @noble/hashes there and here)
+    expect(JSON.parse(reports[1]!)).toEqual(idSamples());
   });
 
   it('imports nothing Node-only and reads no clock or randomness (static scan of domain/*.ts)', () => {
     const dir = fileURLToPath(new URL('.', import.meta.url));
     const sources = [
       ...readdirSync(dir).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts')),
+      ...readdirSync(`${dir}/pool`)
+        .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'))
+        .map((f) => `pool/${f}`),
       ...readdirSync(`${dir}/testing`).map((f) => `testing/${f}`),
     ];
-    expect(sources).toContain('pool.ts');
+    expect(sources).toEqual(
+      expect.arrayContaining([
+        'step-plan.ts',
+        'pool/state.ts',
+        'pool/decisions.ts',
+        'pool/evolve.ts',
+        'pool/policy.ts',
+      ]),
+    );
     const forbidden = [
       /from ['"]node:/,
       /from ['"](fs|path|crypto|os|child_process|net|http|https|worker_threads)['"]/,

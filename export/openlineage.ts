@@ -3,7 +3,7 @@
 // while it has no outcome yet). The parent task (the boundary seed) is the input dataset, the
 // child task (the candidate) the output dataset, both in namespace rods://<campaign>.
 // Pure: no I/O, deterministic (the run id derives from the campaign and synthesis ids).
-import { derivedUuid } from '../util/ids.js';
+import { openLineageRunId, streams } from '../domain/ids.js';
 
 export const OPENLINEAGE_SCHEMA_URL = 'https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent';
 export const ERROR_FACET_SCHEMA_URL =
@@ -51,7 +51,7 @@ export function openLineageEvents(
   >();
   for (const e of events) {
     const sid = e.payload.synthesisId;
-    if (typeof sid !== 'string' || e.streamId !== `synthesis-${sid}`) continue;
+    if (typeof sid !== 'string' || e.streamId !== streams.synthesis(sid)) continue;
     if (e.payload.campaignId !== campaignId) continue;
     let r = runs.get(sid);
     if (!r) {
@@ -117,7 +117,7 @@ export function openLineageEvents(
     out.push({
       eventType,
       eventTime: iso(last.payload.occurredAt),
-      run: { runId: derivedUuid('openlineage-run', campaignId, synthesisId), facets },
+      run: { runId: openLineageRunId(campaignId, synthesisId), facets },
       job: { namespace, name: SYNTHESIS_JOB, facets: {} },
       inputs: [{ namespace, name: seedTaskId, facets: {} }],
       outputs: candidateId ? [{ namespace, name: candidateId, facets: {} }] : [],

@@ -3,13 +3,13 @@
 // on this file's task queue (publication is proven in ingestion.int.test.ts); the workflows it
 // starts are terminated at the end.
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool, type Pool } from '../store/db.js';
 import { temporalClient } from '../temporal/connect.js';
+import { waitUntil } from '../test/support/wait.js';
 import { TokenSet } from './auth.js';
 import { buildGateway } from './server.js';
 
@@ -399,12 +399,29 @@ describe('pool', () => {
   it('long-polls until a newer version appears', async () => {
     const c = await newCampaign();
     await seedPool(c, 1, ['a']);
+    // Count the gateway's reads of this campaign's pool version: a read after the first one means
+    // the request is holding and polling (not answered), which is what is checked before the
+    // newer version appears.
+    let versionReads = 0;
+    const query = db.query.bind(db) as (...args: unknown[]) => unknown;
+    const spy = vi.spyOn(db, 'query').mockImplementation(((...args: unknown[]) => {
+      const [sql, params] = args;
+      if (typeof sql === 'string' && sql.includes('from pool_versions') && (params as unknown[])?.[0] === c)
+        versionReads++;
+      return query(...args);
+    }) as never);
     let settled = false;
     const pending = get(`/v1/campaigns/${c}/pool?wait=60`, { ...AUTH, 'if-none-match': '"1"' }).then((r) => {
       settled = true;
       return r;
     });
-    await sleep(800);
+    try {
+      await waitUntil(() => settled || versionReads >= 3, {
+        what: () => `the long-poll to re-read the pool version (${versionReads} reads)`,
+      });
+    } finally {
+      spy.mockRestore();
+    }
     expect(settled).toBe(false);
     await seedPool(c, 2, ['b']);
     const res = await pending;

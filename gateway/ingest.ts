@@ -3,14 +3,10 @@
 // its step is already closed, or stored as a claim check plus an ingestion_batches row.
 import type pg from 'pg';
 import type { RolloutBatchBody } from '../activities/ingestion.js';
+import { rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
 import { inTransaction } from '../store/db.js';
-import { derivedUuid } from '../util/ids.js';
 import { ProblemError } from './problem.js';
 import type { RolloutBatch } from './schemas.js';
-
-/** The ingestion workflow of a batch: one id per (campaign, step, batch id). */
-export const ingestionWorkflowId = (campaignId: string, step: number, batchId: string) =>
-  `ingest-${campaignId}-${step}-${batchId}`;
 
 export interface Accepted {
   duplicate: boolean;
@@ -26,8 +22,8 @@ export async function acceptBatch(
   step: number,
   batch: RolloutBatch,
 ): Promise<Accepted> {
-  const workflowId = ingestionWorkflowId(campaignId, step, batch.batchId);
-  const claimId = derivedUuid('claim', 'rollout-batch', campaignId, step, batch.batchId);
+  const workflowId = workflowIds.ingestion(campaignId, step, batch.batchId);
+  const claimId = rolloutBatchClaimId(campaignId, step, batch.batchId);
   return inTransaction(db, async (c) => {
     await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`ingest/${campaignId}/${step}`]);
     const dup = await c.query<{ groups: number; closes: boolean; workflow_id: string; claim_id: string }>(

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IngestionResult } from '../activities/ingestion.js';
 import { freshRewardTopic } from '../aggregator/trace.js';
 import { decode } from '../codec/registry.js';
-import { consumer, kafka, withAdmin } from '../kafka/client.js';
+import { readUntil, withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool, type Pool } from '../store/db.js';
 import { installWorkerRuntime, temporalClient } from '../temporal/connect.js';
@@ -52,22 +52,11 @@ async function topicRecords(): Promise<number> {
 }
 
 async function readTopic(count: number): Promise<ReturnType<typeof decode>[]> {
-  const c = consumer(kafka({ clientId: 'gateway-test' }), { groupId: `gw-test-${randomUUID()}` });
-  await c.connect();
   const out: ReturnType<typeof decode>[] = [];
-  try {
-    await c.subscribe({ topic, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      c.run({
-        eachMessage: async ({ message }) => {
-          out.push(decode(message.value!));
-          if (out.length >= count) resolve();
-        },
-      }).catch(reject);
-    });
-  } finally {
-    await c.disconnect();
-  }
+  await readUntil(topic, (record) => {
+    out.push(decode(record.value!));
+    return out.length >= count;
+  });
   return out;
 }
 
@@ -103,7 +92,7 @@ afterAll(async () => {
     await worker.close();
   }
   await closeClient?.();
-  if (topic) await withAdmin((a) => a.deleteTopics({ topics: [topic] })).catch(() => {});
+  if (topic) await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
   await db?.end();
 });
 

@@ -8,12 +8,13 @@ import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolic
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import type { IngestionInput } from '../activities/ingestion.js';
-import { campaignWorkflowId } from '../cli/commands/campaign.js';
 import { CampaignConfigSchema } from '../domain/campaign-config.js';
+import { workflowIds } from '../domain/ids.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
 import { poolView } from '../store/pool-view.js';
-import type { CampaignStatus } from '../workflows/campaign.js';
+import { type CampaignStatus, campaignWorkflow, statusQuery } from '../workflows/campaign.js';
+import { ingestionWorkflow } from '../workflows/ingestion.js';
 import { bearerToken, type TokenSet } from './auth.js';
 import { acceptBatch } from './ingest.js';
 import { openApiDocument } from './openapi.js';
@@ -128,9 +129,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       config: body.config,
       actor: 'gateway',
     });
-    const workflowId = campaignWorkflowId(body.campaignId);
+    const workflowId = workflowIds.campaign(body.campaignId);
     try {
-      const handle = await opts.temporal.workflow.start('campaignWorkflow', {
+      const handle = await opts.temporal.workflow.start(campaignWorkflow, {
         taskQueue: opts.taskQueue,
         workflowId,
         args: [
@@ -163,7 +164,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     let workflowError: string | null = null;
     try {
       workflow = await opts.temporal.withDeadline(Date.now() + (opts.queryTimeoutMs ?? 5000), () =>
-        opts.temporal.workflow.getHandle(campaignWorkflowId(id)).query<CampaignStatus>('status'),
+        opts.temporal.workflow
+          .getHandle<typeof campaignWorkflow>(workflowIds.campaign(id))
+          .query(statusQuery),
       );
     } catch (e) {
       workflowError = (e as Error).message;
@@ -188,7 +191,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     // start failed gets its workflow on the retry; a workflow that exists is never started twice.
     let started = false;
     try {
-      await opts.temporal.workflow.start('ingestionWorkflow', {
+      await opts.temporal.workflow.start(ingestionWorkflow, {
         taskQueue: opts.taskQueue,
         workflowId: accepted.workflowId,
         workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,

@@ -1,52 +1,16 @@
-// The one module that touches kafkajs. kafkajs is no longer maintained; everything else in
-// the project goes through these functions so the client can be swapped.
-import {
-  type Admin,
-  type Consumer,
-  type ConsumerConfig,
-  Kafka,
-  logLevel,
-  type Producer,
-  type ProducerConfig,
-} from 'kafkajs';
-import { loadEndpoints } from '../config/endpoints.js';
+// The project's entry to Kafka: opens the port (kafka/port.ts) with the one adapter in use.
+// Nothing outside kafka/adapters/ sees a client library's types; swapping kafkajs for another
+// client changes openKafka and adds an adapter folder (kafka/README.md).
+import { randomUUID } from 'node:crypto';
+import { kafkajsClient } from './adapters/kafkajs/index.js';
+import type { BatchConsumerOptions, ConsumedRecord, KafkaClient, KafkaOptions, TopicAdmin } from './port.js';
 import { type TopicSpec, topology } from './topology.js';
 
-export type {
-  Admin,
-  Consumer,
-  EachBatchPayload,
-  EachMessagePayload,
-  KafkaMessage,
-  Producer,
-  RecordMetadata,
-} from 'kafkajs';
+export type * from './port.js';
 
-export interface KafkaOptions {
-  brokers?: string[];
-  clientId?: string;
-  /** Connection retries; 0 for one-shot probes that must answer quickly. */
-  retries?: number;
-  /** Silences kafkajs' own logging (probes expect refusals). */
-  quiet?: boolean;
-}
-
-export function kafka(opts: KafkaOptions = {}): Kafka {
-  return new Kafka({
-    clientId: opts.clientId ?? 'rods',
-    brokers: opts.brokers ?? loadEndpoints().kafkaBrokers,
-    logLevel: opts.quiet ? logLevel.NOTHING : logLevel.ERROR,
-    retry: { retries: opts.retries ?? 8, initialRetryTime: 200 },
-    connectionTimeout: opts.retries === 0 ? 1500 : 5000,
-  });
-}
-
-export function producer(k: Kafka, config: ProducerConfig = {}): Producer {
-  return k.producer({ allowAutoTopicCreation: false, ...config });
-}
-
-export function consumer(k: Kafka, config: ConsumerConfig): Consumer {
-  return k.consumer({ allowAutoTopicCreation: false, ...config });
+/** A client for the configured brokers (KAFKA_BROKERS unless opts.brokers). */
+export function openKafka(opts: KafkaOptions = {}): KafkaClient {
+  return kafkajsClient(opts);
 }
 
 export interface EnsureResult {
@@ -55,20 +19,13 @@ export interface EnsureResult {
 }
 
 /** Creates the missing topics with explicit partitions and replication (idempotent). */
-export async function ensureTopics(admin: Admin, specs: TopicSpec[] = topology()): Promise<EnsureResult> {
+export async function ensureTopics(
+  admin: TopicAdmin,
+  specs: TopicSpec[] = topology(),
+): Promise<EnsureResult> {
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
-  if (missing.length > 0) {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: missing.map((s) => ({
-        topic: s.name,
-        numPartitions: s.partitions,
-        replicationFactor: s.replicationFactor,
-        configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
-      })),
-    });
-  }
+  await admin.createTopics(missing);
   return {
     created: missing.map((s) => s.name),
     existing: specs.filter((s) => existing.has(s.name)).map((s) => s.name),
@@ -76,12 +33,63 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[] = topology()
 }
 
 /** Runs fn with a connected admin client and always disconnects. */
-export async function withAdmin<T>(fn: (admin: Admin) => Promise<T>, opts: KafkaOptions = {}): Promise<T> {
-  const admin = kafka(opts).admin();
-  await admin.connect();
+export async function withAdmin<T>(
+  fn: (admin: TopicAdmin) => Promise<T>,
+  opts: KafkaOptions = {},
+): Promise<T> {
+  const admin = await openKafka(opts).admin();
   try {
     return await fn(admin);
   } finally {
     await admin.disconnect();
+  }
+}
+
+export interface ReadOptions extends Partial<Omit<BatchConsumerOptions, 'topics'>> {
+  /** Gives up (rejects) after this long; default 60 s. */
+  timeoutMs?: number;
+  client?: KafkaClient;
+}
+
+/**
+ * Reads `topic` from the beginning with a fresh consumer group, handing every record to
+ * `onRecord` in partition order, until it returns true; then leaves the group.
+ */
+export async function readUntil(
+  topic: string,
+  onRecord: (record: ConsumedRecord, partition: number) => boolean | Promise<boolean>,
+  opts: ReadOptions = {},
+): Promise<void> {
+  const { timeoutMs = 60_000, client, ...consumerOpts } = opts;
+  const c = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
+    groupId: `rods-reader-${randomUUID()}`,
+    ...consumerOpts,
+    topics: [topic],
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let done = false;
+      const timer = setTimeout(
+        () => reject(new Error(`reading ${topic}: gave up after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      c.run(async (batch, ctx) => {
+        for (const r of batch.records) {
+          if (done) return;
+          if (await onRecord(r, batch.partition)) {
+            done = true;
+            clearTimeout(timer);
+            resolve();
+            return;
+          }
+        }
+        await ctx.heartbeat();
+      }).catch((e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+    });
+  } finally {
+    await c.disconnect();
   }
 }

@@ -3,44 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode, encode } from '../codec/registry.js';
 import { SAMPLE_EVENTS } from '../codec/samples.js';
 import type { DeadLettered } from '../schemas/types.generated.js';
-import {
-  type Consumer,
-  consumer,
-  ensureTopics,
-  type KafkaMessage,
-  kafka,
-  producer,
-  withAdmin,
-} from './client.js';
+import { ensureTopics, openKafka, readUntil, withAdmin } from './client.js';
 import { DLQ_TOPIC, decodeOrDeadLetter } from './dlq.js';
 import { topology } from './topology.js';
 
-const k = kafka({ clientId: 'rods-dlq-test' });
+const k = openKafka({ clientId: 'rods-dlq-test' });
 const source = `dlqtest.source.${randomUUID()}`;
-
-/** Runs a consumer from the beginning of `topic` and hands each message to `onMessage` until it returns true. */
-async function consumeUntil(
-  c: Consumer,
-  topic: string,
-  onMessage: (m: KafkaMessage, partition: number) => Promise<boolean>,
-): Promise<void> {
-  await c.connect();
-  await c.subscribe({ topic, fromBeginning: true });
-  await new Promise<void>((resolve, reject) => {
-    let done = false;
-    c.run({
-      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
-        for (const m of batch.messages) {
-          if (done) return;
-          done = await onMessage(m, batch.partition);
-          resolveOffset(m.offset);
-        }
-        await heartbeat();
-        if (done) resolve();
-      },
-    }).catch(reject);
-  });
-}
 
 beforeAll(async () => {
   await withAdmin(async (a) => {
@@ -52,7 +20,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await withAdmin((a) => a.deleteTopics({ topics: [source] }));
+  await withAdmin((a) => a.deleteTopics([source]));
 });
 
 describe('dead-letter path', () => {
@@ -73,16 +41,15 @@ describe('dead-letter path', () => {
       { key: Buffer.from('task-tombstone'), value: null },
     ];
 
-    const p = producer(k, { idempotent: true, maxInFlightRequests: 1 });
-    await p.connect();
+    const p = await k.producer();
     try {
-      await p.send({ topic: source, acks: -1, messages: sent });
+      await p.send(source, sent);
 
       // Consume the source the way a consumer of rods.rewards.v1 would.
       const results: (string | null)[] = [];
-      const c = consumer(k, { groupId: `dlq-test-${randomUUID()}` });
-      try {
-        await consumeUntil(c, source, async (message, partition) => {
+      await readUntil(
+        source,
+        async (message, partition) => {
           const decoded = await decodeOrDeadLetter(
             p,
             { topic: source, partition, message },
@@ -90,10 +57,9 @@ describe('dead-letter path', () => {
           );
           results.push(decoded ? decoded.name : null);
           return results.length === sent.length;
-        });
-      } finally {
-        await c.disconnect();
-      }
+        },
+        { client: k },
+      );
       expect(results).toEqual(['RolloutGroupScored', null, null, null, null]);
     } finally {
       await p.disconnect();
@@ -101,18 +67,17 @@ describe('dead-letter path', () => {
 
     // Read the DLQ back and pick this test's records by their key (the unique source topic).
     const letters: { name: string; record: DeadLettered }[] = [];
-    const r = consumer(k, { groupId: `dlq-test-reader-${randomUUID()}` });
-    try {
-      await consumeUntil(r, DLQ_TOPIC, async (m) => {
+    await readUntil(
+      DLQ_TOPIC,
+      (m) => {
         if (m.key?.toString() === source) {
           const d = decode(m.value!);
           letters.push({ name: d.name, record: d.payload as DeadLettered });
         }
         return letters.length === 4;
-      });
-    } finally {
-      await r.disconnect();
-    }
+      },
+      { client: k },
+    );
 
     expect(letters.map((l) => l.name)).toEqual(Array(4).fill('DeadLettered'));
     const byOffset = new Map(letters.map((l) => [l.record.offset, l.record]));

@@ -4,14 +4,14 @@
 // and nothing undecodable reaches the statistics.
 import { DecodeError } from '../codec/errors.js';
 import { type DecodedEvent, defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
+import { eventIds } from '../domain/ids.js';
 import type { DeadLettered, EventName } from '../schemas/types.generated.js';
-import { derivedUuid } from '../util/ids.js';
-import type { KafkaMessage, Producer, RecordMetadata } from './client.js';
+import type { ConsumedRecord, RecordSender, SentBatch } from './port.js';
 
 export const DLQ_TOPIC = 'rods.dlq.v1';
 
 /** A producer or a transaction: inside a consume-transform-produce transaction the dead letter commits with the offsets. */
-export type Sender = Pick<Producer, 'send'>;
+export type Sender = RecordSender;
 
 export interface DeadLetterInput {
   /** Human-readable reason. */
@@ -47,10 +47,10 @@ export async function deadLetter(
   sender: Sender,
   input: DeadLetterInput,
   opts: DeadLetterOptions = {},
-): Promise<{ record: DeadLettered; metadata: RecordMetadata[] }> {
+): Promise<{ record: DeadLettered; metadata: SentBatch[] }> {
   const record: DeadLettered = {
     // Derived from the source position: a dead letter re-sent after a crash carries the same id.
-    eventId: derivedUuid('DeadLettered', input.topic, input.partition, String(input.offset), input.code),
+    eventId: eventIds.deadLettered(input.topic, input.partition, input.offset, input.code),
     reasonCode: input.code,
     reason: input.reason,
     sourceTopic: input.topic,
@@ -61,18 +61,17 @@ export async function deadLetter(
     occurredAt: (opts.now ?? Date.now)(),
   };
   const registry = opts.registry ?? defaultRegistry();
-  const metadata = await sender.send({
-    topic: opts.dlqTopic ?? DLQ_TOPIC,
-    acks: -1,
-    messages: [{ key: input.topic, value: registry.encode('DeadLettered', record) }],
-  });
+  // Acks from all in-sync replicas (the port's default).
+  const metadata = await sender.send(opts.dlqTopic ?? DLQ_TOPIC, [
+    { key: input.topic, value: registry.encode('DeadLettered', record) },
+  ]);
   return { record, metadata };
 }
 
 export interface SourceRecord {
   topic: string;
   partition: number;
-  message: Pick<KafkaMessage, 'key' | 'value' | 'offset'>;
+  message: Pick<ConsumedRecord, 'key' | 'value' | 'offset'>;
 }
 
 export interface DecodeOrDeadLetterOptions extends DeadLetterOptions {
@@ -80,11 +79,6 @@ export interface DecodeOrDeadLetterOptions extends DeadLetterOptions {
   accept?: readonly EventName[];
 }
 
-/**
- * Decodes a consumed record, or routes it to the DLQ and returns null. Only decoding problems
- * are dead-lettered; a failure to publish to the DLQ is thrown so that the consumer does not
- * commit past a record that went nowhere.
- */
 /** Decodes a consumed record, or says why it cannot be read (the dead-letter code and reason). */
 export function decodeOrReason(
   source: SourceRecord,

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
-import type { Lineage, LineageNode, LineageStats } from './model.js';
+import type { Lineage, LineageNode } from './model.js';
+import type { LineageStats } from './stats.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 

@@ -3,7 +3,7 @@
 // PoolPruned), its CandidateValidated outcomes, the synthesis streams (synthesis-<id>:
 // SynthesisStarted, StageCompleted) of the task's ancestry, and the TaskBandChanged events of
 // those tasks from the aggregator's stats streams.
-import { campaignStream, synthesisStream } from '../domain/streams.js';
+import { streams } from '../domain/ids.js';
 import { type Queryable, type RecordedEvent, readStream } from '../store/event-store.js';
 import { type LineageEvent, LineageIndex } from './model.js';
 
@@ -56,7 +56,7 @@ export async function campaignsOfTask(db: Queryable, taskId: string): Promise<st
 
 /** Whether the campaign has any event in its decision stream. */
 export async function campaignHasEvents(db: Queryable, campaignId: string): Promise<boolean> {
-  return (await readStream(db, campaignStream(campaignId), { limit: 1 })).length > 0;
+  return (await readStream(db, streams.campaign(campaignId), { limit: 1 })).length > 0;
 }
 
 /**
@@ -69,7 +69,7 @@ export async function loadLineageIndex(
   campaignId: string,
   taskId?: string,
 ): Promise<LineageIndex> {
-  const decisions = (await readStream(db, campaignStream(campaignId))).map(toLineageEvent);
+  const decisions = (await readStream(db, streams.campaign(campaignId))).map(toLineageEvent);
   const validated = await eventsOfCampaign(db, campaignId, ['CandidateValidated']);
   const base = new LineageIndex(campaignId, [...decisions, ...validated]);
   if (taskId === undefined || !base.knows(taskId)) return base;
@@ -87,7 +87,7 @@ export async function loadLineageIndex(
   for (const id of ancestry) {
     const sid = base.validatedFor(id)?.payload.synthesisId;
     if (typeof sid !== 'string') continue;
-    for (const e of await readStream(db, synthesisStream(sid)))
+    for (const e of await readStream(db, streams.synthesis(sid)))
       if (e.type === 'SynthesisStarted' || e.type === 'StageCompleted')
         synthesisEvents.push(toLineageEvent(e));
   }

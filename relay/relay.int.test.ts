@@ -5,10 +5,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode, defaultRegistry } from '../codec/registry.js';
 import { SAMPLE_EVENTS } from '../codec/samples.js';
-import { consumer, ensureTopics, kafka, withAdmin } from '../kafka/client.js';
+import { Rng } from '../dev/standin/rng.js';
+import { ensureTopics, openKafka, readUntil, withAdmin } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { createPool } from '../store/db.js';
 import { append, type Cursor, headCursor, type NewEvent } from '../store/event-store.js';
+import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { headerNames, Relay, relayCheckpoint } from './relay.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -72,12 +74,12 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (topics.length) await withAdmin((a) => a.deleteTopics({ topics }));
+  if (topics.length) await withAdmin((a) => a.deleteTopics(topics));
   await pool.end();
 });
 
 describe('outbox relay', () => {
-  it('after 5 kill -9 at random moments while events are appended, every stored event is on Kafka once, in stream order', async () => {
+  it('after 5 kill -9, each right after a committed checkpoint while events are appended, every stored event is on Kafka once, in stream order', async () => {
     const name = `test-${randomUUID().slice(0, 8)}`;
     const topic = `relay.test.${name}`;
     topics.push(topic);
@@ -105,14 +107,30 @@ describe('outbox relay', () => {
     })();
 
     let kills = 0;
-    for (let i = 0; i < 5; i++) {
-      const child = startRelay(name, topic, start);
-      // Random moment: after start-up (1.5-4 s), while transactions are flowing.
-      await new Promise((r) => setTimeout(r, 1500 + Math.random() * 2500));
-      child.kill('SIGKILL');
-      await exited(child);
-      kills++;
-    }
+    // Each run is killed right after it committed its n-th checkpoint (n from a seeded source, so
+    // a failure replays the same kill points), i.e. between two transactions while appends flow.
+    const rng = new Rng('relay-kill');
+    await withAdmin(async (admin) => {
+      for (let i = 0; i < 5; i++) {
+        const commits = rng.int(1, 3);
+        let last = (await relayCheckpoint(admin, name)).position;
+        let committed = 0;
+        const child = startRelay(name, topic, start);
+        await waitUntil(
+          async () => {
+            if (child.exitCode !== null) throw new Error(`relay run ${i} exited with ${child.exitCode}`);
+            const cp = (await relayCheckpoint(admin, name)).position;
+            if (cp !== last) committed++;
+            last = cp;
+            return committed >= commits;
+          },
+          { what: () => `relay run ${i} to commit ${commits} checkpoints (${committed} seen)` },
+        );
+        child.kill('SIGKILL');
+        await exited(child);
+        kills++;
+      }
+    });
     appending = false;
     await appender;
     expect(kills).toBe(5);
@@ -131,44 +149,53 @@ describe('outbox relay', () => {
 
     // Read everything committed on the topic.
     const seen: { stream: string; eventId: string; version: number; position: number }[] = [];
-    const c = consumer(kafka({ clientId: 'relay-test' }), {
+    const c = openKafka({ clientId: 'relay-test' }).batchConsumer({
       groupId: `relay-test-${randomUUID()}`,
-      readUncommitted: false,
+      topics: [topic],
+      readCommitted: true,
     });
-    await c.connect();
-    await c.subscribe({ topic, fromBeginning: true });
     const mine = () => seen.filter((s) => s.stream.startsWith(prefix)).length;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`only ${mine()}/${total} relayed events read back`)),
-        90_000,
-      );
-      c.run({
-        eachBatch: async ({ batch, heartbeat }) => {
-          for (const m of batch.messages) {
-            const h = (k: string) => m.headers?.[k]?.toString() ?? '';
-            // Other test files append to the same store concurrently; only this test's streams count.
-            if (!h(headerNames.stream).startsWith(prefix)) continue;
-            const decoded = registry.decode(m.value!);
-            if (decoded.name !== 'TaskSeeded')
-              throw new Error(`relayed ${decoded.name} for a TaskSeeded event`);
-            seen.push({
-              stream: h(headerNames.stream),
-              eventId: h(headerNames.eventId),
-              version: Number(h(headerNames.version)),
-              position: Number(h(headerNames.position)),
-            });
+    let failure: unknown;
+    /** Records of this test read back so far; a failure of the reader ends the wait at once. */
+    const readBack = () => {
+      if (failure) throw failure;
+      return mine();
+    };
+    await c
+      .run(async (batch, { heartbeat }) => {
+        for (const m of batch.records) {
+          const h = (k: string) => m.headers[k]?.toString() ?? '';
+          // Other test files append to the same store concurrently; only this test's streams count.
+          if (!h(headerNames.stream).startsWith(prefix)) continue;
+          const decoded = registry.decode(m.value!);
+          if (decoded.name !== 'TaskSeeded') {
+            failure = new Error(`relayed ${decoded.name} for a TaskSeeded event`);
+            return;
           }
-          await heartbeat();
-          if (mine() >= total) {
-            clearTimeout(timer);
-            // Give a duplicate, if any, a moment to show up before stopping.
-            setTimeout(resolve, 1500);
-          }
-        },
-      }).catch(reject);
-    });
-    await c.disconnect();
+          seen.push({
+            stream: h(headerNames.stream),
+            eventId: h(headerNames.eventId),
+            version: Number(h(headerNames.version)),
+            position: Number(h(headerNames.position)),
+          });
+        }
+        await heartbeat();
+      })
+      .catch((e: unknown) => {
+        failure = e;
+      });
+    try {
+      await waitUntil(() => readBack() >= total, {
+        what: () => `all ${total} relayed events to be read back (${mine()} so far)`,
+        timeoutMs: 90_000,
+      });
+      // A duplicate, if any, shows up as one record too many: watch for it for a while.
+      await staysFalse(() => readBack() > total, 1500, {
+        what: () => `read back ${mine()} records for ${total} relayed events`,
+      });
+    } finally {
+      await c.disconnect();
+    }
 
     const relayed = seen.filter((s) => s.stream.startsWith(prefix));
     // Exactly once: no duplicate event id, nothing missing.
@@ -180,7 +207,9 @@ describe('outbox relay', () => {
       expect(versions).toEqual(Array.from({ length: appended.get(s)!.length }, (_, i) => i + 1));
       expect(relayed.filter((r) => r.stream === s).map((r) => r.eventId)).toEqual(appended.get(s));
     }
-  });
+    // Five relay start-ups and the drain of what was appended meanwhile: on a loaded machine this
+    // outlasts the default test timeout.
+  }, 300_000);
 
   it('sends a stored event it cannot encode to the DLQ with the reason, in the same transaction, and moves on', async () => {
     const name = `test-dlq-${randomUUID().slice(0, 8)}`;
@@ -201,39 +230,37 @@ describe('outbox relay', () => {
     const good = taskSeeded(stream, 3);
     const r = await append(pool, stream, 'no-stream', [bad, worse, good]);
 
-    const relay = new Relay(pool, { name, startAfter: start, route: (e) => ({ topic, key: e.streamId }) });
+    // The good event is routed in the same page as, or a later page than, the two bad ones (one
+    // append, one store transaction). Positions alone do not say when the relay passed them: the
+    // read order is by store transaction first, and other test files append concurrently.
+    let goodRouted = false;
+    const relay = new Relay(pool, {
+      name,
+      startAfter: start,
+      route: (e) => {
+        if (e.eventId === good.eventId) goodRouted = true;
+        return { topic, key: e.streamId };
+      },
+    });
     await relay.start();
     try {
-      // Other test files append concurrently; run until our events are behind the cursor.
-      while (relay.stats.cursor.position < r.positions[2]!) await relay.step();
+      while (!goodRouted) await relay.step();
     } finally {
       await relay.stop();
     }
     expect(relay.stats.deadLettered).toBeGreaterThanOrEqual(2);
 
     const letters: { reasonCode: string; reason: string; offset: number }[] = [];
-    const c = consumer(kafka({ clientId: 'relay-test' }), { groupId: `relay-dlq-${randomUUID()}` });
-    await c.connect();
-    await c.subscribe({ topic: DLQ_TOPIC, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('dead letters not found')), 60_000);
-      c.run({
-        eachMessage: async ({ message }) => {
-          const d = decode(message.value!);
-          if (d.name !== 'DeadLettered' || !d.payload.reason.includes(stream)) return;
-          letters.push({
-            reasonCode: d.payload.reasonCode,
-            reason: d.payload.reason,
-            offset: d.payload.offset,
-          });
-          if (letters.length >= 2) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      }).catch(reject);
+    await readUntil(DLQ_TOPIC, (message) => {
+      const d = decode(message.value!);
+      if (d.name !== 'DeadLettered' || !d.payload.reason.includes(stream)) return false;
+      letters.push({
+        reasonCode: d.payload.reasonCode,
+        reason: d.payload.reason,
+        offset: d.payload.offset,
+      });
+      return letters.length >= 2;
     });
-    await c.disconnect();
     const byOffset = new Map(letters.map((l) => [l.offset, l]));
     expect(byOffset.get(r.positions[0]!)?.reasonCode).toBe('relay-unknown-event');
     expect(byOffset.get(r.positions[0]!)?.reason).toContain('00000000deadbeef');

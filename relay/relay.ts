@@ -17,7 +17,12 @@
 import type pg from 'pg';
 import { EncodeError } from '../codec/errors.js';
 import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
-import { type Admin, kafka, producer as makeProducer, type Producer } from '../kafka/client.js';
+import {
+  type OutgoingRecord,
+  openKafka,
+  type TopicAdmin,
+  type TransactionalProducer,
+} from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
 import { DECISIONS_TOPIC, RELAY_CHECKPOINT_TOPIC, TASK_STATS_TOPIC } from '../kafka/topology.js';
 import { type Cursor, cursorOf, type RecordedEvent, readPage, START } from '../store/event-store.js';
@@ -75,10 +80,10 @@ function groupOf(name: string): string {
 }
 
 /** The cursor the relay named `name` has committed to Kafka (START if it never ran). */
-export async function relayCheckpoint(admin: Admin, name = 'main'): Promise<Cursor> {
-  const offsets = await admin.fetchOffsets({ groupId: groupOf(name), topics: [RELAY_CHECKPOINT_TOPIC] });
-  const p = offsets[0]?.partitions.find((x) => x.partition === 0);
-  if (!p || Number(p.offset) < 0 || !p.metadata) return { ...START };
+export async function relayCheckpoint(admin: TopicAdmin, name = 'main'): Promise<Cursor> {
+  const offsets = await admin.fetchCommittedOffsets(groupOf(name), RELAY_CHECKPOINT_TOPIC);
+  const p = offsets.find((x) => x.partition === 0);
+  if (!p || p.offset === null || !p.metadata) return { ...START };
   const c = JSON.parse(p.metadata) as Cursor;
   if (typeof c.transactionId !== 'string' || typeof c.position !== 'number') {
     throw new Error(`relay ${name}: unreadable checkpoint metadata ${p.metadata}`);
@@ -92,7 +97,7 @@ export class Relay {
   private readonly pollMs: number;
   private readonly route: (e: RecordedEvent) => Route;
   private readonly registry: SchemaRegistry;
-  private producer?: Producer;
+  private producer?: TransactionalProducer;
   private lockClient?: pg.PoolClient;
   private stopping = false;
   readonly stats: RelayStats = { published: 0, deadLettered: 0, transactions: 0, cursor: { ...START } };
@@ -122,16 +127,12 @@ export class Relay {
    * coordinator finish or abort the open transaction; only then is the committed cursor read.
    */
   private async openSession(): Promise<Cursor> {
-    const k = kafka({ clientId: `rods-relay-${this.name}` });
-    this.producer = makeProducer(k, {
+    const k = openKafka({ clientId: `rods-relay-${this.name}` });
+    this.producer = await k.transactionalProducer({
       transactionalId: `rods-relay-${this.name}`,
-      idempotent: true,
-      maxInFlightRequests: 1,
-      transactionTimeout: 60_000,
+      transactionTimeoutMs: 60_000,
     });
-    await this.producer.connect();
-    const admin = k.admin();
-    await admin.connect();
+    const admin = await k.admin();
     try {
       const committed = await relayCheckpoint(admin, this.name);
       this.stats.cursor =
@@ -150,7 +151,7 @@ export class Relay {
     const tx = await this.producer.transaction();
     let dead = 0;
     try {
-      const byTopic = new Map<string, { key: string; value: Buffer; headers: Record<string, string> }[]>();
+      const byTopic = new Map<string, OutgoingRecord[]>();
       for (const e of page) {
         if (this.opts.streamPrefix && !e.streamId.startsWith(this.opts.streamPrefix)) continue;
         let value: Buffer;
@@ -185,24 +186,16 @@ export class Relay {
         });
         byTopic.set(r.topic, list);
       }
-      if (byTopic.size > 0) {
-        await tx.sendBatch({
-          acks: -1,
-          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
-        });
-      }
+      for (const [topic, records] of byTopic) await tx.send(topic, records);
       const last = cursorOf(page[page.length - 1]!);
-      await tx.sendOffsets({
-        consumerGroupId: groupOf(this.name),
-        topics: [
-          {
-            topic: RELAY_CHECKPOINT_TOPIC,
-            partitions: [
-              { partition: 0, offset: String(last.position + 1), metadata: JSON.stringify(last) } as never,
-            ],
-          },
-        ],
-      });
+      await tx.sendOffsets(groupOf(this.name), [
+        {
+          topic: RELAY_CHECKPOINT_TOPIC,
+          partition: 0,
+          offset: String(last.position + 1),
+          metadata: JSON.stringify(last),
+        },
+      ]);
       await tx.commit();
       this.stats.cursor = last;
     } catch (err) {

@@ -6,7 +6,7 @@ import { decode } from '../codec/registry.js';
 import type { DetectorConfig } from '../domain/band.js';
 import { checkGroup, type RewardLimits } from '../domain/reward-group.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
-import { consumer, kafka, withAdmin } from '../kafka/client.js';
+import { openKafka, withAdmin } from '../kafka/client.js';
 
 export interface RecordedGroup {
   eventId: string;
@@ -18,39 +18,38 @@ export interface RecordedGroup {
 /** Every RolloutGroupScored of the campaign on the topic, in each partition's order (a task's groups in production order). */
 export async function readCampaignGroups(topic: string, campaignId: string): Promise<RecordedGroup[]> {
   const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
-  const remaining = new Map(ends.filter((p) => Number(p.high) > 0).map((p) => [p.partition, Number(p.high)]));
+  const remaining = new Map(
+    ends.filter((p) => Number(p.high) > Number(p.low)).map((p) => [p.partition, Number(p.high)]),
+  );
   const out: RecordedGroup[] = [];
   if (remaining.size === 0) return out;
-  const c = consumer(kafka({ clientId: 'rods-replay' }), {
+  const c = openKafka({ clientId: 'rods-replay' }).batchConsumer({
     groupId: `rods-replay-${randomUUID()}`,
+    topics: [topic],
     maxBytesPerPartition: 8 << 20,
   });
-  await c.connect();
   try {
-    await c.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
-      c.run({
-        eachBatch: async ({ batch, heartbeat }) => {
-          for (const m of batch.messages) {
-            try {
-              const d = decode(m.value!);
-              if (d.name === 'RolloutGroupScored' && d.payload.campaignId === campaignId) {
-                out.push({
-                  eventId: d.payload.eventId.toLowerCase(),
-                  taskId: d.payload.taskId,
-                  step: d.payload.step,
-                  rewards: d.payload.rewards,
-                });
-              }
-            } catch {
-              // Undecodable records went to the DLQ in the live pipeline too.
+      c.run(async (batch, { heartbeat }) => {
+        for (const m of batch.records) {
+          try {
+            const d = decode(m.value!);
+            if (d.name === 'RolloutGroupScored' && d.payload.campaignId === campaignId) {
+              out.push({
+                eventId: d.payload.eventId.toLowerCase(),
+                taskId: d.payload.taskId,
+                step: d.payload.step,
+                rewards: d.payload.rewards,
+              });
             }
-            if (Number(m.offset) + 1 >= (remaining.get(batch.partition) ?? 0))
-              remaining.delete(batch.partition);
+          } catch {
+            // Undecodable records went to the DLQ in the live pipeline too.
           }
-          await heartbeat();
-          if (remaining.size === 0) resolve();
-        },
+          if (Number(m.offset) + 1 >= (remaining.get(batch.partition) ?? 0))
+            remaining.delete(batch.partition);
+        }
+        await heartbeat();
+        if (remaining.size === 0) resolve();
       }).catch(reject);
     });
   } finally {

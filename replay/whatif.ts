@@ -1,5 +1,5 @@
-// `rods whatif`: re-run the band detector and the pool policy — the same pure domain code as the
-// live campaign — over the campaign's recorded reward stream under other thresholds, and compare
+// `rods whatif`: re-run the band detector and the step decider — the same planStep
+// (domain/step-plan.ts) as the live campaign — over the campaign's recorded reward stream under other thresholds, and compare
 // the seeds that would have been selected, retired and injected with what happened.
 //
 // Its limit, stated in every report: the recorded rewards are those of the pool that really
@@ -10,20 +10,12 @@
 import type pg from 'pg';
 import { windowSpec } from '../domain/band.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
-import {
-  applyDecisions,
-  type PoolDecision,
-  type PoolState,
-  planDecisions,
-  planInjection,
-  queueCandidate,
-  retire,
-  selectSeeds,
-  type TaskStats,
-} from '../domain/pool.js';
+import type { PoolState } from '../domain/pool/state.js';
+import { planStep, type StepCandidate } from '../domain/step-plan.js';
 import { statsRecord, type TaskState } from '../domain/task-stats.js';
+import type { TaskStats } from '../schemas/types.generated.js';
 import { loadCampaign } from '../store/campaigns.js';
-import { foldGroups, readCampaignGroups } from './reward-stream.js';
+import { foldGroups, type RecordedGroup, readCampaignGroups } from './reward-stream.js';
 
 export const WHATIF_LIMITS =
   'The recorded rewards are those of the pool that really trained: after the first differing decision, the rewards that would have followed differ too, and synthesis is not re-run (only candidates that were really synthesized, from seeds the what-if also selected, can be injected). Overlaps after the first difference are indicative, not predictions.';
@@ -36,7 +28,8 @@ export interface WhatIfOverrides {
   window?: string;
 }
 
-interface RecordedPlan {
+/** The parts of a recorded plan (activities/curriculum.ts StepPlan) a what-if compares and re-uses. */
+export interface RecordedPlan {
   step: number;
   selected: { taskId: string }[];
   retired: { taskId: string }[];
@@ -107,112 +100,106 @@ export function whatIfConfig(raw: unknown, o: WhatIfOverrides): CampaignConfig {
   }
 }
 
-export async function whatIf(
-  db: pg.Pool,
-  opts: { campaignId: string; topic: string; overrides: WhatIfOverrides },
-): Promise<WhatIfReport> {
-  const campaign = await loadCampaign(db, opts.campaignId);
-  if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
-  const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
-  const plans = await db.query<{ step: number; state: PoolState; result: RecordedPlan }>(
-    'select step, state, result from campaign_plans where campaign_id = $1 order by step',
-    [opts.campaignId],
-  );
-  if (plans.rows[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
-  const candidates = await db.query<{
-    candidate_id: string;
-    seed_task_id: string;
-    candidate: { id?: string; category?: string };
-    lineage: { parentPhi?: number; step?: number };
-  }>(`select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1`, [
-    opts.campaignId,
-  ]);
-  const byCandidate = new Map(candidates.rows.map((c) => [c.candidate_id, c]));
-  const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
+/** A candidate as the candidates table holds it (the fields a what-if reads). */
+export interface WhatIfCandidate {
+  candidate_id: string;
+  seed_task_id: string;
+  candidate: { id?: string; category?: string };
+  lineage: { parentPhi?: number; step?: number };
+}
 
-  let state: PoolState = plans.rows[0].state;
+/** What a what-if re-decides from: the campaign's recorded plans, candidates and reward groups. */
+export interface CampaignRecord {
+  /** Every plan in step order, the seeding (step 0) first. */
+  plans: readonly { step: number; state: PoolState; result: RecordedPlan }[];
+  candidates: readonly WhatIfCandidate[];
+  /** The campaign's reward groups in step order. */
+  groups: readonly RecordedGroup[];
+}
+
+/**
+ * The pure core of a what-if: from the seeded pool, re-decide every recorded step with planStep
+ * under `cfg`, from the statistics the reward groups give up to that step and the inputs the
+ * campaign recorded (syntheses in flight, candidates queued), and compare with the recorded plan.
+ */
+export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIfStep[] {
+  const seeded = record.plans[0];
+  if (seeded?.step !== 0) throw new WhatIfError('the campaign has no seeded pool');
+  const byCandidate = new Map(record.candidates.map((c) => [c.candidate_id, c]));
+  const groups = record.groups;
+  let state: PoolState = seeded.state;
   const states = new Map<string, TaskState>();
   const seen = new Set<string>();
   const selectedAt = new Map<string, number[]>(); // seed -> steps selected in the what-if
   let g = 0;
   const steps: WhatIfStep[] = [];
-  for (const row of plans.rows.slice(1)) {
+  for (const row of record.plans.slice(1)) {
     const step = row.step;
     const recorded = row.result;
-    const upto: typeof groups = [];
+    const upto: RecordedGroup[] = [];
     while (g < groups.length && groups[g]!.step <= step) upto.push(groups[g++]!);
     foldGroups(upto, states, seen, cfg);
     const stats: Record<string, TaskStats> = {};
     for (const [id, s] of states) stats[id] = statsRecord(s);
 
-    const observed: PoolDecision[] = [];
-    for (const m of state.members) {
-      const s = stats[m.taskId];
-      if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount))
-        observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
-    }
-    state = applyDecisions(state, observed);
     // Candidates the campaign queued at this step exist in the what-if only if it selected their seed too.
-    const enqueue: PoolDecision[] = [];
+    const candidates: StepCandidate[] = [];
     for (const id of recorded.inputs?.enqueued ?? []) {
       const c = byCandidate.get(id);
       if (!c) continue;
       const selSteps = selectedAt.get(c.seed_task_id) ?? [];
       if (!selSteps.some((s) => s === c.lineage.step)) continue;
-      try {
-        enqueue.push(
-          queueCandidate(
-            state,
-            {
-              candidateId: id,
-              taskId: c.candidate.id ?? id,
-              category: c.candidate.category ?? 'base',
-              parents: [c.seed_task_id],
-              parentPhi: c.lineage.parentPhi ?? 0,
-            },
-            step,
-          ),
-        );
-      } catch {
-        // its seed left the what-if pool: the candidate could not have been queued
-      }
+      candidates.push({
+        candidateId: id,
+        taskId: c.candidate.id ?? id,
+        category: c.candidate.category ?? 'base',
+        parents: [c.seed_task_id],
+        parentPhi: c.lineage.parentPhi ?? 0,
+      });
     }
-    state = applyDecisions(state, enqueue);
-    const retired = retire(state, stats, step, cfg);
-    state = applyDecisions(state, retired);
-    const selected = selectSeeds(state, stats, step, cfg, {
-      inFlight: recorded.inputs?.inFlight ?? [],
-      runningSyntheses: recorded.inputs?.runningSyntheses ?? 0,
+    // A candidate whose seed left the what-if pool could not have been queued: planStep leaves it out.
+    const decided = planStep({
+      pool: state,
+      step,
+      config: cfg,
+      stats,
+      candidates,
+      selection: {
+        inFlight: recorded.inputs?.inFlight ?? [],
+        runningSyntheses: recorded.inputs?.runningSyntheses ?? 0,
+      },
     });
-    state = applyDecisions(state, selected);
-    for (const d of selected) selectedAt.set(d.taskId, [...(selectedAt.get(d.taskId) ?? []), step]);
-    const phiByTask: Record<string, number> = {};
-    for (const [id, s] of Object.entries(stats)) phiByTask[id] = s.phi;
-    const injection = planInjection(state, step, cfg, phiByTask);
-    state = applyDecisions(state, planDecisions(injection));
+    state = decided.state;
+    for (const d of decided.selected) selectedAt.set(d.taskId, [...(selectedAt.get(d.taskId) ?? []), step]);
     steps.push({
       step,
       selected: diff(
-        selected.map((d) => d.taskId),
+        decided.selected.map((d) => d.taskId),
         recorded.selected.map((d) => d.taskId),
       ),
       retired: diff(
-        retired.map((d) => d.taskId),
+        decided.retired.map((d) => d.taskId),
         recorded.retired.map((d) => d.taskId),
       ),
       injected: diff(
-        injection.inject.map((d) => d.taskId),
+        decided.injection.inject.map((d) => d.taskId),
         recorded.injected,
       ),
     });
   }
+  return steps;
+}
+
+/** The what-if report of a campaign's record under `cfg` (pure; whatIf loads the record). */
+export function whatIfReport(campaignId: string, cfg: CampaignConfig, record: CampaignRecord): WhatIfReport {
+  const steps = whatIfSteps(cfg, record);
   const total = (k: 'selected' | 'retired' | 'injected') => ({
     whatif: steps.reduce((a, s) => a + s[k].whatif, 0),
     actual: steps.reduce((a, s) => a + s[k].actual, 0),
     meanJaccard: steps.length ? steps.reduce((a, s) => a + s[k].jaccard, 0) / steps.length : 1,
   });
   return {
-    campaignId: opts.campaignId,
+    campaignId,
     config: {
       low: cfg.detector.low,
       high: cfg.detector.high,
@@ -227,4 +214,24 @@ export async function whatIf(
     ),
     limits: WHATIF_LIMITS,
   };
+}
+
+export async function whatIf(
+  db: pg.Pool,
+  opts: { campaignId: string; topic: string; overrides: WhatIfOverrides },
+): Promise<WhatIfReport> {
+  const campaign = await loadCampaign(db, opts.campaignId);
+  if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
+  const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
+  const plans = await db.query<{ step: number; state: PoolState; result: RecordedPlan }>(
+    'select step, state, result from campaign_plans where campaign_id = $1 order by step',
+    [opts.campaignId],
+  );
+  if (plans.rows[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  const candidates = await db.query<WhatIfCandidate>(
+    `select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1`,
+    [opts.campaignId],
+  );
+  const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
+  return whatIfReport(opts.campaignId, cfg, { plans: plans.rows, candidates: candidates.rows, groups });
 }

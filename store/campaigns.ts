@@ -3,13 +3,9 @@
 import type pg from 'pg';
 import { defaultRegistry } from '../codec/registry.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
-import { derivedUuid } from '../util/ids.js';
+import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from './db.js';
 import { append } from './event-store.js';
-
-export { campaignStream } from '../domain/streams.js';
-
-import { campaignStream } from '../domain/streams.js';
 
 export interface CampaignRow {
   campaignId: string;
@@ -37,7 +33,7 @@ export async function registerCampaign(
   const name = input.name ?? input.campaignId;
   const registry = defaultRegistry();
   await inTransaction(pool, async (c) => {
-    const eventId = derivedUuid('CampaignStarted', input.campaignId);
+    const eventId = eventIds.campaignStarted(input.campaignId);
     const payload = {
       eventId,
       campaignId: input.campaignId,
@@ -46,7 +42,7 @@ export async function registerCampaign(
       actor: input.actor ?? null,
       occurredAt: Date.now(),
     };
-    const r = await append(c, campaignStream(input.campaignId), 'any', [
+    const r = await append(c, streams.campaign(input.campaignId), 'any', [
       {
         eventId,
         type: 'CampaignStarted',

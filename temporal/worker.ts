@@ -5,6 +5,7 @@ import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
 import { createCampaignActivities } from '../activities/campaign.js';
 import { createCurriculumActivities } from '../activities/curriculum.js';
+import * as doctorActivities from '../activities/doctor.js';
 import { ExecutorClient } from '../activities/executor-client.js';
 import { createIngestionActivities } from '../activities/ingestion.js';
 import { createSynthesisActivities } from '../activities/synthesis.js';
@@ -52,6 +53,21 @@ export async function createRodsWorker(
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: rodsActivities(opts),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivityTaskExecutions ?? 20,
+  });
+  return { worker, close: () => connection.close() };
+}
+
+/** A worker of the doctor's one-activity round trip on its own task queue (rods doctor, benchmarks). */
+export async function createDoctorWorker(
+  taskQueue: string,
+): Promise<{ worker: Worker; close: () => Promise<void> }> {
+  const connection = await workerConnection();
+  const worker = await Worker.create({
+    connection,
+    namespace: temporalNamespace(),
+    taskQueue,
+    workflowsPath: fileURLToPath(new URL('../workflows/doctor.ts', import.meta.url)),
+    activities: doctorActivities,
   });
   return { worker, close: () => connection.close() };
 }

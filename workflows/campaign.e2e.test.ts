@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
+import { staysFalse, waitUntil } from '../test/support/wait.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;
@@ -126,8 +127,22 @@ describe('campaign loop', () => {
     const paused = (await h.executeUpdate('pause', { args: [{}] })) as { status: string };
     expect(paused.status).toBe('paused');
     await loop.trainStep(7);
-    await new Promise((r) => setTimeout(r, 1500));
-    expect((await loop.status()).step).toBe(6);
+    // Once the aggregator has closed step 7, a running campaign would plan it: paused, it must not.
+    await waitUntil(
+      async () =>
+        (
+          await loop.pool.query(
+            `select 1 from events where type = 'StepAggregated' and payload->>'campaignId' = $1
+                and (payload->>'step')::int = 7`,
+            [loop.campaignId],
+          )
+        ).rowCount === 1,
+      { what: 'the aggregator to close step 7', timeoutMs: 120_000 },
+    );
+    await staysFalse(async () => (await loop.status()).step !== 6, 1500, {
+      what: 'the paused campaign left step 6',
+      intervalMs: 100,
+    });
     await h.executeUpdate('resume');
     await loop.waitPlanned(7);
     const stopped = await executeUpdateWithRetry<{ status: string }>(h as never, 'stop', [

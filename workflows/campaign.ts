@@ -23,8 +23,8 @@ import {
 import type { CampaignActivities } from '../activities/campaign.js';
 import type { CurriculumActivities, StepPlan } from '../activities/curriculum.js';
 import { parseCampaignConfig, validateReconfiguration } from '../domain/campaign-config.js';
-import { campaignStream } from '../domain/streams.js';
-import type { SynthesisInput, SynthesisOutcome } from './synthesis.js';
+import { streams, synthesisId, workflowIds } from '../domain/ids.js';
+import { type SynthesisInput, type SynthesisOutcome, synthesisWorkflow } from './synthesis.js';
 
 export type CampaignStatusName = 'seeding' | 'running' | 'paused' | 'stopped';
 
@@ -111,7 +111,7 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   // Lifecycle decisions are events too (workflow time and uuid4 are deterministic on replay).
   const lifecycle = (type: string, payload: Record<string, unknown>) =>
     camp.recordEvents({
-      streamId: campaignStream(campaignId),
+      streamId: streams.campaign(campaignId),
       events: [
         {
           eventId: uuid4(),
@@ -226,7 +226,7 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     // without its syntheses.
     const children: SynthesisInput[] = p.selected.map((seed) => ({
       campaignId,
-      synthesisId: `synth-${campaignId}-${next}-${seed.taskId}`,
+      synthesisId: synthesisId(campaignId, next, seed.taskId),
       step: next,
       seed,
       config: s.config,
@@ -235,8 +235,8 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     for (const child of children) s.running[child.synthesisId] = child.seed.taskId;
     for (const child of children) {
       // Children outlive a continue-as-new of the parent and report back by signal.
-      await startChild('synthesisWorkflow', {
-        workflowId: child.synthesisId,
+      await startChild(synthesisWorkflow, {
+        workflowId: workflowIds.synthesis(child.synthesisId),
         args: [child],
         parentClosePolicy: ParentClosePolicy.ABANDON,
       });

@@ -11,6 +11,7 @@ import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { probeTemporal } from '../infra/stack/temporal.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
+import { waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -46,9 +47,12 @@ beforeAll(async () => {
   );
   // Every Temporal connection of this test file (worker, client) goes to the private server.
   process.env.TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
-  for (let i = 0; i < 150 && !(await probeTemporal(process.env.TEMPORAL_ADDRESS, 'default')).answering; i++) {
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const address = process.env.TEMPORAL_ADDRESS;
+  await waitUntil(async () => (await probeTemporal(address, 'default')).answering, {
+    what: `the private Temporal dev server at ${address} to answer`,
+    timeoutMs: 60_000,
+    intervalMs: 200,
+  });
   await installWorkerRuntime('WARN');
   bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
   standin = await startStandin(['--seed', '11']);

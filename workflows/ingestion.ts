@@ -1,4 +1,4 @@
-// The ingestion workflow: one per accepted rollout batch, id `ingest-<campaign>-<step>-<batchId>`
+// The ingestion workflow: one per accepted rollout batch (id: workflowIds.ingestion, domain/ids.ts)
 // (started by the gateway with a reuse policy that rejects duplicates, so a batch is published
 // by one execution only). The batch itself stays in PostgreSQL (claim check); the workflow
 // carries only its id.

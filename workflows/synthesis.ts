@@ -1,4 +1,4 @@
-// The synthesis workflow: one per selected boundary seed. The five stages of DESIGN.md §2 —
+// The synthesis workflow: one per selected boundary seed. The five stages of docs/architecture.md §3 —
 // plan; execute (at most `maxConfigRepairs` config-patch repairs, failed functions blocklisted
 // for re-planning); coherence rewrite; critique (deterministic gates and a fresh re-execution,
 // then the LLM quality judge, at most `maxRefinements` classify-and-rewrite refinements);
@@ -16,6 +16,7 @@ import type { Failure } from '../activities/executor-client.js';
 import type { Candidate, Judgement } from '../activities/llm/schemas.js';
 import type { SynthesisActivities } from '../activities/synthesis.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
+import * as ids from '../domain/ids.js';
 
 export interface SynthesisInput {
   campaignId: string;
@@ -70,7 +71,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
   const { campaignId, synthesisId, seed } = input;
   const cfg = parseCampaignConfig(input.config);
   const ref = (attempt: number) => ({ campaignId, synthesisId, attempt, config: input.config });
-  const candidateId = `${seed.taskId}~s${input.step}`;
+  const candidateId = ids.candidateId(seed.taskId, input.step);
   let stage: StageName = 'plan';
   let current: Candidate | null = null;
   let outcome: SynthesisOutcome;

@@ -8,7 +8,9 @@ import type { QueryResultRow } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import type { Pool } from '../store/db.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
+import { waitUntil } from '../test/support/wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let bundle: WorkflowBundleWithSourceMap;
@@ -36,6 +38,44 @@ function kill9(child: ChildProcess): Promise<void> {
     child.once('exit', () => resolve());
     child.kill('SIGKILL');
   });
+}
+
+const OUTCOMES = `('CandidateValidated', 'CandidateRejected')`;
+
+/**
+ * A synthesis of the campaign that recorded a stage after `after` and has no outcome yet. Only
+ * stages that a generator call always follows count (execute: rewrite; rewrite: the judge), so
+ * the synthesis is still busy when the kill lands.
+ */
+async function stageOfUnfinishedSynthesis(db: Pool, campaignId: string, after: number) {
+  const { rows } = await db.query<{ synthesis_id: string }>(
+    `select s.payload->>'synthesisId' as synthesis_id from events s
+      where s.payload->>'campaignId' = $1 and s.type = 'StageCompleted' and s.position > $2
+        and s.payload->>'stage' in ('execute', 'rewrite')
+        and not exists (select 1 from events o
+                         where o.payload->>'campaignId' = $1 and o.type in ${OUTCOMES}
+                           and o.payload->>'synthesisId' = s.payload->>'synthesisId')
+      order by s.position limit 1`,
+    [campaignId, after],
+  );
+  return rows[0]?.synthesis_id;
+}
+
+async function synthesisEnded(db: Pool, campaignId: string, synthesisId: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `select 1 from events where payload->>'campaignId' = $1 and type in ${OUTCOMES}
+        and payload->>'synthesisId' = $2`,
+    [campaignId, synthesisId],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
+async function lastPosition(db: Pool, campaignId: string): Promise<number> {
+  const { rows } = await db.query<{ p: string | null }>(
+    `select max(position)::text as p from events where payload->>'campaignId' = $1`,
+    [campaignId],
+  );
+  return Number(rows[0]?.p ?? 0);
 }
 
 beforeAll(async () => {
@@ -73,15 +113,26 @@ describe('worker crashes during synthesis', () => {
 
     let kills = 0;
     let killedMidSynthesis = 0;
+    // Events of this campaign up to the last kill; the next kill waits for a stage recorded after it.
+    let seen = 0;
     for (let step = 1; step <= 6; step++) {
       await loop.trainStep(step);
       await loop.waitPlanned(step, 240_000);
       if (kills < 5 && step <= 5) {
-        await new Promise((r) => setTimeout(r, 300 + Math.random() * 1200));
-        const running = Object.keys((await loop.status()).running).length;
+        // With syntheses in flight, kill right after one of them recorded a stage (by the worker
+        // now running), so the kill lands inside a synthesis, between two of its stages.
+        const inFlight = Object.keys((await loop.status()).running).length > 0;
+        const target = inFlight
+          ? await waitUntil(() => stageOfUnfinishedSynthesis(loop.pool, loop.campaignId, seen), {
+              what: `a stage of a running synthesis recorded after position ${seen}`,
+              timeoutMs: 240_000,
+            })
+          : undefined;
         await kill9(worker);
         kills++;
-        if (running > 0) killedMidSynthesis++;
+        // The worker is dead, so no outcome is recorded after the kill: none now means in flight.
+        if (target && !(await synthesisEnded(loop.pool, loop.campaignId, target))) killedMidSynthesis++;
+        seen = await lastPosition(loop.pool, loop.campaignId);
         worker = startWorker(loop.taskQueue);
       }
     }

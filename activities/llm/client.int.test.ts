@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkSchema } from '../../dev/standin/json-schema.js';
 import { type StandinServer, startStandin } from '../../dev/standin/server.js';
+import { waitUntil } from '../../test/support/wait.js';
 import { ExecutorClient, type TaskRecord } from '../executor-client.js';
 import { chatJson, jsonSchemaOf } from './client.js';
 import { type GeneratorConfig, type GeneratorConfigInput, generatorConfig } from './config.js';
@@ -243,10 +244,15 @@ describe('transient failures', () => {
   it('stops at once when the caller cancels', async () => {
     const { schema, messages } = planMessages(seed);
     const ac = new AbortController();
+    const before = server.stats.requests;
     const pending = chatJson('plan', messages, schema, cfgFor({ headers: fault('timeout') }), {
       signal: ac.signal,
     });
-    setTimeout(() => ac.abort(new Error('activity cancelled')), 50);
+    // Cancel once the request is at the server (it hangs there), not after a guessed delay.
+    await waitUntil(() => server.stats.requests > before, {
+      what: 'the hanging request to reach the stand-in',
+    });
+    ac.abort(new Error('activity cancelled'));
     await expect(pending).rejects.toThrow('activity cancelled');
   });
 });

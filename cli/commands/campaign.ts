@@ -3,17 +3,16 @@ import { readFileSync } from 'node:fs';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Command } from 'commander';
 import { parseCampaignConfig } from '../../domain/campaign-config.js';
+import { workflowIds } from '../../domain/ids.js';
 import { loadCampaign, registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { type PoolView, poolView } from '../../store/pool-view.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { taskQueue } from '../../temporal/worker.js';
-import type { CampaignStatus } from '../../workflows/campaign.js';
+import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
-
-export const campaignWorkflowId = (campaignId: string) => `campaign-${campaignId}`;
 
 function readConfigFile(file: string): { campaignId?: string; name?: string; config: unknown } {
   let raw: unknown;
@@ -51,7 +50,7 @@ async function withCampaign<T>(campaignId: string, fn: (pool: Pool) => Promise<T
 async function update(campaignId: string, name: string, args: unknown[] = []): Promise<CampaignStatus> {
   const { client, close } = await temporalClient();
   try {
-    const handle = client.workflow.getHandle(campaignWorkflowId(campaignId));
+    const handle = client.workflow.getHandle(workflowIds.campaign(campaignId));
     return await executeUpdateWithRetry<CampaignStatus>(
       handle as never,
       name,
@@ -126,9 +125,9 @@ export function register(program: Command): void {
         }
         const { client, close } = await temporalClient();
         try {
-          const handle = await client.workflow.start('campaignWorkflow', {
+          const handle = await client.workflow.start(campaignWorkflow, {
             taskQueue: taskQueue(),
-            workflowId: campaignWorkflowId(campaignId),
+            workflowId: workflowIds.campaign(campaignId),
             args: [
               {
                 campaignId,

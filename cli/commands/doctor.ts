@@ -2,19 +2,14 @@
 // (PostgreSQL write/read after migrations, Kafka produce/consume through a consumer group,
 // a Temporal workflow executed by an in-process worker).
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import * as doctorActivities from '../../activities/doctor.js';
 import { loadEndpoints } from '../../config/endpoints.js';
-import { consumer, ensureTopics, kafka, producer, withAdmin } from '../../kafka/client.js';
+import { workflowIds } from '../../domain/ids.js';
+import { ensureTopics, openKafka, withAdmin } from '../../kafka/client.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
-import {
-  installWorkerRuntime,
-  temporalClient,
-  temporalNamespace,
-  workerConnection,
-} from '../../temporal/connect.js';
+import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
+import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { printJson } from '../output.js';
 
 interface Check {
@@ -60,65 +55,60 @@ async function checkKafka(messages: number): Promise<string> {
       { name: topic, key: 'n', partitions: 3, replicationFactor: 1, config: {}, doc: 'doctor scratch' },
     ]),
   );
-  const k = kafka({ clientId: 'rods-doctor' });
+  const k = openKafka({ clientId: 'rods-doctor' });
   try {
-    const p = producer(k, { idempotent: true, maxInFlightRequests: 1 });
-    await p.connect();
-    await p.send({
+    const p = await k.producer({ idempotent: true });
+    await p.send(
       topic,
-      acks: -1,
-      messages: Array.from({ length: messages }, (_, i) => ({ key: `k${i % 17}`, value: String(i) })),
-    });
+      Array.from({ length: messages }, (_, i) => ({ key: `k${i % 17}`, value: String(i) })),
+    );
     await p.disconnect();
-    const c = consumer(k, { groupId: `rods-doctor-${randomUUID()}` });
+    const c = k.batchConsumer({ groupId: `rods-doctor-${randomUUID()}`, topics: [topic] });
     const seen = new Set<string>();
-    await c.connect();
-    await c.subscribe({ topic, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`only ${seen.size}/${messages} messages consumed in 30 s`)),
-        30_000,
-      );
-      c.run({
-        eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) seen.add(m.value!.toString());
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`only ${seen.size}/${messages} messages consumed in 30 s`)),
+          30_000,
+        );
+        c.run(async (batch) => {
+          for (const m of batch.records) seen.add(m.value!.toString());
           if (seen.size >= messages) {
             clearTimeout(timer);
             resolve();
           }
-        },
-      }).catch(reject);
-    });
-    await c.disconnect();
+        }).catch(reject);
+      });
+    } finally {
+      await c.disconnect();
+    }
     return `${messages} messages produced and consumed once each; project topics: ${ensured.existing.length + ensured.created.length}`;
   } finally {
-    await withAdmin((a) => a.deleteTopics({ topics: [topic] }));
+    await withAdmin((a) => a.deleteTopics([topic]));
   }
 }
 
 async function checkTemporal(): Promise<string> {
   await installWorkerRuntime('WARN');
-  const { Worker } = await import('@temporalio/worker');
+  // Loaded on demand: the worker runtime is installed (log level) before it is imported.
+  const { createDoctorWorker } = await import('../../temporal/worker.js');
   const taskQueue = `rods-doctor-${randomUUID()}`;
-  const connection = await workerConnection();
-  const worker = await Worker.create({
-    connection,
-    namespace: temporalNamespace(),
-    taskQueue,
-    workflowsPath: fileURLToPath(new URL('../../workflows/doctor.ts', import.meta.url)),
-    activities: doctorActivities,
-  });
+  const { worker, close: closeWorker } = await createDoctorWorker(taskQueue);
   const { client, close } = await temporalClient();
   try {
     const token = randomUUID();
     const result = await worker.runUntil(
-      client.workflow.execute('doctorRoundTrip', { taskQueue, workflowId: `doctor-${token}`, args: [token] }),
+      client.workflow.execute(doctorRoundTrip, {
+        taskQueue,
+        workflowId: workflowIds.doctor(token),
+        args: [token],
+      }),
     );
     if (result !== `echo:${token}`) throw new Error(`unexpected workflow result ${result}`);
     return 'workflow → activity → result round trip ok';
   } finally {
     await close();
-    await connection.close();
+    await closeWorker();
   }
 }
 

@@ -2,7 +2,8 @@
 // to its human seed, from the event store (lineage/); `rods lineage --campaign C --stats`:
 // the pool summarised by generation.
 import type { Command } from 'commander';
-import { LINEAGE_FORMATS, type LineageFormat, lineageStats, renderLineage } from '../../lineage/model.js';
+import { LINEAGE_FORMATS, type LineageFormat, renderLineage } from '../../lineage/render/formats.js';
+import { lineageStats } from '../../lineage/stats.js';
 import { campaignHasEvents, campaignsOfTask, loadLineageIndex } from '../../lineage/store.js';
 import { loadCampaign } from '../../store/campaigns.js';
 import { createPool } from '../../store/db.js';

@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
+import { campaignStreamPrefixes } from '../../domain/ids.js';
 import { kafkaStatsCheck } from '../../replay/kafka-source.js';
 import { ReplayError, replayCampaign } from '../../replay/replay.js';
 import { verifyChains } from '../../store/audit.js';
@@ -7,16 +8,6 @@ import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
-
-/** The event-store streams of a campaign (domain/streams.ts and the aggregator's stream names). */
-export function campaignStreamPrefixes(campaignId: string): string[] {
-  return [
-    `campaign-${campaignId}`,
-    `synthesis-synth-${campaignId}-`,
-    `stats-${campaignId}-`,
-    `steps-${campaignId}`,
-  ];
-}
 
 export function register(program: Command): void {
   program

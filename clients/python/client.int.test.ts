@@ -65,7 +65,7 @@ afterAll(async () => {
     await worker.close();
   }
   await closeClient?.();
-  if (topic) await withAdmin((a) => a.deleteTopics({ topics: [topic] })).catch(() => {});
+  if (topic) await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
   await db?.end();
 });
 

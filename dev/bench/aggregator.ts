@@ -1,10 +1,10 @@
-// The exactly-once aggregator against a plain kafkajs consumer that only decodes, over the same
+// The exactly-once aggregator against a plain batch consumer (the Kafka port) that only decodes, over the same
 // topic in the same run: {events_per_s, raw_consume_events_per_s, ratio, groups}.
 import { randomUUID } from 'node:crypto';
 import { AggregatorService } from '../../aggregator/service.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
 import { decode } from '../../codec/registry.js';
-import { consumer, kafka, withAdmin } from '../../kafka/client.js';
+import { openKafka, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
@@ -28,21 +28,18 @@ export default async function aggregatorBench(opts: Record<string, string | bool
     const total = records.length;
 
     // Baseline: consume and decode every record, nothing else.
-    const c = consumer(kafka({ clientId: 'bench-raw' }), {
+    const c = openKafka({ clientId: 'bench-raw' }).batchConsumer({
       groupId: `bench-raw-${randomUUID()}`,
+      topics: [topic],
       maxBytesPerPartition: 8 << 20,
     });
-    await c.connect();
-    await c.subscribe({ topic, fromBeginning: true });
     let seen = 0;
     const t0 = performance.now();
     await new Promise<void>((resolve, reject) => {
-      c.run({
-        eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) decode(m.value!);
-          seen += batch.messages.length;
-          if (seen >= total) resolve();
-        },
+      c.run(async (batch) => {
+        for (const m of batch.records) decode(m.value!);
+        seen += batch.records.length;
+        if (seen >= total) resolve();
       }).catch(reject);
     });
     const rawSeconds = (performance.now() - t0) / 1000;
@@ -75,7 +72,7 @@ export default async function aggregatorBench(opts: Record<string, string | bool
       raw_seconds: Number(rawSeconds.toFixed(2)),
     };
   } finally {
-    await withAdmin((a) => a.deleteTopics({ topics: [topic] }));
+    await withAdmin((a) => a.deleteTopics([topic]));
     await pool.end();
   }
 }

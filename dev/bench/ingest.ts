@@ -9,7 +9,7 @@ import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
 import { TokenSet } from '../../gateway/auth.js';
 import { buildGateway } from '../../gateway/server.js';
-import { kafka, producer, withAdmin } from '../../kafka/client.js';
+import { openKafka, withAdmin } from '../../kafka/client.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
@@ -85,11 +85,7 @@ export default async function ingestBench(opts: Record<string, string | boolean>
     const seconds = (performance.now() - t0) / 1000;
 
     // Baseline: the same records straight to Kafka.
-    const p = producer(kafka({ clientId: 'bench-raw-produce' }), {
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
-    await p.connect();
+    const p = await openKafka({ clientId: 'bench-raw-produce' }).producer({ idempotent: true });
     const rawMs: number[] = [];
     for (let step = 1; step <= steps; step++) {
       const s0 = performance.now();
@@ -115,7 +111,7 @@ export default async function ingestBench(opts: Record<string, string | boolean>
           producedAt: Date.now(),
         }),
       });
-      await p.send({ topic, acks: -1, messages });
+      await p.send(topic, messages);
       rawMs.push(performance.now() - s0);
     }
     await p.disconnect();
@@ -137,7 +133,7 @@ export default async function ingestBench(opts: Record<string, string | boolean>
     await running;
     await w.close();
     await close();
-    await withAdmin((a) => a.deleteTopics({ topics: [topic] })).catch(() => {});
+    await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
     await db.end();
   }
 }

@@ -1,7 +1,7 @@
 // Smallest real benchmark, kept as the template for the others: idempotent, acks=all
 // production of N keyed messages against acks=1 production of the same messages.
 import { randomUUID } from 'node:crypto';
-import { ensureTopics, kafka, producer, withAdmin } from '../../kafka/client.js';
+import { ensureTopics, openKafka, withAdmin } from '../../kafka/client.js';
 import type { BenchResult } from './run.js';
 
 export default async function kafkaProduce(opts: Record<string, string | boolean>): Promise<BenchResult> {
@@ -12,18 +12,17 @@ export default async function kafkaProduce(opts: Record<string, string | boolean
       { name: topic, key: 'k', partitions: 6, replicationFactor: 1, config: {}, doc: 'bench' },
     ]),
   );
-  const k = kafka({ clientId: 'rods-bench' });
+  const k = openKafka({ clientId: 'rods-bench' });
   const value = Buffer.alloc(200, 1);
   const run = async (idempotent: boolean) => {
-    const p = producer(k, idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {});
-    await p.connect();
+    const p = await k.producer(idempotent ? { idempotent: true } : { idempotent: false, acks: 'leader' });
     const t0 = performance.now();
     for (let i = 0; i < n; i += 1000) {
       const messages = Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({
         key: `task-${(i + j) % 997}`,
         value,
       }));
-      await p.send({ topic, acks: idempotent ? -1 : 1, messages });
+      await p.send(topic, messages);
     }
     const s = (performance.now() - t0) / 1000;
     await p.disconnect();
@@ -39,6 +38,6 @@ export default async function kafkaProduce(opts: Record<string, string | boolean
       ratio: idem / baseline,
     };
   } finally {
-    await withAdmin((a) => a.deleteTopics({ topics: [topic] }));
+    await withAdmin((a) => a.deleteTopics([topic]));
   }
 }

@@ -5,14 +5,10 @@
 // floor of starting a workflow that runs one no-op activity.
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, Worker } from '@temporalio/worker';
-import * as doctorActivities from '../../activities/doctor.js';
-import {
-  installWorkerRuntime,
-  temporalClient,
-  temporalNamespace,
-  workerConnection,
-} from '../../temporal/connect.js';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
+import { createDoctorWorker } from '../../temporal/worker.js';
+import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { LoopHarness } from '../harness/loop.js';
 import { standinGenerator, startStandin } from '../harness/standin.js';
 import type { BenchResult } from './run.js';
@@ -24,20 +20,13 @@ function pct(xs: number[], p: number): number {
 
 async function floor(samples: number): Promise<number[]> {
   const taskQueue = `bench-floor-${randomUUID()}`;
-  const connection = await workerConnection();
-  const worker = await Worker.create({
-    connection,
-    namespace: temporalNamespace(),
-    taskQueue,
-    workflowsPath: fileURLToPath(new URL('../../workflows/doctor.ts', import.meta.url)),
-    activities: doctorActivities,
-  });
+  const { worker, close: closeWorker } = await createDoctorWorker(taskQueue);
   const { client, close } = await temporalClient();
   const out: number[] = [];
   await worker.runUntil(async () => {
     for (let i = 0; i < samples + 3; i++) {
       const t0 = performance.now();
-      await client.workflow.execute('doctorRoundTrip', {
+      await client.workflow.execute(doctorRoundTrip, {
         taskQueue,
         workflowId: `floor-${randomUUID()}`,
         args: ['x'],
@@ -46,7 +35,7 @@ async function floor(samples: number): Promise<number[]> {
     }
   });
   await close();
-  await connection.close();
+  await closeWorker();
   return out;
 }
 

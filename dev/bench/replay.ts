@@ -47,6 +47,6 @@ export default async function replayBench(opts: Record<string, string | boolean>
       ratio: Number((eventsPerS / rawPerS).toFixed(3)),
     };
   } finally {
-    await withAdmin((a) => a.deleteTopics({ topics: [topic] })).catch(() => {});
+    await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
   }
 }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
+import { workflowIds } from '../../domain/ids.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { freePort } from '../../util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
@@ -238,9 +239,11 @@ export async function runDemo(
     // Stop the campaign; it lets running syntheses finish.
     const { client, close } = await temporalClient();
     try {
-      await executeUpdateWithRetry(client.workflow.getHandle(`campaign-${campaignId}`) as never, 'stop', [
-        { reason: 'demo over' },
-      ]);
+      await executeUpdateWithRetry(
+        client.workflow.getHandle(workflowIds.campaign(campaignId)) as never,
+        'stop',
+        [{ reason: 'demo over' }],
+      );
     } finally {
       await close();
     }

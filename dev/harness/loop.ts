@@ -8,13 +8,14 @@ import type { Worker, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { AggregatorService } from '../../aggregator/service.js';
 import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
-import { kafka, type Producer, producer, withAdmin } from '../../kafka/client.js';
+import { eventIds, workflowIds } from '../../domain/ids.js';
+import { openKafka, type RecordProducer, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { temporalClient } from '../../temporal/connect.js';
 import { createRodsWorker } from '../../temporal/worker.js';
-import { derivedUuid } from '../../util/ids.js';
-import type { CampaignStatus } from '../../workflows/campaign.js';
+import { waitUntil } from '../../test/support/wait.js';
+import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
 import {
   childDifficulty,
   hash32,
@@ -51,7 +52,7 @@ export class LoopHarness {
   private closeClient?: () => Promise<void>;
   private aggregator?: AggregatorService;
   private worker?: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
-  private producer?: Producer;
+  private producer?: RecordProducer;
   policy: SimPolicy = { skill: {}, learningRate: 0.6 };
   private difficulty = new Map<string, number>();
 
@@ -62,7 +63,7 @@ export class LoopHarness {
   }
 
   get workflowId(): string {
-    return `campaign-${this.campaignId}`;
+    return workflowIds.campaign(this.campaignId);
   }
 
   async start(): Promise<void> {
@@ -78,12 +79,8 @@ export class LoopHarness {
     const { client, close } = await temporalClient();
     this.client = client;
     this.closeClient = close;
-    this.producer = producer(kafka({ clientId: 'rods-sim-trainer' }), {
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
-    await this.producer.connect();
-    await client.workflow.start('campaignWorkflow', {
+    this.producer = await openKafka({ clientId: 'rods-sim-trainer' }).producer({ idempotent: true });
+    await client.workflow.start(campaignWorkflow, {
       taskQueue: this.taskQueue,
       workflowId: this.workflowId,
       args: [{ campaignId: this.campaignId, config: this.opts.config, untilStep: this.opts.untilStep }],
@@ -151,7 +148,7 @@ export class LoopHarness {
       return {
         key: m.task_id,
         value: encode('RolloutGroupScored', {
-          eventId: derivedUuid('sim-group', this.campaignId, step, m.task_id),
+          eventId: eventIds.simulatedRolloutGroup(this.campaignId, step, m.task_id),
           campaignId: this.campaignId,
           taskId: m.task_id,
           step,
@@ -164,39 +161,49 @@ export class LoopHarness {
     messages.push({
       key: `${this.campaignId}/close`,
       value: encode('StepClosed', {
-        eventId: derivedUuid('sim-close', this.campaignId, step),
+        eventId: eventIds.simulatedStepClosed(this.campaignId, step),
         campaignId: this.campaignId,
         step,
         groupCount: members.length,
         producedAt: Date.now(),
       }),
     });
-    await this.producer!.send({ topic: this.topic, acks: -1, messages });
+    await this.producer!.send(this.topic, messages);
     return { groups: members.length };
   }
 
   /** Waits until the campaign workflow has planned `step`. */
   async waitPlanned(step: number, timeoutMs = 120_000): Promise<CampaignStatus> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const s = await this.status().catch(() => undefined);
-      if (s && s.step >= step) return s;
-      if (Date.now() > deadline)
-        throw new Error(`campaign ${this.campaignId} did not plan step ${step} in time (at ${s?.step})`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    let last: CampaignStatus | undefined;
+    return waitUntil(
+      async () => {
+        // A query can fail while a worker restarts; the next poll asks again.
+        last = (await this.status().catch(() => undefined)) ?? last;
+        return last && last.step >= step ? last : undefined;
+      },
+      {
+        what: () => `campaign ${this.campaignId} to plan step ${step} (at ${last?.step})`,
+        timeoutMs,
+        intervalMs: 200,
+      },
+    );
   }
 
   /** Waits until no synthesis is running. */
   async waitSynthesesDone(timeoutMs = 180_000): Promise<CampaignStatus> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const s = await this.status();
-      if (Object.keys(s.running).length === 0) return s;
-      if (Date.now() > deadline)
-        throw new Error(`syntheses still running: ${Object.keys(s.running).join(', ')}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    let running: string[] = [];
+    return waitUntil(
+      async () => {
+        const s = await this.status();
+        running = Object.keys(s.running);
+        return running.length === 0 ? s : undefined;
+      },
+      {
+        what: () => `the syntheses to finish (still running: ${running.join(', ')})`,
+        timeoutMs,
+        intervalMs: 250,
+      },
+    );
   }
 
   async close(): Promise<void> {
@@ -208,7 +215,7 @@ export class LoopHarness {
     await this.aggregator?.stop();
     await this.producer?.disconnect().catch(() => {});
     await this.closeClient?.();
-    if (this.topic) await withAdmin((a) => a.deleteTopics({ topics: [this.topic] })).catch(() => {});
+    if (this.topic) await withAdmin((a) => a.deleteTopics([this.topic])).catch(() => {});
     await this.pool.end();
   }
 }

@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitUntil } from '../../test/support/wait.js';
 import { freePort } from '../../util/free-port.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -28,18 +29,22 @@ export async function startStandin(flags: string[] = []): Promise<StandinProcess
     stderr = (stderr + d).slice(-4000);
   });
   const url = `http://127.0.0.1:${port}/v1`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      const r = await fetch(`${url}/models`);
-      if (r.ok) break;
-    } catch {
-      /* not up yet */
-    }
-    if (child.exitCode !== null) throw new Error(`stand-in generator exited: ${stderr}`);
-    if (Date.now() > deadline) throw new Error(`stand-in generator did not start: ${stderr}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitUntil(
+    async () => {
+      try {
+        if ((await fetch(`${url}/models`)).ok) return true;
+      } catch {
+        /* not up yet */
+      }
+      if (child.exitCode !== null) throw new Error(`stand-in generator exited: ${stderr}`);
+      return false;
+    },
+    {
+      what: () => `the stand-in generator to answer at ${url}: ${stderr}`,
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    },
+  );
   return {
     url,
     child,

@@ -1,13 +1,13 @@
-// A SIMULATED ablation of the curriculum (DESIGN.md §2, "Reported effects"): the simulated policy
-// of simulator/model.ts trained for N steps under three pool policies on the same seed tasks.
+// A SIMULATED ablation of the curriculum: the simulated policy of dev/simulator/model.ts trained
+// for N steps under three pool policies on the same seed tasks.
 // - static: the pool never changes; every step trains on all seeds.
-// - rods: the paper's loop through the same pure domain code as the live pipeline (and in the
-//   same order as activities/curriculum.ts): per step, train on the active pool and fold each
-//   group into its statistics (domain/task-stats applyGroup) and `observe` them, queue the
-//   children of the previous step's seeds (queueCandidate), retire, selectSeeds, and planInjection
-//   at the injection cadence.
-// - random-seed: the same loop, but the seeds are drawn uniformly at random (seeded RNG) among the
-//   active tasks out of cooldown, whatever their band or φ, under the same capacity and quotas.
+// - rods: the paper's loop through the same step decider as the live pipeline (planStep,
+//   domain/step-plan.ts): per step, train on the active pool and fold each group into its
+//   statistics (domain/task-stats applyGroup), then planStep observes them, queues the children
+//   of the previous step's seeds, retires, selects seeds and injects at the injection cadence.
+// - random-seed: the same loop, but the seeds are ranked uniformly at random (seeded RNG) among
+//   the active tasks out of cooldown, whatever their band or φ, under the same capacity and quotas
+//   (planStep's seed-ranking option).
 // A selected seed yields one synthesized child one step later: id `<parent>~s<step>` (step of the
 // selection), the parent's category, classes and turns, difficulty childDifficulty(parent, id).
 // Pure and deterministic for a seed: no I/O, no clock. Not evidence about a real model.
@@ -16,21 +16,14 @@ import {
   type CampaignConfigInput,
   parseCampaignConfig,
 } from '../../domain/campaign-config.js';
-import {
-  applyDecisions,
-  EMPTY_POOL,
-  inCooldown,
-  type PoolDecision,
-  type PoolState,
-  planDecisions,
-  planInjection,
-  queueCandidate,
-  retire,
-  type SelectDecision,
-  seedTasks,
-  selectSeeds,
-} from '../../domain/pool.js';
+import { candidateId } from '../../domain/ids.js';
+import type { SelectDecision } from '../../domain/pool/decisions.js';
+import { applyDecisions } from '../../domain/pool/evolve.js';
+import { inCooldown, type RankedSeed, type SeedRanking, seedTasks } from '../../domain/pool/policy.js';
+import { EMPTY_POOL, type PoolState } from '../../domain/pool/state.js';
+import { planStep, type StepCandidate } from '../../domain/step-plan.js';
 import { applyGroup, statsRecord, type TaskState } from '../../domain/task-stats.js';
+import type { TaskStats } from '../../schemas/types.generated.js';
 import {
   childDifficulty,
   hash32,
@@ -161,45 +154,24 @@ interface RunState {
   policy: SimPolicy;
 }
 
-function randomSelection(
-  pool: PoolState,
-  step: number,
-  cfg: CampaignConfig,
-  draw: () => number,
-): SelectDecision[] {
-  const sel = cfg.selection;
-  const capacity = Math.max(0, Math.min(sel.budgetPerStep, sel.maxConcurrentSyntheses));
-  const eligible = pool.members.filter(
-    (m) => m.lastStats && !inCooldown(m.lastSelectedStep, step, sel.cooldownSteps),
-  );
-  // Fisher–Yates with the seeded generator: a uniform order over the eligible tasks.
-  for (let i = eligible.length - 1; i > 0; i--) {
-    const j = Math.floor(draw() * (i + 1));
-    [eligible[i], eligible[j]] = [eligible[j]!, eligible[i]!];
-  }
-  const used = new Map<string, number>();
-  const out: SelectDecision[] = [];
-  for (const m of eligible) {
-    if (out.length >= capacity) break;
-    const quota = Object.hasOwn(sel.perCategoryQuota, m.category) ? sel.perCategoryQuota[m.category]! : 0;
-    const slot = used.get(m.category) ?? 0;
-    if (slot >= quota) continue;
-    used.set(m.category, slot + 1);
-    const stats = m.lastStats!;
-    out.push({
-      kind: 'select',
-      taskId: m.taskId,
-      category: m.category,
-      step,
-      phi: stats.phi,
-      quotaSlot: slot,
-      rank: out.length,
-      stats,
-      rootSeedId: m.rootSeedId,
-      depth: m.depth,
-    });
-  }
-  return out;
+/**
+ * random-seed's ranking: the active tasks observed at least once and out of cooldown, whatever
+ * their band or φ, in a uniform random order (Fisher–Yates with the seeded generator). Selection
+ * then applies the same capacity and quotas as for rods.
+ */
+function randomRanking(draw: () => number): SeedRanking {
+  return (pool, _stats, step, cfg) => {
+    const eligible: RankedSeed[] = [];
+    for (const m of pool.members) {
+      if (!m.lastStats || inCooldown(m.lastSelectedStep, step, cfg.selection.cooldownSteps)) continue;
+      eligible.push({ member: m, stats: m.lastStats, phi: m.lastStats.phi });
+    }
+    for (let i = eligible.length - 1; i > 0; i--) {
+      const j = Math.floor(draw() * (i + 1));
+      [eligible[i], eligible[j]] = [eligible[j]!, eligible[i]!];
+    }
+    return eligible;
+  };
 }
 
 /** One policy's run over the seed tasks. */
@@ -216,11 +188,9 @@ export function runPolicy(
     pool: EMPTY_POOL,
     policy: { skill: {}, learningRate: opts.learningRate },
   };
-  const fold = (ds: readonly PoolDecision[]) => {
-    if (ds.length > 0) run.pool = applyDecisions(run.pool, ds);
-  };
-  fold(seedTasks(run.pool, seeds, 0));
+  run.pool = applyDecisions(run.pool, seedTasks(run.pool, seeds, 0));
   const skillStart = meanSkill(run.policy);
+  const ranking = policyName === 'random-seed' ? randomRanking(draw) : undefined;
 
   let groups = 0;
   let zero = 0;
@@ -233,7 +203,7 @@ export function runPolicy(
 
   for (let step = 1; step <= opts.steps; step++) {
     // Train on the active pool (task-id order) and fold each group into its statistics.
-    const observed: PoolDecision[] = [];
+    const stats = new Map<string, TaskStats>();
     for (const m of run.pool.members) {
       const task = tasks.get(m.taskId)!;
       const rewards = rolloutGroup(run.policy, task, opts.k, hash32(`${opts.seed}:${step}:${m.taskId}`));
@@ -244,16 +214,15 @@ export function runPolicy(
       if (policyName === 'static') continue;
       const applied = applyGroup(taskStates.get(m.taskId), rewards, step, cfg.detector);
       taskStates.set(m.taskId, applied.state);
-      observed.push({ kind: 'observe', taskId: m.taskId, stats: statsRecord(applied.state) });
+      stats.set(m.taskId, statsRecord(applied.state));
     }
     if (policyName === 'static') continue;
-    fold(observed);
 
     // The previous step's seeds each yield one synthesized child, queued for injection.
-    const enqueue: PoolDecision[] = [];
+    const candidates: StepCandidate[] = [];
     for (const s of pending) {
       const parent = tasks.get(s.taskId)!;
-      const taskId = `${s.taskId}~s${s.step}`;
+      const taskId = candidateId(s.taskId, s.step);
       tasks.set(taskId, {
         taskId,
         category: parent.category,
@@ -261,42 +230,33 @@ export function runPolicy(
         turns: parent.turns,
         difficulty: childDifficulty(parent.difficulty, taskId),
       });
-      enqueue.push(
-        queueCandidate(
-          run.pool,
-          {
-            candidateId: `cand-${taskId}`,
-            taskId,
-            category: s.category,
-            parents: [s.taskId],
-            parentPhi: s.phi,
-          },
-          step,
-          (id) => (id === s.taskId ? { rootSeedId: s.rootSeedId, depth: s.depth } : undefined),
-        ),
-      );
+      candidates.push({
+        candidateId: `cand-${taskId}`,
+        taskId,
+        category: s.category,
+        parents: [s.taskId],
+        parentPhi: s.phi,
+        seedLineage: { rootSeedId: s.rootSeedId, depth: s.depth },
+      });
     }
-    fold(enqueue);
 
-    const retiredNow = retire(run.pool, undefined, step, cfg);
-    for (const d of retiredNow) {
+    const plan = planStep({
+      pool: run.pool,
+      step,
+      config: cfg,
+      stats,
+      candidates,
+      selection: { ranking },
+    });
+    run.pool = plan.state;
+    for (const d of plan.retired) {
       if (d.rule === 'mastered') retired.mastered++;
       else if (d.rule === 'burn_in') retired.burnIn++;
     }
-    fold(retiredNow);
-
-    const selected =
-      policyName === 'rods'
-        ? selectSeeds(run.pool, undefined, step, cfg)
-        : randomSelection(run.pool, step, cfg, draw);
-    selectedCount += selected.length;
-    fold(selected);
-    pending = selected;
-
-    const plan = planInjection(run.pool, step, cfg);
-    generated += plan.inject.length;
-    pruned += plan.prune.length;
-    fold(planDecisions(plan));
+    selectedCount += plan.selected.length;
+    pending = plan.selected;
+    generated += plan.injection.inject.length;
+    pruned += plan.injection.prune.length;
   }
 
   const skillEnd = meanSkill(run.policy);

@@ -4,6 +4,7 @@ import { jsonSchemaOf } from '../../activities/llm/client.js';
 import { loadPrompt } from '../../activities/llm/prompts.js';
 import { JudgementSchema, planBaseSchema } from '../../activities/llm/schemas.js';
 import { renderInput, taskView } from '../../activities/llm/stages.js';
+import { waitUntil } from '../../test/support/wait.js';
 import { checkSchema } from './json-schema.js';
 import { STANDIN_MODEL, type StandinServer, startStandin } from './server.js';
 
@@ -152,7 +153,9 @@ describe('stand-in generator HTTP API', () => {
       post(s, planBody(seeds[0]!), { 'x-rods-fault': 'timeout' }, AbortSignal.timeout(200)),
     ).rejects.toThrow();
     const pending = post(s, planBody(seeds[0]!), { 'x-rods-fault': 'timeout' }).catch((e: unknown) => e);
-    while (s.stats.requests < 2) await new Promise((r) => setTimeout(r, 10));
+    await waitUntil(() => s.stats.requests >= 2, {
+      what: 'the second hanging request to reach the stand-in',
+    });
     await s.close();
     expect(await pending).toBeInstanceOf(Error);
   });

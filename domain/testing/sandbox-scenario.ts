@@ -2,24 +2,18 @@
 // sandbox by domain/sandbox.unit.test.ts: the two results must be identical, which shows the core
 // imports nothing the sandbox lacks and computes the same decisions in either place.
 
+import type { TaskStats } from '../../schemas/types.generated.js';
 import { parseCampaignConfig } from '../campaign-config.js';
 import { type CandidateTask, candidateHash, checkCandidate, gateLimits } from '../candidate.js';
-import {
-  applyDecisions,
-  EMPTY_POOL,
-  type PoolDecision,
-  planDecisions,
-  planInjection,
-  queueCandidate,
-  retire,
-  seedTasks,
-  selectSeeds,
-  type TaskStats,
-} from '../pool.js';
+import type { PoolDecision, SelectDecision } from '../pool/decisions.js';
+import { applyDecisions } from '../pool/evolve.js';
+import { seedTasks } from '../pool/policy.js';
+import { EMPTY_POOL } from '../pool/state.js';
+import { planStep } from '../step-plan.js';
 
 function stats(m: number, step: number): TaskStats {
   return {
-    groupCount: 1,
+    groupCount: step,
     count: 16,
     mean: m,
     m2: 16 * m * (1 - m),
@@ -53,33 +47,28 @@ export function runScenario(): unknown {
       0,
     ),
   );
+  // Each step's seeds yield one candidate each, queued at the next step.
+  let selected: SelectDecision[] = [];
   for (let step = 1; step <= 6; step++) {
-    fold(
-      pool.members.map((m, i) => ({
-        kind: 'observe',
-        taskId: m.taskId,
-        stats: stats(((i * 7 + step * 3) % 17) / 16, step),
+    const plan = planStep({
+      pool,
+      step,
+      config: cfg,
+      stats: Object.fromEntries(
+        pool.members.map((m, i) => [m.taskId, stats(((i * 7 + step * 3) % 17) / 16, step)]),
+      ),
+      candidates: selected.map((s) => ({
+        candidateId: `c-${s.taskId}-${s.step}`,
+        taskId: `g-${s.taskId}-${s.step}`,
+        category: s.category,
+        parents: [s.taskId],
+        parentPhi: s.phi,
+        seedLineage: { rootSeedId: s.rootSeedId, depth: s.depth },
       })),
-    );
-    fold(retire(pool, undefined, step, cfg));
-    const selected = selectSeeds(pool, undefined, step, cfg);
-    fold(selected);
-    for (const s of selected) {
-      fold([
-        queueCandidate(
-          pool,
-          {
-            candidateId: `c-${s.taskId}-${step}`,
-            taskId: `g-${s.taskId}-${step}`,
-            category: s.category,
-            parents: [s.taskId],
-            parentPhi: s.phi,
-          },
-          step,
-        ),
-      ]);
-    }
-    fold(planDecisions(planInjection(pool, step, cfg)));
+    });
+    log.push(...plan.decisions);
+    pool = plan.state;
+    selected = plan.selected;
   }
   const candidate: CandidateTask = {
     id: 'g-1',

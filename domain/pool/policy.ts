@@ -1,10 +1,10 @@
-// The training pool and the curriculum policy over it: retirement, seed selection, injection and
-// pruning. Every function here is pure and deterministic (no I/O, clock or randomness; iteration
-// in task-id order; ties broken by task id), so the live campaign workflow and replay compute and
-// fold the same decisions. The state is plain JSON (arrays, no Maps), so it can cross Temporal's
-// payload converter and continue-as-new unchanged.
+// The curriculum policy over the pool: seeding, queueing, retirement, seed selection, injection
+// and pruning. Every function here is pure and deterministic (no I/O, clock or randomness;
+// iteration in task-id order; ties broken by task id), so the live campaign and replay compute the
+// same decisions. One step's decisions are taken in one order by planStep (../step-plan.ts), the
+// only caller outside domain/.
 //
-// Decisions documented here (DESIGN.md §2 leaves them open):
+// The rules:
 // - Statistic. Every rule reads the detector signal m of a task's TaskStats (the latest group mean
 //   by default, or the EWMA / last-k mean the campaign's detector uses) and φ = 4·m·(1−m); the
 //   band is recomputed from m with the config's thresholds, so a what-if replay under other
@@ -35,210 +35,40 @@
 //   last. Because injection never exceeds P_max, a task is never injected and pruned in the same
 //   change set. Human seeds are never pruned.
 // - Versions. Every membership decision (seed, inject, retire, prune) carries the pool version it
-//   produces. A planning function stamps its whole change set with pool.version + 1, so the
-//   version increments once per applied change set however its events are grouped on replay.
-//   applyDecisions is deterministic (same pool, same decisions: same pool). A decision whose
-//   effect is already in the pool is a no-op (a re-delivered change set changes nothing); one that
-//   skips a version, or would change the pool under an older version, is refused.
-import type { TaskStats } from '../schemas/types.generated.js';
-import { bandOf, phi as phiOf } from './band.js';
-import { type CampaignConfig, isInjectionBoundary } from './campaign-config.js';
-import { childLineage, type Lineage, seedLineage } from './lineage.js';
-
-export type { TaskStats } from '../schemas/types.generated.js';
-export { childLineage, type Lineage, LineageError, seedLineage } from './lineage.js';
-
-export type Origin = 'seed' | 'generated';
-export type RetirementRule = 'mastered' | 'burn_in' | 'manual';
-
-export interface PoolMember {
-  taskId: string;
-  origin: Origin;
-  category: string;
-  /** Lineage parents, seed first; empty for a human seed. */
-  parents: string[];
-  rootSeedId: string;
-  /** 0 for a human seed. */
-  depth: number;
-  /** Step at which the task entered the pool (seeded or injected). */
-  injectedAtStep: number;
-  /** Generated tasks: the candidate that became this task. */
-  candidateId?: string;
-  /** Generated tasks: φ of the seed when it was selected (ranks the task until it is observed). */
-  parentPhi?: number;
-  /** Step of the first observed reward group (set by the first `observe`). */
-  firstObservedStep?: number;
-  lastStats?: TaskStats;
-  /** Step at which the task was last selected as a seed (cooldown). */
-  lastSelectedStep?: number;
-}
-
-/** A validated candidate waiting for the next injection boundary. */
-export interface QueuedCandidate {
-  candidateId: string;
-  /** Id the task gets when injected. */
-  taskId: string;
-  category: string;
-  /** Lineage parents, seed first. */
-  parents: string[];
-  rootSeedId: string;
-  depth: number;
-  /** φ of the seed when it was selected. */
-  parentPhi: number;
-  queuedAtStep: number;
-}
-
-export interface PoolState {
-  /** Incremented once per applied change set of memberships. */
-  version: number;
-  /** Sorted by task id, unique. */
-  members: PoolMember[];
-  /** In injection order (see compareQueued). */
-  queue: QueuedCandidate[];
-}
-
-export const EMPTY_POOL: Readonly<PoolState> = Object.freeze({ version: 0, members: [], queue: [] });
-
-// ---------------------------------------------------------------------------------------------
-// Decisions
-
-export interface SeedDecision {
-  kind: 'seed';
-  taskId: string;
-  category: string;
-  step: number;
-  poolVersion: number;
-}
-
-export interface SelectDecision {
-  kind: 'select';
-  taskId: string;
-  category: string;
-  step: number;
-  phi: number;
-  /** Slot in the category's per-step quota, from 0. */
-  quotaSlot: number;
-  /** Position among this step's selections, from 0 (φ order). */
-  rank: number;
-  stats: TaskStats;
-  /** Lineage of the seed (the candidate's lineage derives from it even if the seed retires meanwhile). */
-  rootSeedId: string;
-  depth: number;
-}
-
-export interface EnqueueDecision {
-  kind: 'enqueue';
-  candidate: QueuedCandidate;
-}
-
-export interface InjectDecision {
-  kind: 'inject';
-  candidateId: string;
-  taskId: string;
-  category: string;
-  parents: string[];
-  rootSeedId: string;
-  depth: number;
-  parentPhi: number;
-  step: number;
-  poolVersion: number;
-}
-
-export interface RetireDecision {
-  kind: 'retire';
-  taskId: string;
-  rule: RetirementRule;
-  /** Statistics at retirement; null for a task never observed (manual retirement only). */
-  stats: TaskStats | null;
-  step: number;
-  poolVersion: number;
-}
-
-export interface PruneDecision {
-  kind: 'prune';
-  taskId: string;
-  /** φ the task was ranked by: its observed φ, or its parent's φ when not observed yet. */
-  phi: number;
-  observed: boolean;
-  step: number;
-  poolVersion: number;
-}
-
-export interface DiscardDecision {
-  kind: 'discard';
-  candidateId: string;
-  taskId: string;
-  reason: 'duplicate-task';
-  step: number;
-}
-
-/** Records a task's latest statistics on its member (not a membership change). */
-export interface ObserveDecision {
-  kind: 'observe';
-  taskId: string;
-  stats: TaskStats;
-}
-
-export type PoolDecision =
-  | SeedDecision
-  | SelectDecision
-  | EnqueueDecision
-  | InjectDecision
-  | RetireDecision
-  | PruneDecision
-  | DiscardDecision
-  | ObserveDecision;
-
-export class PoolDecisionError extends Error {
-  override name = 'PoolDecisionError';
-}
-
-// ---------------------------------------------------------------------------------------------
-// Lookups and ordering
-
-/** Per-task values: a Map, or a plain object keyed by task id (own properties only). */
-export type TaskLookup<T> = ReadonlyMap<string, T> | Readonly<Record<string, T>>;
-
-function look<T>(l: TaskLookup<T> | undefined, taskId: string): T | undefined {
-  if (!l) return undefined;
-  if (
-    typeof (l as ReadonlyMap<string, T>).get === 'function' &&
-    typeof (l as ReadonlyMap<string, T>).has === 'function'
-  ) {
-    return (l as ReadonlyMap<string, T>).get(taskId);
-  }
-  const r = l as Readonly<Record<string, T>>;
-  return Object.hasOwn(r, taskId) ? r[taskId] : undefined;
-}
-
-/** Code-unit order of ids (the order of Array.prototype.sort), total and locale-free. */
-export function compareIds(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** Injection order of the queue: step queued, then higher parent φ, then candidate id. */
-export function compareQueued(a: QueuedCandidate, b: QueuedCandidate): number {
-  return (
-    a.queuedAtStep - b.queuedAtStep || b.parentPhi - a.parentPhi || compareIds(a.candidateId, b.candidateId)
-  );
-}
+//   produces: a planning function stamps its whole change set with pool.version + 1 (see
+//   evolve.ts for how versions fold).
+import type { TaskStats } from '../../schemas/types.generated.js';
+import { bandOf, phi as phiOf } from '../band.js';
+import { type CampaignConfig, isInjectionBoundary } from '../campaign-config.js';
+import { childLineage, type Lineage } from '../lineage.js';
+import type {
+  DiscardDecision,
+  EnqueueDecision,
+  InjectDecision,
+  PoolDecision,
+  PruneDecision,
+  RetireDecision,
+  SeedDecision,
+  SelectDecision,
+} from './decisions.js';
+import { PoolDecisionError } from './decisions.js';
+import {
+  compareIds,
+  compareQueued,
+  findMember,
+  generatedCount,
+  lookUp,
+  memberLineage,
+  type PoolMember,
+  type PoolState,
+  type QueuedCandidate,
+  type RetirementRule,
+  type TaskLookup,
+} from './state.js';
 
 function statsFor(m: PoolMember, statsByTask: TaskLookup<TaskStats> | undefined): TaskStats | undefined {
-  const s = look(statsByTask, m.taskId) ?? m.lastStats;
+  const s = lookUp(statsByTask, m.taskId) ?? m.lastStats;
   return s && Number.isFinite(s.signal) ? s : undefined;
-}
-
-export function findMember(pool: PoolState, taskId: string): PoolMember | undefined {
-  return pool.members.find((m) => m.taskId === taskId);
-}
-
-export function generatedCount(pool: PoolState): number {
-  return pool.members.reduce((n, m) => n + (m.origin === 'generated' ? 1 : 0), 0);
-}
-
-/** The lineage of a pool member. */
-export function memberLineage(m: PoolMember): Lineage {
-  return { rootSeedId: m.rootSeedId, depth: m.depth };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -338,11 +168,32 @@ export function manualRetirement(
 // ---------------------------------------------------------------------------------------------
 // Seed selection
 
+/** A pool member in a seed ranking, with the statistics and φ its selection records. */
+export interface RankedSeed {
+  member: PoolMember;
+  stats: TaskStats;
+  phi: number;
+}
+
+/**
+ * The order in which selection considers seeds (best first). The paper's is boundaryRanking; an
+ * ablation may rank otherwise (e.g. at random) and still go through the same in-flight, cooldown,
+ * quota and capacity rules.
+ */
+export type SeedRanking = (
+  pool: PoolState,
+  statsByTask: TaskLookup<TaskStats> | undefined,
+  step: number,
+  cfg: Pick<CampaignConfig, 'detector' | 'selection'>,
+) => RankedSeed[];
+
 export interface SelectOptions {
   /** Tasks with a synthesis run in flight: never selected. */
   inFlight?: Iterable<string>;
   /** Synthesis runs in flight (defaults to the number of distinct inFlight tasks). */
   runningSyntheses?: number;
+  /** The order seeds are considered in (default: boundaryRanking). */
+  ranking?: SeedRanking;
 }
 
 /** A boundary task the ranking considered, whether or not it was selected (for explanations). */
@@ -350,8 +201,8 @@ export function boundaryRanking(
   pool: PoolState,
   statsByTask: TaskLookup<TaskStats> | undefined,
   cfg: Pick<CampaignConfig, 'detector'>,
-): { member: PoolMember; stats: TaskStats; phi: number }[] {
-  const out: { member: PoolMember; stats: TaskStats; phi: number }[] = [];
+): RankedSeed[] {
+  const out: RankedSeed[] = [];
   for (const m of pool.members) {
     const s = statsFor(m, statsByTask);
     if (!s || bandOf(s.signal, cfg.detector) !== 'boundary') continue;
@@ -381,10 +232,15 @@ export function selectSeeds(
   const inFlight = new Set(opts.inFlight ?? []);
   const running = opts.runningSyntheses ?? inFlight.size;
   const capacity = Math.max(0, Math.min(sel.budgetPerStep, sel.maxConcurrentSyntheses - running));
+  // A ranking may draw from a generator: it runs even when there is no capacity, so the draws
+  // of a step do not depend on the capacity.
+  const ranked = opts.ranking
+    ? opts.ranking(pool, statsByTask, step, cfg)
+    : boundaryRanking(pool, statsByTask, cfg);
   const used = new Map<string, number>();
   const out: SelectDecision[] = [];
   if (capacity === 0) return out;
-  for (const { member: m, stats, phi } of boundaryRanking(pool, statsByTask, cfg)) {
+  for (const { member: m, stats, phi } of ranked) {
     if (out.length >= capacity) break;
     if (inFlight.has(m.taskId)) continue;
     if (inCooldown(m.lastSelectedStep, step, sel.cooldownSteps)) continue;
@@ -523,7 +379,7 @@ export function planInjection(
     const ranked: PruneCandidate[] = [];
     for (const m of pool.members) {
       if (m.origin !== 'generated') continue;
-      const p = look(phiByTask, m.taskId) ?? m.lastStats?.phi;
+      const p = lookUp(phiByTask, m.taskId) ?? m.lastStats?.phi;
       ranked.push({
         taskId: m.taskId,
         fresh: false,
@@ -574,150 +430,4 @@ export function planInjection(
  */
 export function planDecisions(plan: InjectionPlan): PoolDecision[] {
   return [...plan.discard, ...plan.prune, ...plan.inject];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Folding decisions
-
-function isMembershipDecision(
-  d: PoolDecision,
-): d is SeedDecision | InjectDecision | RetireDecision | PruneDecision {
-  return d.kind === 'seed' || d.kind === 'inject' || d.kind === 'retire' || d.kind === 'prune';
-}
-
-/**
- * The pool after the decisions, folded in order (the input is not modified). Deterministic;
- * decisions whose effect is already in the pool change nothing (a change set delivered twice has
- * the effect of one). Throws PoolDecisionError for a decision that skips a pool version, one that
- * would change the pool under an older version, the pruning of a human seed, or a generated
- * task without parents.
- */
-export function applyDecisions(pool: PoolState, decisions: readonly PoolDecision[]): PoolState {
-  let version = pool.version;
-  const members = new Map<string, PoolMember>(pool.members.map((m) => [m.taskId, m]));
-  let queue = pool.queue;
-  let queueChanged = false;
-  const removeQueued = (candidateId: string) => {
-    const next = queue.filter((q) => q.candidateId !== candidateId);
-    if (next.length !== queue.length) {
-      queue = next;
-      queueChanged = true;
-    }
-  };
-
-  for (const d of decisions) {
-    let stale = false;
-    if (isMembershipDecision(d)) {
-      if (!Number.isSafeInteger(d.poolVersion)) {
-        throw new PoolDecisionError(`${d.kind} ${d.taskId}: pool version ${d.poolVersion} is not an integer`);
-      }
-      if (d.poolVersion > version + 1) {
-        throw new PoolDecisionError(
-          `${d.kind} ${d.taskId}: decision for pool version ${d.poolVersion} but the pool is at version ${version}; a change set is missing`,
-        );
-      }
-      stale = d.poolVersion < version;
-    }
-    const staleChange = () => {
-      if (stale) {
-        throw new PoolDecisionError(
-          `${d.kind} ${(d as { taskId: string }).taskId}: decision of pool version ${(d as { poolVersion: number }).poolVersion} would change the pool at version ${version}`,
-        );
-      }
-    };
-    switch (d.kind) {
-      case 'seed': {
-        const m = members.get(d.taskId);
-        if (m) {
-          if (m.origin !== 'seed') {
-            throw new PoolDecisionError(`seed ${d.taskId}: the pool already holds it as a generated task`);
-          }
-          break;
-        }
-        staleChange();
-        members.set(d.taskId, {
-          taskId: d.taskId,
-          origin: 'seed',
-          category: d.category,
-          parents: [],
-          ...seedLineage(d.taskId),
-          injectedAtStep: d.step,
-        });
-        break;
-      }
-      case 'inject': {
-        removeQueued(d.candidateId);
-        if (members.has(d.taskId)) break;
-        staleChange();
-        if (d.parents.length === 0) {
-          throw new PoolDecisionError(`inject ${d.taskId}: a generated task needs its parents (seed first)`);
-        }
-        members.set(d.taskId, {
-          taskId: d.taskId,
-          origin: 'generated',
-          category: d.category,
-          parents: [...d.parents],
-          rootSeedId: d.rootSeedId,
-          depth: d.depth,
-          injectedAtStep: d.step,
-          candidateId: d.candidateId,
-          parentPhi: d.parentPhi,
-        });
-        break;
-      }
-      case 'retire': {
-        if (!members.has(d.taskId)) break;
-        staleChange();
-        members.delete(d.taskId);
-        break;
-      }
-      case 'prune': {
-        const m = members.get(d.taskId);
-        if (!m) break;
-        if (m.origin !== 'generated') {
-          throw new PoolDecisionError(`prune ${d.taskId}: human seeds are never pruned`);
-        }
-        staleChange();
-        members.delete(d.taskId);
-        break;
-      }
-      case 'select': {
-        const m = members.get(d.taskId);
-        if (!m || (m.lastSelectedStep !== undefined && m.lastSelectedStep >= d.step)) break;
-        members.set(d.taskId, { ...m, lastSelectedStep: d.step });
-        break;
-      }
-      case 'enqueue': {
-        const c = d.candidate;
-        if (members.has(c.taskId) || queue.some((q) => q.candidateId === c.candidateId)) break;
-        queue = [...queue, { ...c, parents: [...c.parents] }];
-        queueChanged = true;
-        break;
-      }
-      case 'discard':
-        removeQueued(d.candidateId);
-        break;
-      case 'observe': {
-        const m = members.get(d.taskId);
-        if (!m) break;
-        members.set(d.taskId, {
-          ...m,
-          lastStats: d.stats,
-          firstObservedStep: m.firstObservedStep ?? d.stats.lastStep,
-        });
-        break;
-      }
-      default: {
-        const never: never = d;
-        throw new PoolDecisionError(`unknown decision ${JSON.stringify(never)}`);
-      }
-    }
-    if (isMembershipDecision(d) && d.poolVersion > version) version = d.poolVersion;
-  }
-
-  return {
-    version,
-    members: [...members.values()].sort((a, b) => compareIds(a.taskId, b.taskId)),
-    queue: queueChanged ? [...queue].sort(compareQueued) : [...pool.queue],
-  };
 }

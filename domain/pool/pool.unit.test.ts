@@ -1,28 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { bandOf, phi } from './band.js';
-import { type CampaignConfig, type CampaignConfigInput, parseCampaignConfig } from './campaign-config.js';
-import { childLineage, LineageError } from './lineage.js';
+import type { TaskStats } from '../../schemas/types.generated.js';
+import { bandOf, phi } from '../band.js';
+import { type CampaignConfig, type CampaignConfigInput, parseCampaignConfig } from '../campaign-config.js';
+import { childLineage, LineageError } from '../lineage.js';
+import { type InjectDecision, type PoolDecision, PoolDecisionError } from './decisions.js';
+import { applyDecisions } from './evolve.js';
 import {
-  applyDecisions,
-  compareQueued,
-  EMPTY_POOL,
-  findMember,
-  generatedCount,
-  type InjectDecision,
   injectionCap,
   manualRetirement,
-  type PoolDecision,
-  PoolDecisionError,
-  type PoolState,
   planDecisions,
   planInjection,
-  type QueuedCandidate,
   queueCandidate,
   retire,
   seedTasks,
   selectSeeds,
-  type TaskStats,
-} from './pool.js';
+} from './policy.js';
+import {
+  compareQueued,
+  EMPTY_POOL,
+  findMember,
+  generatedCount,
+  type PoolState,
+  type QueuedCandidate,
+} from './state.js';
 
 const PAPER = parseCampaignConfig({});
 const config = (over: CampaignConfigInput): CampaignConfig => parseCampaignConfig(over);

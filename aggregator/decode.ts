@@ -1,0 +1,106 @@
+// Bytes to what the aggregator reads: a reward group, a step closing, or the dead-letter note
+// that says why the record cannot be read. Pure CPU, done outside the batch's transaction.
+import type { SchemaRegistry } from '../codec/registry.js';
+import { decodeOrReason } from '../kafka/dlq.js';
+import { eventIdProblem } from './validate.js';
+
+/** What the aggregator needs of a consumed record. */
+export interface RewardRecord {
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+export interface DeadLetterNote {
+  offset: string;
+  code: string;
+  reason: string;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+/** A RolloutGroupScored, with the bytes it came in (a later rejection dead-letters them). */
+export interface Group {
+  offset: string;
+  /** Lower-cased: the dedupe window compares ids as stored (uuid). */
+  eventId: string;
+  campaignId: string;
+  taskId: string;
+  step: number;
+  rewards: number[];
+  policyVersion: string;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+/** A StepClosed: the number of groups the trainer declared for the step. */
+export interface Closing {
+  offset: string;
+  campaignId: string;
+  step: number;
+  groupCount: number;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+export interface DecodedBatch {
+  groups: Group[];
+  closings: Closing[];
+  dead: DeadLetterNote[];
+}
+
+export function deadLetterNote(
+  r: Pick<RewardRecord, 'offset' | 'key' | 'value'>,
+  code: string,
+  reason: string,
+): DeadLetterNote {
+  return { offset: r.offset, code, reason, key: r.key, value: r.value };
+}
+
+/** Decodes one partition's records in offset order. */
+export function decodeBatch(
+  records: readonly RewardRecord[],
+  source: { topic: string; partition: number; registry: SchemaRegistry },
+): DecodedBatch {
+  const out: DecodedBatch = { groups: [], closings: [], dead: [] };
+  for (const m of records) {
+    const r = decodeOrReason(
+      { topic: source.topic, partition: source.partition, message: m },
+      { registry: source.registry, accept: ['RolloutGroupScored', 'StepClosed'] },
+    );
+    if (!('decoded' in r)) {
+      out.dead.push(deadLetterNote(m, r.code, r.reason));
+      continue;
+    }
+    const d = r.decoded;
+    if (d.name === 'RolloutGroupScored') {
+      const p = d.payload;
+      const problem = eventIdProblem(p.eventId);
+      if (problem) {
+        out.dead.push(deadLetterNote(m, problem.code, problem.reason));
+        continue;
+      }
+      out.groups.push({
+        offset: m.offset,
+        eventId: p.eventId.toLowerCase(),
+        campaignId: p.campaignId,
+        taskId: p.taskId,
+        step: p.step,
+        rewards: p.rewards,
+        policyVersion: p.policyVersion,
+        key: m.key,
+        value: m.value,
+      });
+    } else if (d.name === 'StepClosed') {
+      out.closings.push({
+        offset: m.offset,
+        campaignId: d.payload.campaignId,
+        step: d.payload.step,
+        groupCount: d.payload.groupCount,
+        key: m.key,
+        value: m.value,
+      });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,100 @@
+// The events the aggregator appends to the event store (the outbox relay publishes them):
+// TaskBandChanged for every band change and TaskStatsUpdated for the latest statistics of each
+// task a batch touched, on the partition's stats stream (streams.stats); StepAggregated when a step closes.
+// Their ids derive from the source event (or the step), so a batch applied again after a crash
+// appends events the store recognises as the same.
+import type pg from 'pg';
+import type { SchemaRegistry } from '../codec/registry.js';
+import { eventIds, streams } from '../domain/ids.js';
+import { bandSummary, type StepTally } from '../domain/step-tally.js';
+import { statsRecord } from '../domain/task-stats.js';
+import { append, type NewEvent } from '../store/event-store.js';
+import type { Folded } from './fold.js';
+
+const PRODUCER = 'rods-aggregator';
+
+/** A batch's events per campaign: band changes in the order applied, then one TaskStatsUpdated per task touched. */
+export function statsEvents(
+  registry: SchemaRegistry,
+  folded: Pick<Folded, 'bandChanges' | 'touched'>,
+  now: () => number,
+): Map<string, NewEvent[]> {
+  const events = new Map<string, NewEvent[]>();
+  const emit = (campaignId: string, type: string, payload: Record<string, unknown>) => {
+    const list = events.get(campaignId) ?? [];
+    list.push({
+      eventId: payload.eventId as string,
+      type,
+      fingerprint: registry.current(type)!.fingerprint,
+      payload,
+      metadata: { producer: PRODUCER, causationId: payload.sourceEventId as string | undefined },
+    });
+    events.set(campaignId, list);
+  };
+  for (const c of folded.bandChanges) {
+    emit(c.campaignId, 'TaskBandChanged', {
+      eventId: eventIds.taskBandChanged(c.sourceEventId),
+      campaignId: c.campaignId,
+      taskId: c.taskId,
+      from: c.from,
+      to: c.to,
+      step: c.step,
+      stats: statsRecord(c.state),
+      occurredAt: now(),
+    });
+  }
+  // The latest statistics of each task touched (coalesced per batch: the topic is compacted).
+  for (const t of folded.touched) {
+    emit(t.campaignId, 'TaskStatsUpdated', {
+      eventId: eventIds.taskStatsUpdated(t.lastEventId),
+      campaignId: t.campaignId,
+      taskId: t.taskId,
+      stats: statsRecord(t.state),
+      sourceEventId: t.lastEventId,
+      occurredAt: now(),
+    });
+  }
+  return events;
+}
+
+/** Appends each campaign's events to its stats stream for this partition; returns how many. */
+export async function appendStatsEvents(
+  client: pg.PoolClient,
+  topic: string,
+  partition: number,
+  events: ReadonlyMap<string, NewEvent[]>,
+): Promise<number> {
+  let count = 0;
+  for (const [campaignId, list] of events) {
+    await append(client, streams.stats(campaignId, topic, partition), 'any', list);
+    count += list.length;
+  }
+  return count;
+}
+
+/** StepAggregated: the closed step's group count and its band summaries. */
+export function stepAggregated(
+  registry: SchemaRegistry,
+  campaignId: string,
+  step: number,
+  tally: StepTally,
+  now: () => number,
+): NewEvent {
+  const eventId = eventIds.stepAggregated(campaignId, step);
+  return {
+    eventId,
+    type: 'StepAggregated',
+    fingerprint: registry.current('StepAggregated')!.fingerprint,
+    payload: {
+      eventId,
+      campaignId,
+      step,
+      groupCount: tally.groups,
+      hard: bandSummary(tally.hard),
+      boundary: bandSummary(tally.boundary),
+      mastered: bandSummary(tally.mastered),
+      occurredAt: now(),
+    },
+    metadata: { producer: PRODUCER },
+  };
+}

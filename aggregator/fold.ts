@@ -1,0 +1,111 @@
+// Folding a batch's fresh groups into per-task statistics with the domain core (applyGroup), in
+// offset order (per task, the order the trainer produced them). Pure: the state it starts from
+// is what the state store loaded, and what it returns is written back in the same transaction.
+import type { Band } from '../domain/band.js';
+import { applyGroup, type TaskState } from '../domain/task-stats.js';
+import type { CampaignRow } from '../store/campaigns.js';
+import type { DeadLetterNote, Group } from './decode.js';
+import { DedupeWindows } from './dedupe.js';
+import type { StoredTask, TaskUpdate } from './state-store.js';
+import { StepTallies } from './step-progress.js';
+import { groupProblem, unknownCampaign } from './validate.js';
+
+export interface BandChange {
+  campaignId: string;
+  taskId: string;
+  /** The group that moved the task to another band. */
+  sourceEventId: string;
+  from: Band | null;
+  to: Band;
+  step: number;
+  /** The task's statistics right after that group. */
+  state: TaskState;
+}
+
+export interface Folded {
+  applied: number;
+  duplicates: number;
+  /** Groups refused (unknown campaign, reward limits), to dead-letter. */
+  dead: DeadLetterNote[];
+  /** Every band change, in the order the groups were applied. */
+  bandChanges: BandChange[];
+  /** The tasks groups were applied to, with their final statistics, in the order first touched. */
+  touched: TaskUpdate[];
+  tallies: StepTallies;
+}
+
+const taskKey = (campaignId: string, taskId: string) => `${campaignId}\u0000${taskId}`;
+
+export function foldGroups(input: {
+  /** The batch's groups not applied before, in offset order. */
+  groups: readonly Group[];
+  campaigns: ReadonlyMap<string, CampaignRow | undefined>;
+  stored: readonly StoredTask[];
+  dedupeWindow?: number;
+}): Folded {
+  const states = new Map<string, TaskState>();
+  const windows = new DedupeWindows(input.dedupeWindow);
+  for (const s of input.stored) {
+    states.set(taskKey(s.campaignId, s.taskId), s.state);
+    windows.load(taskKey(s.campaignId, s.taskId), s.recentEventIds);
+  }
+  const touched = new Map<
+    string,
+    { campaignId: string; taskId: string; lastEventId: string; policyVersion: string }
+  >();
+  const out: Folded = {
+    applied: 0,
+    duplicates: 0,
+    dead: [],
+    bandChanges: [],
+    touched: [],
+    tallies: new StepTallies(),
+  };
+  for (const g of input.groups) {
+    const k = taskKey(g.campaignId, g.taskId);
+    if (windows.seen(k, g.eventId)) {
+      out.duplicates++;
+      continue;
+    }
+    const campaign = input.campaigns.get(g.campaignId);
+    if (!campaign) {
+      out.dead.push({ offset: g.offset, ...unknownCampaign(g.campaignId), key: g.key, value: g.value });
+      continue;
+    }
+    const prev = states.get(k);
+    const problem = groupProblem(g, prev?.lastStep, campaign.config);
+    if (problem) {
+      out.dead.push({ offset: g.offset, ...problem, key: g.key, value: g.value });
+      out.tallies.rejected(g.campaignId, g.step);
+      continue;
+    }
+    windows.remember(k, g.eventId);
+    const r = applyGroup(prev, g.rewards, g.step, campaign.config.detector);
+    states.set(k, r.state);
+    out.applied++;
+    touched.set(k, {
+      campaignId: g.campaignId,
+      taskId: g.taskId,
+      lastEventId: g.eventId,
+      policyVersion: g.policyVersion,
+    });
+    out.tallies.applied(g.campaignId, g.step, r.state.band, r.group.variance);
+    if (r.bandChange) {
+      out.bandChanges.push({
+        campaignId: g.campaignId,
+        taskId: g.taskId,
+        sourceEventId: g.eventId,
+        from: r.bandChange.from,
+        to: r.bandChange.to,
+        step: g.step,
+        state: r.state,
+      });
+    }
+  }
+  out.touched = [...touched].map(([k, t]) => ({
+    ...t,
+    state: states.get(k)!,
+    recentEventIds: windows.of(k),
+  }));
+  return out;
+}

@@ -1,0 +1,41 @@
+// Why a decoded record may not reach the statistics: a group's event id that is not a UUID, a
+// campaign that is not registered, or a group the campaign's reward limits refuse (the rules
+// themselves are the domain's checkGroup). Each answer becomes a dead letter's code and reason.
+import type { CampaignConfig } from '../domain/campaign-config.js';
+import { checkGroup } from '../domain/reward-group.js';
+import type { CampaignRow } from '../store/campaigns.js';
+import type { Closing, DeadLetterNote, Group } from './decode.js';
+
+export interface Problem {
+  code: string;
+  reason: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The dedupe window stores event ids as uuid, so anything else is refused at decode. */
+export function eventIdProblem(eventId: string): Problem | null {
+  return UUID.test(eventId)
+    ? null
+    : { code: 'bad-event-id', reason: `eventId ${JSON.stringify(eventId)} is not a UUID` };
+}
+
+export function unknownCampaign(campaignId: string): Problem {
+  return { code: 'unknown-campaign', reason: `campaign ${JSON.stringify(campaignId)} is not registered` };
+}
+
+/** The campaign's reward limits against the group, given the task's last applied step. */
+export function groupProblem(g: Group, lastStep: number | undefined, config: CampaignConfig): Problem | null {
+  const rejection = checkGroup(g.rewards, g.step, lastStep, config.rewards);
+  return rejection && { code: rejection.code, reason: `${g.taskId} step ${g.step}: ${rejection.reason}` };
+}
+
+/** Step closings of campaigns that are not registered go to the dead-letter topic. */
+export function unknownCampaignClosings(
+  closings: readonly Closing[],
+  campaigns: ReadonlyMap<string, CampaignRow | undefined>,
+): DeadLetterNote[] {
+  return closings
+    .filter((c) => !campaigns.get(c.campaignId))
+    .map((c) => ({ offset: c.offset, ...unknownCampaign(c.campaignId), key: c.key, value: c.value }));
+}

@@ -1,0 +1,125 @@
+// Every id the system builds from other ids, in one place: event-store stream names and the
+// prefixes that select a campaign's streams, Temporal workflow ids, and the name-based ids of
+// events (and of the other records an append or a consumer must recognise when re-derived).
+// These strings are recorded data (stream names, Temporal histories, idempotent appends,
+// consumer dedupe): a builder's output must never change; domain/ids.unit.test.ts pins them.
+// Pure and sandbox-safe (SHA-256 from @noble/hashes): workflow code imports it too.
+import { sha256 } from '@noble/hashes/sha2.js';
+import { utf8Bytes } from './canonical-json.js';
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/**
+ * A UUID (version 8, name-based on SHA-256) derived from the parts: the same inputs give the same
+ * id, so an event re-derived after a crash or during replay carries the id it had the first time
+ * and the store's idempotent append or a consumer's dedupe recognises it. Use the named builders
+ * below (eventIds, ...): each id kind's parts are written there once.
+ */
+export function derivedUuid(...parts: (string | number)[]): string {
+  const h = sha256(utf8Bytes(parts.join('\u001f')));
+  h[6] = (h[6]! & 0x0f) | 0x80; // version 8
+  h[8] = (h[8]! & 0x3f) | 0x80; // RFC 4122 variant
+  let x = '';
+  for (let i = 0; i < 16; i++) x += HEX[h[i]!];
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+}
+
+const synthesisIdPrefix = (campaignId: string) => `synth-${campaignId}-`;
+const statsPrefix = (campaignId: string) => `stats-${campaignId}-`;
+
+/** A synthesis run of a campaign: one per seed selected at a step (also its workflow id). */
+export const synthesisId = (campaignId: string, step: number, seedTaskId: string) =>
+  `${synthesisIdPrefix(campaignId)}${step}-${seedTaskId}`;
+
+/** The candidate a synthesis of `seedTaskId` at `step` produces; its task id once injected. */
+export const candidateId = (seedTaskId: string, step: number) => `${seedTaskId}~s${step}`;
+
+/** Event-store stream names. */
+export const streams = {
+  /** A campaign's decisions: seeding, selections, injections, retirements, prunes, lifecycle. */
+  campaign: (campaignId: string) => `campaign-${campaignId}`,
+  /** One synthesis run: its start, stage completions and outcome. */
+  synthesis: (synthesisId: string) => `synthesis-${synthesisId}`,
+  /** The aggregator's statistics events of one rewards-topic partition. */
+  stats: (campaignId: string, topic: string, partition: number) =>
+    `${statsPrefix(campaignId)}${topic}-${partition}`,
+  /** The aggregator's closed steps. */
+  steps: (campaignId: string) => `steps-${campaignId}`,
+};
+
+/**
+ * Stream-name prefixes that together select every stream of a campaign (replay's audit). A prefix
+ * also matches the streams of a campaign whose id extends this one (demo-1 and demo-10): the
+ * audit then verifies more streams, never fewer.
+ */
+export function campaignStreamPrefixes(campaignId: string): string[] {
+  return [
+    streams.campaign(campaignId),
+    streams.synthesis(synthesisIdPrefix(campaignId)),
+    statsPrefix(campaignId),
+    streams.steps(campaignId),
+  ];
+}
+
+/** Temporal workflow ids. */
+export const workflowIds = {
+  /** The campaign workflow: one per campaign id. */
+  campaign: (campaignId: string) => `campaign-${campaignId}`,
+  /** A synthesis child workflow: its id is the synthesis id. */
+  synthesis: (synthesisId: string) => synthesisId,
+  /** One ingestion workflow per accepted rollout batch. */
+  ingestion: (campaignId: string, step: number, batchId: string) => `ingest-${campaignId}-${step}-${batchId}`,
+  /** `rods doctor`'s round trip. */
+  doctor: (token: string) => `doctor-${token}`,
+};
+
+/** Name-based event ids, one builder per kind of event and producer. */
+export const eventIds = {
+  // store/campaigns.ts
+  campaignStarted: (campaignId: string) => derivedUuid('CampaignStarted', campaignId),
+  // the step planner (activities/curriculum.ts)
+  taskSeeded: (campaignId: string, taskId: string) => derivedUuid('TaskSeeded', campaignId, taskId),
+  taskRetired: (campaignId: string, taskId: string, step: number) =>
+    derivedUuid('TaskRetired', campaignId, taskId, step),
+  seedSelected: (campaignId: string, taskId: string, step: number) =>
+    derivedUuid('SeedSelected', campaignId, taskId, step),
+  /** A queued candidate discarded by the planner (a CandidateRejected on the campaign stream). */
+  candidateDiscarded: (campaignId: string, candidateId: string) =>
+    derivedUuid('CandidateRejected', campaignId, candidateId, 'discard'),
+  taskInjected: (campaignId: string, taskId: string) => derivedUuid('TaskInjected', campaignId, taskId),
+  poolPruned: (campaignId: string, step: number) => derivedUuid('PoolPruned', campaignId, step),
+  // a synthesis run (activities/synthesis.ts)
+  synthesisStarted: (synthesisId: string) => derivedUuid('SynthesisStarted', synthesisId),
+  stageCompleted: (synthesisId: string, stage: string, attempt: number) =>
+    derivedUuid('StageCompleted', synthesisId, stage, attempt),
+  candidateRejected: (synthesisId: string) => derivedUuid('CandidateRejected', synthesisId),
+  candidateValidated: (synthesisId: string) => derivedUuid('CandidateValidated', synthesisId),
+  // the gateway's ingestion (activities/ingestion.ts)
+  rolloutGroupScored: (campaignId: string, step: number, batchId: string, taskId: string) =>
+    derivedUuid('RolloutGroupScored', 'gateway', campaignId, step, batchId, taskId),
+  stepClosed: (campaignId: string, step: number) => derivedUuid('StepClosed', 'gateway', campaignId, step),
+  // the aggregator
+  stepAggregated: (campaignId: string, step: number) => derivedUuid('StepAggregated', campaignId, step),
+  /** The band change caused by one RolloutGroupScored. */
+  taskBandChanged: (groupEventId: string) => derivedUuid('TaskBandChanged', groupEventId),
+  /** A task's statistics after the last RolloutGroupScored applied to it. */
+  taskStatsUpdated: (lastGroupEventId: string) => derivedUuid('TaskStatsUpdated', lastGroupEventId),
+  // the dead-letter path (kafka/dlq.ts): derived from the source position
+  deadLettered: (topic: string, partition: number, offset: string | number, code: string) =>
+    derivedUuid('DeadLettered', topic, partition, String(offset), code),
+  // synthetic reward streams (aggregator/trace.ts) and the simulated trainer loop (dev/harness)
+  traceRolloutGroup: (campaignId: string, seed: number, step: number, task: number) =>
+    derivedUuid('trace', campaignId, seed, step, task),
+  traceStepClosed: (campaignId: string, step: number) => derivedUuid('StepClosed', campaignId, step),
+  simulatedRolloutGroup: (campaignId: string, step: number, taskId: string) =>
+    derivedUuid('sim-group', campaignId, step, taskId),
+  simulatedStepClosed: (campaignId: string, step: number) => derivedUuid('sim-close', campaignId, step),
+};
+
+/** The claim check of an accepted rollout batch (gateway/ingest.ts): one per (campaign, step, batch). */
+export const rolloutBatchClaimId = (campaignId: string, step: number, batchId: string) =>
+  derivedUuid('claim', 'rollout-batch', campaignId, step, batchId);
+
+/** The OpenLineage run of a synthesis (export/openlineage.ts). */
+export const openLineageRunId = (campaignId: string, synthesisId: string) =>
+  derivedUuid('openlineage-run', campaignId, synthesisId);

@@ -1,0 +1,136 @@
+// Regression vectors: the values the code produced before the ids moved here (util/ids.ts with
+// node:crypto, domain/streams.ts, the aggregator's and CLI's own builders). Recorded streams,
+// Temporal histories and idempotent appends depend on them, so they must never change.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import {
+  campaignStreamPrefixes,
+  candidateId,
+  derivedUuid,
+  eventIds,
+  openLineageRunId,
+  rolloutBatchClaimId,
+  streams,
+  synthesisId,
+  workflowIds,
+} from './ids.js';
+
+const C = 'demo-1';
+const T = 'multi_turn_base_17';
+const S = 'synth-demo-1-3-multi_turn_base_17';
+const G = '0b7e4c3a-1111-8222-9333-444455556666';
+
+describe('stream names, prefixes and workflow ids', () => {
+  it('keep the recorded strings', () => {
+    expect(streams.campaign(C)).toBe('campaign-demo-1');
+    expect(streams.synthesis(S)).toBe('synthesis-synth-demo-1-3-multi_turn_base_17');
+    expect(streams.stats(C, 'rods.rewards.v1', 4)).toBe('stats-demo-1-rods.rewards.v1-4');
+    expect(streams.steps(C)).toBe('steps-demo-1');
+    expect(synthesisId(C, 3, T)).toBe(S);
+    expect(candidateId(T, 2)).toBe('multi_turn_base_17~s2');
+    expect(workflowIds.campaign(C)).toBe('campaign-demo-1');
+    expect(workflowIds.synthesis(S)).toBe(S);
+    expect(workflowIds.ingestion(C, 3, 'b1')).toBe('ingest-demo-1-3-b1');
+    expect(workflowIds.doctor('abc')).toBe('doctor-abc');
+  });
+
+  it('select every stream of a campaign and none of an unrelated one', () => {
+    const prefixes = campaignStreamPrefixes(C);
+    expect(prefixes).toEqual(['campaign-demo-1', 'synthesis-synth-demo-1-', 'stats-demo-1-', 'steps-demo-1']);
+    const own = [
+      streams.campaign(C),
+      streams.synthesis(synthesisId(C, 12, T)),
+      streams.stats(C, 'rods.rewards.v1', 0),
+      streams.steps(C),
+    ];
+    for (const s of own) expect(prefixes.some((p) => s.startsWith(p))).toBe(true);
+    const other = ['x', 'demo-2'].flatMap((c) => [
+      streams.campaign(c),
+      streams.synthesis(synthesisId(c, 12, T)),
+      streams.stats(c, 'rods.rewards.v1', 0),
+      streams.steps(c),
+    ]);
+    for (const s of other) expect(prefixes.some((p) => s.startsWith(p))).toBe(false);
+  });
+});
+
+describe('derived ids', () => {
+  it('keep the recorded values', () => {
+    expect({
+      campaignStarted: eventIds.campaignStarted(C),
+      taskSeeded: eventIds.taskSeeded(C, T),
+      taskRetired: eventIds.taskRetired(C, T, 3),
+      seedSelected: eventIds.seedSelected(C, T, 3),
+      candidateDiscarded: eventIds.candidateDiscarded(C, `${T}~s2`),
+      taskInjected: eventIds.taskInjected(C, `${T}~s2`),
+      poolPruned: eventIds.poolPruned(C, 3),
+      synthesisStarted: eventIds.synthesisStarted(S),
+      stageCompleted: eventIds.stageCompleted(S, 'plan', 1),
+      candidateRejected: eventIds.candidateRejected(S),
+      candidateValidated: eventIds.candidateValidated(S),
+      rolloutGroupScored: eventIds.rolloutGroupScored(C, 3, 'b1', T),
+      stepClosed: eventIds.stepClosed(C, 3),
+      stepAggregated: eventIds.stepAggregated(C, 3),
+      taskBandChanged: eventIds.taskBandChanged(G),
+      taskStatsUpdated: eventIds.taskStatsUpdated(G),
+      deadLettered: eventIds.deadLettered('rods.rewards.v1', 2, '1234', 'unknown-fingerprint'),
+      traceRolloutGroup: eventIds.traceRolloutGroup(C, 42, 3, 7),
+      traceStepClosed: eventIds.traceStepClosed(C, 3),
+      simulatedRolloutGroup: eventIds.simulatedRolloutGroup(C, 3, T),
+      simulatedStepClosed: eventIds.simulatedStepClosed(C, 3),
+      rolloutBatchClaim: rolloutBatchClaimId(C, 3, 'b1'),
+      openLineageRun: openLineageRunId(C, S),
+    }).toEqual({
+      campaignStarted: 'e297dd2c-b794-8c7f-bac3-75587dfd2904',
+      taskSeeded: '83545dc7-c8e7-81b4-beac-60c7bb674cd8',
+      taskRetired: '2cb5c25c-8df7-8058-9e70-c15caf29e341',
+      seedSelected: '51221232-fa7c-8400-a8d4-71beb7deb91b',
+      candidateDiscarded: '066cc256-5950-8b7b-a449-05f573712236',
+      taskInjected: '90e8e804-1f33-8183-b0ec-e1a3e82e3b90',
+      poolPruned: '5e4e10f6-b2d1-8326-be79-aeb7b45510da',
+      synthesisStarted: '645e2126-0d25-803d-93d5-4f537d5a9a65',
+      stageCompleted: '7ed86e11-036e-82b4-a25d-80a04f992c2e',
+      candidateRejected: 'c99a7ca9-ca3c-8859-861c-283b406b7446',
+      candidateValidated: '224bce2b-34b5-8257-b1a0-aadb854c1484',
+      rolloutGroupScored: 'bd87cd35-4d79-8860-858f-b9f49525ea86',
+      stepClosed: 'a4354dbf-a0ec-864a-a0ce-e2c38e644078',
+      stepAggregated: '4214d9eb-7ece-8106-8855-dd366f16ad8a',
+      taskBandChanged: 'a56a7a3c-0ce3-830e-99dd-7ed203db9629',
+      taskStatsUpdated: 'd419306a-95c3-897b-8dbb-b1ef8504fec4',
+      deadLettered: 'ff88d35b-333a-865e-bfa2-6d74257ace27',
+      traceRolloutGroup: '5afea463-e408-8592-83f5-b559b6c2c32e',
+      traceStepClosed: 'f03344dd-0280-84cf-8744-4129a4dbdb5d',
+      simulatedRolloutGroup: 'ae4d2eef-7107-8581-95fb-d2bfdc4556c6',
+      simulatedStepClosed: '28a80f0b-1ba3-84ae-9eff-ce79d641967c',
+      rolloutBatchClaim: '859a0ef9-a333-8317-a424-5a7c44366e70',
+      openLineageRun: '181aa3b6-6188-8aca-a1b7-29028c3d0e3a',
+    });
+    // a numeric offset names the same dead letter as its string form
+    expect(eventIds.deadLettered('rods.rewards.v1', 2, 1234, 'unknown-fingerprint')).toBe(
+      'ff88d35b-333a-865e-bfa2-6d74257ace27',
+    );
+  });
+
+  it('hash non-ASCII parts as UTF-8, an unpaired surrogate as U+FFFD', () => {
+    expect(derivedUuid('TaskSeeded', 'kampanj-å', 'tâche-€-😀')).toBe('d37cceed-92a8-878f-a394-382017f85e20');
+    expect(derivedUuid('TaskSeeded', 'x\ud800y')).toBe('61c7aa43-bb51-8e1f-82b1-fad7ee95db73');
+  });
+
+  it('agree with node:crypto SHA-256 (version 8, RFC 4122 variant)', () => {
+    for (const parts of [['a'], ['StepClosed', C, 3], [T, 0, ''], ['é\u001f', 'x'.repeat(200)]]) {
+      const h = createHash('sha256').update(parts.join('\u001f')).digest();
+      h[6] = (h[6]! & 0x0f) | 0x80;
+      h[8] = (h[8]! & 0x3f) | 0x80;
+      const x = h.subarray(0, 16).toString('hex');
+      const id = derivedUuid(...parts);
+      expect(id.replaceAll('-', '')).toBe(x);
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+  });
+
+  it('differ when any part differs, and parts do not run together', () => {
+    expect(eventIds.taskSeeded(C, T)).not.toBe(eventIds.taskSeeded('demo-2', T));
+    expect(eventIds.seedSelected(C, T, 3)).not.toBe(eventIds.seedSelected(C, T, 4));
+    expect(derivedUuid('ab', 'c')).not.toBe(derivedUuid('a', 'bc'));
+  });
+});

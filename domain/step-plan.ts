@@ -1,0 +1,156 @@
+// One training step of the curriculum, decided in one place: the live planner
+// (activities/curriculum.ts), what-if replay (replay/whatif.ts), the simulated experiment
+// (dev/simulator/experiment.ts) and the sandbox scenario all call planStep, so they take the same
+// decisions in the same order. Pure and deterministic, like the policy it sequences
+// (pool/policy.ts); it runs in the workflow sandbox too.
+//
+// The order, each part folded into the pool before the next is decided:
+//   1. observe: members whose statistics have new reward groups record them;
+//   2. enqueue: validated candidates not yet queued or in the pool join the injection queue;
+//   3. retire: by rule (mastered, burn-in);
+//   4. select: boundary seeds for synthesis;
+//   5. at an injection boundary: discard duplicates, prune, inject (planDecisions' order).
+import type { TaskStats } from '../schemas/types.generated.js';
+import type { CampaignConfig } from './campaign-config.js';
+import { type Lineage, LineageError } from './lineage.js';
+import type {
+  EnqueueDecision,
+  ObserveDecision,
+  PoolDecision,
+  RetireDecision,
+  SelectDecision,
+} from './pool/decisions.js';
+import { applyDecisions } from './pool/evolve.js';
+import {
+  type InjectionPlan,
+  planDecisions,
+  planInjection,
+  queueCandidate,
+  retire,
+  type SelectOptions,
+  selectSeeds,
+} from './pool/policy.js';
+import { lookUp, type PoolState, type TaskLookup } from './pool/state.js';
+
+/** A validated candidate offered to the queue at this step. */
+export interface StepCandidate {
+  candidateId: string;
+  /** Id the task gets when injected. */
+  taskId: string;
+  category: string;
+  /** Lineage parents, seed first. */
+  parents: string[];
+  /** φ of the seed when it was selected. */
+  parentPhi: number;
+  /** Lineage of the first parent (the seed) for when it is no longer a pool member. */
+  seedLineage?: Lineage;
+}
+
+export interface StepInput {
+  /** The pool after the previous step's plan. */
+  pool: PoolState;
+  step: number;
+  config: Pick<CampaignConfig, 'detector' | 'selection' | 'pool'>;
+  /**
+   * The latest statistics by task id (tasks outside the pool may be present). Without them the
+   * rules read each member's last observed statistics.
+   */
+  stats?: TaskLookup<TaskStats>;
+  /** Candidates to queue, in queueing order. */
+  candidates?: readonly StepCandidate[];
+  /** Synthesis runs in flight and the seed ranking (see selectSeeds). */
+  selection?: SelectOptions;
+}
+
+export interface StepDecisions {
+  observed: ObserveDecision[];
+  enqueued: EnqueueDecision[];
+  /** Candidates left out of the queue because their seed's lineage is unknown (they stay validated). */
+  unqueued: { candidateId: string; reason: string }[];
+  retired: RetireDecision[];
+  selected: SelectDecision[];
+  injection: InjectionPlan;
+  /** Every decision in the order it was folded (and is appended as an event). */
+  decisions: PoolDecision[];
+  /** The pool after the step. */
+  state: PoolState;
+}
+
+/** φ by task id for pruning, from the statistics (every task the lookup holds). */
+function phiOfStats(stats: TaskLookup<TaskStats>): Record<string, number> {
+  const entries =
+    typeof (stats as ReadonlyMap<string, TaskStats>).entries === 'function' &&
+    typeof (stats as ReadonlyMap<string, TaskStats>).get === 'function'
+      ? [...(stats as ReadonlyMap<string, TaskStats>).entries()]
+      : Object.entries(stats as Readonly<Record<string, TaskStats>>);
+  const phiByTask: Record<string, number> = {};
+  for (const [id, s] of entries) phiByTask[id] = s.phi;
+  return phiByTask;
+}
+
+/** The decisions of one training step and the pool they lead to (see the top of the file). */
+export function planStep(input: StepInput): StepDecisions {
+  const { step, config: cfg, stats } = input;
+  let state = input.pool;
+
+  // Statistics seen since the last plan (not membership changes).
+  const observed: ObserveDecision[] = [];
+  for (const m of state.members) {
+    const s = lookUp(stats, m.taskId);
+    if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount))
+      observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
+  }
+  state = applyDecisions(state, observed);
+
+  const known = new Set([
+    ...state.queue.map((q) => q.candidateId),
+    ...state.members.flatMap((m) => (m.candidateId ? [m.candidateId] : [])),
+  ]);
+  const enqueued: EnqueueDecision[] = [];
+  const unqueued: { candidateId: string; reason: string }[] = [];
+  for (const c of input.candidates ?? []) {
+    if (known.has(c.candidateId)) continue;
+    const first = c.parents[0];
+    try {
+      enqueued.push(
+        queueCandidate(
+          state,
+          {
+            candidateId: c.candidateId,
+            taskId: c.taskId,
+            category: c.category,
+            parents: c.parents,
+            parentPhi: c.parentPhi,
+          },
+          step,
+          (id) => (id === first ? c.seedLineage : undefined),
+        ),
+      );
+    } catch (e) {
+      if (!(e instanceof LineageError)) throw e;
+      unqueued.push({ candidateId: c.candidateId, reason: e.message });
+    }
+  }
+  state = applyDecisions(state, enqueued);
+
+  const retired = retire(state, stats, step, cfg);
+  state = applyDecisions(state, retired);
+
+  const selected = selectSeeds(state, stats, step, cfg, input.selection);
+  state = applyDecisions(state, selected);
+
+  const injection = planInjection(state, step, cfg, stats ? phiOfStats(stats) : undefined);
+  const injectionDecisions = planDecisions(injection);
+  state = applyDecisions(state, injectionDecisions);
+
+  return {
+    observed,
+    enqueued,
+    unqueued,
+    retired,
+    selected,
+    injection,
+    decisions: [...observed, ...enqueued, ...retired, ...selected, ...injectionDecisions],
+    state,
+  };
+}
