@@ -2,8 +2,8 @@
 // partition's lock and stored next offset (aggregator_offsets), and each task's statistics with
 // its dedupe window (task_stats). State and consumed offset commit together or not at all.
 import type pg from 'pg';
-import type { Band } from '../domain/band.js';
 import type { TaskState } from '../domain/task-stats.js';
+import type { TaskStatsRow } from './stats-query.js';
 
 /** A task's statistics as stored, with its dedupe window. */
 export interface StoredTask {
@@ -19,21 +19,9 @@ export interface TaskUpdate extends StoredTask {
   policyVersion: string;
 }
 
-interface StoredRow {
+interface StoredRow extends TaskStatsRow {
   campaign_id: string;
-  task_id: string;
-  groups: number;
-  rollouts: number;
-  mean: number;
-  m2: number;
-  latest_mean: number;
-  latest_variance: number;
-  ewma: number;
   recent_means: number[];
-  last_step: number;
-  signal: number;
-  phi: number;
-  band: Band;
   recent_event_ids: string[];
 }
 

@@ -18,6 +18,22 @@ export interface TaskStatsView {
   lastStep: number;
 }
 
+/** The statistics columns of a `task_stats` row (store/migrations/0003_aggregator.sql). */
+export interface TaskStatsRow {
+  task_id: string;
+  groups: number;
+  rollouts: number;
+  mean: number;
+  m2: number;
+  latest_mean: number;
+  latest_variance: number;
+  ewma: number;
+  signal: number;
+  phi: number;
+  band: Band;
+  last_step: number;
+}
+
 export async function queryStats(
   db: pg.Pool,
   filter: { campaignId: string; taskId?: string; band?: Band },
@@ -40,20 +56,7 @@ export async function loadTaskStats(
   campaignId: string,
   taskIds?: string[],
 ): Promise<Record<string, TaskStats>> {
-  const { rows } = await db.query<{
-    task_id: string;
-    groups: number;
-    rollouts: number;
-    mean: number;
-    m2: number;
-    latest_mean: number;
-    latest_variance: number;
-    ewma: number;
-    signal: number;
-    phi: number;
-    band: TaskStats['band'];
-    last_step: number;
-  }>(
+  const { rows } = await db.query<TaskStatsRow>(
     `select task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma, signal, phi, band, last_step
        from task_stats where campaign_id = $1 and ($2::text[] is null or task_id = any($2::text[]))`,
     [campaignId, taskIds ?? null],

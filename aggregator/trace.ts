@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { encode } from '../codec/registry.js';
 import { eventIds } from '../domain/ids.js';
 import { ensureTopics, openKafka, withAdmin } from '../kafka/client.js';
+import { xorshift32 } from '../util/xorshift.js';
 
 export interface TraceGroup {
   eventId: string;
@@ -33,17 +34,7 @@ export interface Trace {
 }
 
 /** xorshift32 in [0, 1): the same seed gives the same sequence (traces, and the crash tests' pauses). */
-export function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
-}
+export const rng = xorshift32;
 
 /** Tasks with a latent success rate that drifts up over the steps (some hard, some boundary, some mastered). */
 export function makeTrace(opts: TraceOptions): Trace {

@@ -2,6 +2,7 @@
 // (the ETag), read in one snapshot so that version and members agree.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { xorshift32 } from '../util/xorshift.js';
 
 export interface PoolTask {
   taskId: string;
@@ -53,17 +54,7 @@ export async function activePool(db: pg.Pool, campaignId: string): Promise<Activ
 }
 
 /** xorshift32 seeded from SHA-256 of the seed string: the same seed gives the same draws. */
-function rng(seed: string): () => number {
-  let s = createHash('sha256').update(seed).digest().readUInt32LE(0) || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
-}
+const rng = (seed: string) => xorshift32(createHash('sha256').update(seed).digest().readUInt32LE(0));
 
 /** n draws with replacement (members are ordered by task id, so a seed fixes the sample per version). */
 export function sample<T>(items: T[], n: number, seed: string): T[] {

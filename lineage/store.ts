@@ -16,14 +16,7 @@ const toLineageEvent = (e: RecordedEvent): LineageEvent => ({
   metadata: (e.metadata ?? {}) as Record<string, unknown>,
 });
 
-interface Row {
-  eventId: string;
-  streamId: string;
-  position: number;
-  type: string;
-  payload: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-}
+type Row = LineageEvent; // the query selects exactly the fields of the model
 
 async function eventsOfCampaign(
   db: Queryable,
