@@ -71,14 +71,16 @@ async function processOnce(
   partition: number,
   records: readonly RewardRecord[],
 ): Promise<BatchResult> {
-  // Decoding and campaign lookups happen outside the transaction (pure CPU, cached reads).
+  // Decoding happens outside the transaction (pure CPU).
   const decoded = decodeBatch(records, { topic, partition, registry: deps.registry });
-  const campaigns = await deps.campaigns.getAll([
-    ...decoded.groups.map((g) => g.campaignId),
-    ...decoded.closings.map((c) => c.campaignId),
-  ]);
   return inTransaction(deps.pool, async (tx) => {
     await lockPartition(tx, deps.groupId, topic, partition);
+    // The cached campaigns, re-checked against their config versions in this transaction: the
+    // configs folded with are current at the commit (a reconfiguration waits for this batch).
+    const campaigns = await deps.campaigns.current(tx, [
+      ...decoded.groups.map((g) => g.campaignId),
+      ...decoded.closings.map((c) => c.campaignId),
+    ]);
     const from = await storedNextOffset(tx, deps.groupId, topic, partition);
     const fresh = (r: { offset: string }) => Number(r.offset) >= from;
     const groups = decoded.groups.filter(fresh);

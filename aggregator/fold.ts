@@ -1,9 +1,10 @@
 // Folding a batch's fresh groups into per-task statistics with the domain core (applyGroup), in
-// offset order (per task, the order the trainer produced them). Pure: the state it starts from
+// offset order (per task, the order the trainer produced them), each with the campaign's config
+// version for the group's step. Pure: the state it starts from
 // is what the state store loaded, and what it returns is written back in the same transaction.
 import type { Band } from '../domain/band.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
-import type { CampaignRow } from '../store/campaigns.js';
+import { type CampaignRow, configAtStep } from '../store/campaigns.js';
 import type { DeadLetterNote, Group } from './decode.js';
 import { DedupeWindows } from './dedupe.js';
 import type { StoredTask, TaskUpdate } from './state-store.js';
@@ -73,14 +74,16 @@ export function foldGroups(input: {
       continue;
     }
     const prev = states.get(k);
-    const problem = groupProblem(g, prev?.lastStep, campaign.config);
+    // The version in force for the group's step (store/campaigns.ts configAtStep), as replay does.
+    const config = configAtStep(campaign, g.step);
+    const problem = groupProblem(g, prev?.lastStep, config);
     if (problem) {
       out.dead.push({ offset: g.offset, ...problem, key: g.key, value: g.value });
       out.tallies.rejected(g.campaignId, g.step);
       continue;
     }
     windows.remember(k, g.eventId);
-    const r = applyGroup(prev, g.rewards, g.step, campaign.config.detector);
+    const r = applyGroup(prev, g.rewards, g.step, config.detector);
     states.set(k, r.state);
     out.applied++;
     touched.set(k, {

@@ -14,7 +14,7 @@ import { foldGroups } from './fold.js';
 const registry = defaultRegistry();
 const config = parseCampaignConfig({ rewards: { staleStepTolerance: 1 } });
 const campaigns = new Map<string, CampaignRow | undefined>([
-  ['c1', { campaignId: 'c1', name: 'c1', rawConfig: {}, config, status: 'running' }],
+  ['c1', { campaignId: 'c1', name: 'c1', rawConfig: {}, config, status: 'running', configVersion: 1 }],
   ['nope', undefined],
 ]);
 

@@ -1,9 +1,9 @@
 // `rods replay --source kafka`: recompute a campaign's task statistics from the reward topic
-// itself (kept forever for this) with the same pure domain code as the aggregator, and compare
-// them with the live statistics.
+// itself (kept forever for this) with the same pure domain code as the aggregator, each group
+// with the config version in force for its step, and compare them (bands too) with the live ones.
 import type pg from 'pg';
 import type { TaskState } from '../domain/task-stats.js';
-import { loadCampaign } from '../store/campaigns.js';
+import { configAtStep, loadCampaign } from '../store/campaigns.js';
 import { foldGroups, readCampaignGroups } from './reward-stream.js';
 
 export interface KafkaStatsCheck {
@@ -18,17 +18,21 @@ export async function kafkaStatsCheck(
   campaignId: string,
   topic: string,
 ): Promise<KafkaStatsCheck> {
-  const campaign = await loadCampaign(pool, campaignId);
+  const campaign = await loadCampaign(pool, campaignId, { history: true });
   if (!campaign) throw new Error(`unknown campaign ${campaignId}`);
   const states = new Map<string, TaskState>();
-  const groups = foldGroups(await readCampaignGroups(topic, campaignId), states, new Set(), campaign.config);
+  // Each group with the config version in force for its step, as the aggregator folded it.
+  const groups = foldGroups(await readCampaignGroups(topic, campaignId), states, new Set(), (step) =>
+    configAtStep(campaign, step),
+  );
   const live = await pool.query<{
     task_id: string;
     groups: number;
     rollouts: number;
     mean: number;
     m2: number;
-  }>('select task_id, groups, rollouts, mean, m2 from task_stats where campaign_id = $1', [campaignId]);
+    band: string;
+  }>('select task_id, groups, rollouts, mean, m2, band from task_stats where campaign_id = $1', [campaignId]);
   const rel = (a: number, b: number) => (a === b ? 0 : Math.abs(a - b) / Math.max(Math.abs(a), Math.abs(b)));
   let firstDifference: Record<string, unknown> | undefined;
   for (const r of live.rows) {
@@ -40,12 +44,13 @@ export async function kafkaStatsCheck(
       s.groups !== r.groups ||
       s.moments.n !== r.rollouts ||
       rel(s.moments.mean, r.mean) > 1e-12 ||
-      rel(varKafka, varLive) > 1e-12
+      rel(varKafka, varLive) > 1e-12 ||
+      s.band !== r.band
     ) {
       firstDifference = {
         taskId: r.task_id,
-        live: { groups: r.groups, mean: r.mean },
-        kafka: s ? { groups: s.groups, mean: s.moments.mean } : null,
+        live: { groups: r.groups, mean: r.mean, band: r.band },
+        kafka: s ? { groups: s.groups, mean: s.moments.mean, band: s.band } : null,
       };
       break;
     }

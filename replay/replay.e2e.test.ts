@@ -74,6 +74,7 @@ describe('replay', () => {
       ['pool_members', true],
       ['pool_versions', true],
       ['candidates', true],
+      ['campaign_configs', true],
       ['task_stats', true],
     ]);
     expect(r.equal).toBe(true);

@@ -49,11 +49,19 @@ export function replaySchema(campaignId: string): string {
   return `replay_${s}`;
 }
 
-const PROJECTION_TABLES = ['campaigns', 'pool_members', 'pool_versions', 'candidates'] as const;
+const PROJECTION_TABLES = [
+  'campaigns',
+  'pool_members',
+  'pool_versions',
+  'candidates',
+  'campaign_configs',
+] as const;
 
 /** Columns compared per table (creation and update times are not part of the projection's meaning). */
 const COMPARED: Record<string, string> = {
-  campaigns: 'campaign_id, status',
+  campaigns: 'campaign_id, status, config_version',
+  // Every config version and the step it applies from (the thresholds behind the bands).
+  campaign_configs: 'campaign_id, version, from_step, config',
   pool_members:
     'campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth, added_step, added_version, active, removed_step, removed_version, removed_rule',
   pool_versions: 'campaign_id, version, step',
@@ -68,7 +76,8 @@ async function prepareSchema(
   schema: string,
   fresh: boolean,
 ): Promise<Cursor & { events: number }> {
-  const exists = await c.query('select 1 from information_schema.schemata where schema_name = $1', [schema]);
+  // A rebuild from before config versions has no campaign_configs: start it again.
+  const exists = await c.query('select 1 where to_regclass($1) is not null', [`${schema}.campaign_configs`]);
   if (exists.rowCount && !fresh) {
     const cp = await c.query<{ transaction_id: string; position: number; events: number }>(
       `select transaction_id, position, events from ${schema}.replay_checkpoint`,
@@ -90,6 +99,7 @@ async function prepareSchema(
   await c.query(`alter table ${schema}.candidates add primary key (campaign_id, candidate_hash)`);
   await c.query(`alter table ${schema}.candidates add unique (campaign_id, candidate_id)`);
   await c.query(`alter table ${schema}.campaigns add primary key (campaign_id)`);
+  await c.query(`alter table ${schema}.campaign_configs add primary key (campaign_id, version)`);
   await c.query(
     `create table ${schema}.task_stats (campaign_id text, task_id text, groups bigint, rollouts bigint, mean float8, m2 float8,
        latest_mean float8, latest_variance float8, ewma float8, last_step bigint, signal float8, phi float8, band text,
@@ -172,6 +182,11 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
           await c.query(
             `insert into ${schema}.campaigns (campaign_id, name, config) values ($1, $2, $3) on conflict do nothing`,
             [campaignId, e.payload.name, e.payload.config],
+          );
+          await c.query(
+            `insert into ${schema}.campaign_configs (campaign_id, version, from_step, config) values ($1, 1, 0, $2)
+             on conflict do nothing`,
+            [campaignId, e.payload.config],
           );
         } else if (e.type === 'TaskStatsUpdated') {
           const s = e.payload.stats as TaskStats;

@@ -58,20 +58,26 @@ export async function readCampaignGroups(topic: string, campaignId: string): Pro
   return out;
 }
 
-/** Folds groups into per-task states as the aggregator would; returns how many were counted. */
+type FoldConfig = { detector: DetectorConfig; rewards: RewardLimits };
+
+/**
+ * Folds groups into per-task states as the aggregator would; returns how many were counted.
+ * `cfg` is one config, or the config in force for a group's step (a reconfigured campaign).
+ */
 export function foldGroups(
   groups: readonly RecordedGroup[],
   states: Map<string, TaskState>,
   seen: Set<string>,
-  cfg: { detector: DetectorConfig; rewards: RewardLimits },
+  cfg: FoldConfig | ((step: number) => FoldConfig),
 ): number {
   let n = 0;
   for (const g of groups) {
     if (seen.has(g.eventId)) continue;
     const prev = states.get(g.taskId);
-    if (checkGroup(g.rewards, g.step, prev?.lastStep, cfg.rewards)) continue;
+    const c = typeof cfg === 'function' ? cfg(g.step) : cfg;
+    if (checkGroup(g.rewards, g.step, prev?.lastStep, c.rewards)) continue;
     seen.add(g.eventId);
-    states.set(g.taskId, applyGroup(prev, g.rewards, g.step, cfg.detector).state);
+    states.set(g.taskId, applyGroup(prev, g.rewards, g.step, c.detector).state);
     n++;
   }
   return n;

@@ -10,6 +10,7 @@ import type {
   TaskRetired,
   TaskSeeded,
 } from '../schemas/types.generated.js';
+import { insertConfigVersion, reconfigurationPoint } from './campaigns.js';
 import { inTransaction } from './db.js';
 import { append, type NewEvent } from './event-store.js';
 
@@ -162,11 +163,24 @@ export async function applyPoolEvent(
       return;
     }
     case 'CampaignReconfigured': {
+      // Version and first step come from the metadata recordEventsIn wrote (replay reads the same);
+      // an event recorded before config versions existed counts as the next version from step 0.
       const p = payload as { campaignId: string; config: string };
-      await c.query('update campaigns set config = $2, updated_at = now() where campaign_id = $1', [
-        p.campaignId,
-        p.config,
-      ]);
+      const version =
+        typeof metadata.configVersion === 'number'
+          ? metadata.configVersion
+          : ((
+              await c.query<{ v: number }>(
+                'select config_version + 1 as v from campaigns where campaign_id = $1',
+                [p.campaignId],
+              )
+            ).rows[0]?.v ?? 1);
+      const fromStep = typeof metadata.fromStep === 'number' ? metadata.fromStep : 0;
+      await c.query(
+        'update campaigns set config = $2, config_version = $3, updated_at = now() where campaign_id = $1',
+        [p.campaignId, p.config, version],
+      );
+      await insertConfigVersion(c, p.campaignId, version, fromStep, p.config);
       return;
     }
     default:
@@ -181,9 +195,20 @@ export async function recordEventsIn(
   events: NewEvent[],
 ): Promise<{ appended: boolean; positions: number[] }> {
   if (events.length === 0) return { appended: false, positions: [] };
-  const r = await append(c, streamId, 'any', events);
+  // A reconfiguration records the version it creates and the step it applies from (decided under
+  // the campaign's config lock, before the append: store/campaigns.ts).
+  const stamped: NewEvent[] = [];
+  for (const e of events) {
+    if (e.type !== 'CampaignReconfigured') {
+      stamped.push(e);
+      continue;
+    }
+    const at = await reconfigurationPoint(c, (e.payload as { campaignId: string }).campaignId);
+    stamped.push({ ...e, metadata: { ...e.metadata, ...at } });
+  }
+  const r = await append(c, streamId, 'any', stamped);
   if (r.appended) {
-    for (const e of events)
+    for (const e of stamped)
       await applyPoolEvent(c, e.type, e.payload, (e.metadata ?? {}) as Record<string, unknown>);
   }
   return { appended: r.appended, positions: r.positions };
