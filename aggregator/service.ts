@@ -2,7 +2,12 @@
 // the project's Kafka port, kafka/port.ts) that applies each batch with processBatch
 // (aggregator/batch.ts), closes steps, and exposes Prometheus metrics. Several processes in one
 // group share the partitions.
+//
+// A lost PostgreSQL connection is waited out: the failed batch transaction rolled back, so the
+// same batch is applied again with backoff (it starts from the stored offset, as any
+// redelivery does); /readyz answers 503 meanwhile.
 import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import pino from 'pino';
 import client from 'prom-client';
@@ -17,6 +22,7 @@ import {
 } from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
+import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLoss } from '../store/db.js';
 import { type DeadLetterNote, processBatch } from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
 import { storedNextOffsets } from './state-store.js';
@@ -42,6 +48,7 @@ export class AggregatorService {
   private producer?: RecordProducer;
   private server?: http.Server;
   private sweeper?: NodeJS.Timeout;
+  private stopping = false;
   private readonly registry: SchemaRegistry = defaultRegistry();
   private readonly campaigns: CampaignCache;
   private readonly log: pino.Logger;
@@ -123,26 +130,46 @@ export class AggregatorService {
     const parts = assignment.find((a) => a.topic === this.topic)?.partitions ?? [];
     this.log.info({ partitions: parts }, 'partitions assigned');
     if (parts.length === 0) return;
-    for (const r of await storedNextOffsets(this.pool, this.groupId, this.topic, parts))
-      this.consumer?.seek(this.topic, r.partition, String(r.nextOffset));
+    // Runs in an event listener: a failure must not escape (the batches skip what is stored anyway).
+    try {
+      const stored = await retryOnConnectionLoss(
+        this.pool,
+        () => storedNextOffsets(this.pool, this.groupId, this.topic, parts),
+        { shouldStop: () => this.stopping },
+      );
+      for (const r of stored) this.consumer?.seek(this.topic, r.partition, String(r.nextOffset));
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'stored offsets not read; resuming at the committed hint');
+    }
   }
 
   private async handleBatch(batch: PartitionBatch, ctx: BatchContext): Promise<void> {
     if (!ctx.isRunning() || ctx.isStale()) return;
     const end = this.batchSeconds.startTimer();
-    const r = await processBatch(
-      {
-        pool: this.pool,
-        registry: this.registry,
-        campaigns: this.campaigns,
-        groupId: this.groupId,
-        deadLetter: (notes) => this.sendDeadLetters(batch.topic, batch.partition, notes),
-        dedupeWindow: this.opts.dedupeWindow,
-      },
-      batch.topic,
-      batch.partition,
-      batch.records,
-    );
+    const deps = {
+      pool: this.pool,
+      registry: this.registry,
+      campaigns: this.campaigns,
+      groupId: this.groupId,
+      deadLetter: (notes: DeadLetterNote[]) => this.sendDeadLetters(batch.topic, batch.partition, notes),
+      dedupeWindow: this.opts.dedupeWindow,
+    };
+    let r: Awaited<ReturnType<typeof processBatch>>;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        r = await processBatch(deps, batch.topic, batch.partition, batch.records);
+        databaseStatus(this.pool).restored();
+        break;
+      } catch (e) {
+        if (!isConnectionError(e)) throw e;
+        // Rolled back: nothing of the batch is stored; apply it again once the database is back.
+        databaseStatus(this.pool).lost(e);
+        await sleep(backoffMs(attempt));
+        // Keeps the membership alive; throws (to rejoin) when the group rebalances.
+        await ctx.heartbeat();
+        if (!ctx.isRunning() || ctx.isStale()) return;
+      }
+    }
     end();
     this.events.inc({ outcome: 'applied' }, r.applied);
     this.events.inc({ outcome: 'duplicate' }, r.duplicates);
@@ -157,15 +184,28 @@ export class AggregatorService {
     }
     await ctx.heartbeat();
     if (r.steps.length > 0) {
-      const closed = await closeReadySteps(this.pool, [...new Set(r.steps.map((x) => x.campaignId))]);
-      this.stepsClosed.inc(closed.length);
-      for (const s of closed) this.log.info(s, 'step aggregated');
+      try {
+        const closed = await closeReadySteps(this.pool, [...new Set(r.steps.map((x) => x.campaignId))]);
+        this.stepsClosed.inc(closed.length);
+        for (const s of closed) this.log.info(s, 'step aggregated');
+      } catch (e) {
+        // The batch is stored; the sweeper closes its steps once the database is back.
+        if (!isConnectionError(e)) throw e;
+        databaseStatus(this.pool).lost(e);
+      }
     }
   }
 
   private async sweep(): Promise<void> {
-    const closed = await closeReadySteps(this.pool);
-    this.stepsClosed.inc(closed.length);
+    try {
+      const closed = await closeReadySteps(this.pool);
+      this.stepsClosed.inc(closed.length);
+      for (const s of closed) this.log.info(s, 'step aggregated');
+      databaseStatus(this.pool).restored();
+    } catch (e) {
+      if (!isConnectionError(e)) throw e;
+      databaseStatus(this.pool).lost(e);
+    }
   }
 
   private async sendDeadLetters(topic: string, partition: number, notes: DeadLetterNote[]): Promise<void> {
@@ -186,9 +226,14 @@ export class AggregatorService {
         res.end(await this.metrics.metrics());
       } else if (req.url === '/healthz') {
         res.end('ok');
+      } else if (req.url === '/readyz') {
+        // Ready only while the database answers (the batches wait for it otherwise).
+        const ok = await ping(this.pool);
+        res.statusCode = ok ? 200 : 503;
+        res.end(ok ? 'ready' : 'not ready: PostgreSQL unreachable');
       } else {
         res.statusCode = 404;
-        res.end('not found: try /metrics or /healthz');
+        res.end('not found: try /metrics, /healthz or /readyz');
       }
     });
     return new Promise((resolve, reject) => {
@@ -201,6 +246,7 @@ export class AggregatorService {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.sweeper) clearInterval(this.sweeper);
     await this.consumer?.disconnect().catch(() => {});
     await this.producer?.disconnect().catch(() => {});

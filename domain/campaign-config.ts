@@ -7,8 +7,11 @@ import { z } from 'zod';
 import { DetectorConfigSchema, type DetectorWindow, windowSpec } from './band.js';
 import { DEFAULT_REWARD_LIMITS } from './reward-group.js';
 
+/** The most rewards.maxRollouts may be: no campaign accepts larger groups (the gateway's bound too). */
+export const MAX_ROLLOUTS_LIMIT = 1_000_000;
+
 export const RewardLimitsSchema = z.object({
-  maxRollouts: z.number().int().min(1).max(1_000_000).default(DEFAULT_REWARD_LIMITS.maxRollouts),
+  maxRollouts: z.number().int().min(1).max(MAX_ROLLOUTS_LIMIT).default(DEFAULT_REWARD_LIMITS.maxRollouts),
   staleStepTolerance: z.number().int().min(0).default(DEFAULT_REWARD_LIMITS.staleStepTolerance),
 });
 
@@ -197,12 +200,26 @@ export const GeneratorConfigSchema = z
   })
   .passthrough();
 
+/** What the gateway accepts from the trainer beyond the reward limits. */
+export const IngestionConfigSchema = z.strictObject({
+  /**
+   * A batch's step may be at most this far past the campaign's last closed step (0 before any):
+   * a step far ahead would make every later group of its tasks stale.
+   */
+  maxStepsAhead: z
+    .number()
+    .int('ingestion.maxStepsAhead must be a whole number of steps')
+    .min(1, 'ingestion.maxStepsAhead must be >= 1 (1: only the step after the last closed one)')
+    .default(16),
+});
+
 export const CampaignConfigSchema = z
   .object({
     /** Rollouts per task (GRPO group size K). */
     rolloutsPerTask: z.number().int().min(1).max(1024).default(16),
     detector: DetectorConfigSchema.prefault({}),
     rewards: RewardLimitsSchema.prefault({}),
+    ingestion: IngestionConfigSchema.prefault({}),
     pool: PoolConfigSchema.prefault({}),
     selection: SelectionConfigSchema.prefault({}),
     synthesis: SynthesisConfigSchema.prefault({}),
@@ -248,6 +265,7 @@ export type PoolConfig = CampaignConfig['pool'];
 export type SelectionConfig = CampaignConfig['selection'];
 export type SynthesisConfig = CampaignConfig['synthesis'];
 export type GeneratorConfig = CampaignConfig['generator'];
+export type IngestionConfig = CampaignConfig['ingestion'];
 
 export class CampaignConfigError extends Error {
   override name = 'CampaignConfigError';

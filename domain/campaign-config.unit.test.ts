@@ -7,6 +7,7 @@ import {
   changedPaths,
   injectionPeriod,
   isInjectionBoundary,
+  MAX_ROLLOUTS_LIMIT,
   parseCadence,
   parseCampaignConfig,
   validateReconfiguration,
@@ -30,6 +31,7 @@ describe('campaign config defaults', () => {
       rolloutsPerTask: 16,
       detector: { low: 0.2, high: 0.85, window: { kind: 'latest' }, ewmaAlpha: 0.3 },
       rewards: { maxRollouts: 1024, staleStepTolerance: 2 },
+      ingestion: { maxStepsAhead: 16 },
       pool: {
         generatedCap: 400,
         injectionShare: 0.2,
@@ -136,6 +138,10 @@ describe('campaign config validation says what to change', () => {
     [{ generator: { temperature: 3 } }, 'generator.temperature must be <= 2'],
     [{ generator: { model: '' } }, 'generator.model must not be empty'],
     [{ detector: { low: 0.9, high: 0.1 } }, 'low must not exceed high'],
+    [{ ingestion: { maxStepsAhead: 0 } }, 'ingestion.maxStepsAhead must be >= 1'],
+    [{ ingestion: { maxStepsAhead: 2.5 } }, 'ingestion.maxStepsAhead must be a whole number of steps'],
+    [{ ingestion: { maxStepsahead: 4 } }, 'ingestion: Unrecognized key: "maxStepsahead"'],
+    [{ rewards: { maxRollouts: 1_000_001 } }, 'rewards.maxRollouts'],
     [
       { rolloutsPerTask: 64, rewards: { maxRollouts: 32 } },
       'rewards.maxRollouts (32) is below rolloutsPerTask (64): every group would be rejected; raise maxRollouts or lower rolloutsPerTask',
@@ -160,8 +166,12 @@ describe('campaign config validation says what to change', () => {
         synthesis: { turns: { min: 3, max: 3 }, callsPerTurn: { min: 0, max: 1 }, maxListItems: 0 },
         detector: { low: 0.5, high: 0.5 },
         rewards: { maxRollouts: 16 },
+        ingestion: { maxStepsAhead: 1 },
       }),
     ).not.toThrow();
+    expect(parseCampaignConfig({ rewards: { maxRollouts: MAX_ROLLOUTS_LIMIT } }).rewards.maxRollouts).toBe(
+      MAX_ROLLOUTS_LIMIT,
+    );
     // quotas that use the whole budget are fine
     expect(() => parseCampaignConfig({ selection: { budgetPerStep: 8 } })).not.toThrow();
   });

@@ -117,6 +117,16 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { '200': json('up', { type: 'object', properties: { ok: { type: 'boolean' } } }) },
         },
       },
+      '/readyz': {
+        get: {
+          summary: 'readiness: PostgreSQL answers',
+          security: [],
+          responses: {
+            '200': json('ready', { type: 'object', properties: { ready: { type: 'boolean' } } }),
+            '503': problemResponse('PostgreSQL is unreachable'),
+          },
+        },
+      },
       '/openapi.json': {
         get: {
           summary: 'this document',
@@ -144,7 +154,7 @@ export function openApiDocument(): Record<string, unknown> {
             '413': problemResponse('body over the size limit'),
             '415': problemResponse('the body is not application/json'),
             '422': problemResponse(
-              'invalid campaign or config (errors name the fields, e.g. config.pool.generatedCap)',
+              'invalid campaign or config (errors name the fields, e.g. config.pool.generatedCap; ids and names without control characters or lone surrogates, config strings without U+0000 or lone surrogates)',
             ),
           },
         },
@@ -189,7 +199,14 @@ export function openApiDocument(): Record<string, unknown> {
             'ingest a batch of scored rollout groups (one RolloutGroupScored each; close: true also sends StepClosed with the step total). Idempotent per (campaign, step, batchId).',
           parameters: [
             idParam('id', 'campaign id'),
-            { name: 'step', in: 'path', required: true, schema: { type: 'integer', minimum: 0 } },
+            {
+              name: 'step',
+              in: 'path',
+              required: true,
+              description:
+                "the training step: an open step, or a new one after the campaign's last closed step and at most ingestion.maxStepsAhead (default 16) past it",
+              schema: { type: 'integer', minimum: 0 },
+            },
           ],
           requestBody: { required: true, content: { 'application/json': { schema: ref('RolloutBatch') } } },
           responses: {
@@ -198,11 +215,13 @@ export function openApiDocument(): Record<string, unknown> {
             '400': problemResponse('malformed JSON'),
             ...authErrors,
             '404': problemResponse('unknown campaign'),
-            '409': problemResponse('the step is already closed'),
+            '409': problemResponse(
+              'the step is already closed (step-closed), or is a new step behind the last closed one (step-behind; step and lastClosedStep name them)',
+            ),
             '413': problemResponse('body over the size limit'),
             '415': problemResponse('the body is not application/json'),
             '422': problemResponse(
-              'invalid batch: rewards must be numbers in [0,1] (errors name e.g. groups[3].rewards[2])',
+              "invalid batch (errors name the field): rewards must be numbers in [0,1] (e.g. groups[3].rewards[2]), at most the campaign's rewards.maxRollouts per group (maxRollouts); ids and versions without control characters or lone surrogates; a new step at most the campaign's ingestion.maxStepsAhead past the last closed step, or 0 before any (step-out-of-window; field step, with lastClosedStep, maxStepsAhead, maxStep)",
             ),
             '503': problemResponse('recorded but not started: retry the same request'),
           },

@@ -38,20 +38,30 @@ export class ProblemError extends Error {
     detail: string,
     readonly errors?: FieldError[],
     readonly slug?: string,
+    /** RFC 9457 extension members (e.g. step, lastClosedStep), next to the standard ones. */
+    readonly extensions?: Record<string, unknown>,
   ) {
     super(detail);
   }
 }
 
-export function problem(status: number, detail: string, errors?: FieldError[], slug?: string): Problem {
+export function problem(
+  status: number,
+  detail: string,
+  errors?: FieldError[],
+  slug?: string,
+  extensions?: Record<string, unknown>,
+): Problem {
   const [defSlug, title] = TITLES[status] ?? ['error', 'Error'];
-  return {
+  const p: Problem = {
     type: `${PROBLEM_TYPE_PREFIX}${slug ?? defSlug}`,
     title,
     status,
     detail,
     ...(errors ? { errors } : {}),
   };
+  // Extensions follow the standard members and never replace one.
+  return extensions ? { ...p, ...extensions, ...p } : p;
 }
 
 export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {

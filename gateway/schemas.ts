@@ -1,21 +1,83 @@
 // Request schemas of the gateway (zod): the single source of validation and of the request
 // parts of the OpenAPI document (gateway/openapi.ts).
 import { z } from 'zod';
+import { MAX_ROLLOUTS_LIMIT } from '../domain/campaign-config.js';
+
+const hex = (c: number) => `U+${c.toString(16).toUpperCase().padStart(4, '0')}`;
+
+/**
+ * What makes a string unfit to be stored, or null: a control character (U+0000-U+001F, U+007F;
+ * PostgreSQL refuses U+0000 in text and jsonb) or a lone surrogate (jsonb refuses it, text would
+ * silently hold U+FFFD instead). `controls: false` only looks for what PostgreSQL cannot store.
+ */
+export function unstorableCharacter(s: string, opts: { controls?: boolean } = {}): string | null {
+  const controls = opts.controls ?? true;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0 || (controls && (c <= 0x1f || c === 0x7f)))
+      return `contains the control character ${hex(c)} at index ${i}`;
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const next = s.charCodeAt(i + 1);
+      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) i++;
+      else return `contains a lone surrogate ${hex(c)} at index ${i}`;
+    }
+  }
+  return null;
+}
+
+export const STORABLE_TEXT = 'no control characters (U+0000-U+001F, U+007F) and no lone surrogates';
+
+/** A string that is stored (ids, versions, names): refused before any other check of it. */
+const storable = (what: string) =>
+  z.string().superRefine((s, ctx) => {
+    const why = unstorableCharacter(s);
+    if (why) ctx.addIssue({ code: 'custom', message: `${what} ${why}`, continue: false });
+  });
+
+/** Every string key and value of a JSON value that PostgreSQL can store (jsonb); no recursion. */
+function jsonStringIssues(root: unknown, ctx: z.RefinementCtx): void {
+  const todo: [unknown, (string | number)[]][] = [[root, []]];
+  for (let next = todo.pop(); next; next = todo.pop()) {
+    const [v, path] = next;
+    if (typeof v === 'string') {
+      const why = unstorableCharacter(v, { controls: false });
+      if (why) ctx.addIssue({ code: 'custom', path, message: `the string ${why}` });
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) todo.push([v[i], [...path, i]]);
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v).reverse()) {
+        const why = unstorableCharacter(k, { controls: false });
+        if (why) ctx.addIssue({ code: 'custom', path: [...path, k], message: `the key ${why}` });
+        else todo.push([x, [...path, k]]);
+      }
+    }
+  }
+}
 
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const id = (what: string) =>
-  z
-    .string()
-    .regex(
-      ID_PATTERN,
-      `${what}: 1-100 characters of letters, digits, . _ - (starting with a letter or digit)`,
-    );
+  storable(what).regex(
+    ID_PATTERN,
+    `${what}: 1-100 characters of letters, digits, . _ - (starting with a letter or digit)`,
+  );
+
+/** Free text that is stored (task ids, policy versions, names): 1-200 characters, storable. */
+const text = (what: string) =>
+  storable(what)
+    .min(1, `${what} must not be empty`)
+    .max(200, `${what}: at most 200 characters`)
+    .describe(`${what}: 1-200 characters, ${STORABLE_TEXT}`);
 
 export const CampaignCreate = z
   .object({
     campaignId: id('campaign id'),
-    name: z.string().min(1).max(200).optional(),
-    config: z.record(z.string(), z.unknown()).describe('the campaign config (domain/campaign-config.ts)'),
+    name: text('name').optional(),
+    config: z
+      .record(z.string(), z.unknown())
+      .superRefine((c, ctx) => jsonStringIssues(c, ctx))
+      .describe(
+        'the campaign config (domain/campaign-config.ts); its strings hold no U+0000 or lone surrogate',
+      ),
     untilStep: z
       .int()
       .min(0)
@@ -42,15 +104,20 @@ const reward = z
 
 export const RolloutGroup = z
   .object({
-    taskId: z.string().min(1).max(200),
-    rewards: z.array(reward).min(1, 'a group has at least one reward').max(4096),
+    taskId: text('task id'),
+    // The campaign's rewards.maxRollouts is checked against the campaign (gateway/ingest.ts).
+    rewards: z
+      .array(reward)
+      .min(1, 'a group has at least one reward')
+      .max(MAX_ROLLOUTS_LIMIT, `a group has at most ${MAX_ROLLOUTS_LIMIT} rewards`)
+      .describe("the group's rewards: at most the campaign's rewards.maxRollouts (default 1024)"),
   })
   .strict();
 
 export const RolloutBatch = z
   .object({
     batchId: id('batch id'),
-    policyVersion: z.string().min(1).max(200),
+    policyVersion: text('policy version'),
     groups: z.array(RolloutGroup).max(100_000),
     close: z
       .boolean()

@@ -12,6 +12,7 @@ import { CampaignConfigSchema } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
+import { databaseStatus, isConnectionError, ping } from '../store/db.js';
 import { poolView } from '../store/pool-view.js';
 import { type CampaignStatus, campaignWorkflow, statusQuery } from '../workflows/campaign.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
@@ -49,7 +50,7 @@ export interface GatewayOptions {
   logLevel?: string;
 }
 
-const OPEN_PATHS = new Set(['/openapi.json', '/healthz']);
+const OPEN_PATHS = new Set(['/openapi.json', '/healthz', '/readyz']);
 
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
@@ -64,7 +65,20 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ProblemError)
-      return sendProblem(reply, problem(err.status, err.message, err.errors, err.slug));
+      return sendProblem(reply, problem(err.status, err.message, err.errors, err.slug, err.extensions));
+    // PostgreSQL restarting or away: a 503 the client retries, not a 500.
+    if (isConnectionError(err)) {
+      databaseStatus(db).lost(err);
+      return sendProblem(
+        reply.header('Retry-After', '1'),
+        problem(
+          503,
+          'the database is unreachable; retry the same request',
+          undefined,
+          'database-unavailable',
+        ),
+      );
+    }
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       const detail =
@@ -116,6 +130,12 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   };
 
   app.get('/healthz', async () => ({ ok: true }));
+  // Ready only while PostgreSQL answers (every API call but these two needs it).
+  app.get('/readyz', async (_req, reply) =>
+    (await ping(db))
+      ? { ready: true }
+      : sendProblem(reply, problem(503, 'PostgreSQL is unreachable', undefined, 'database-unavailable')),
+  );
   app.get('/openapi.json', async () => openApiDocument());
 
   app.post('/v1/campaigns', async (req, reply) => {
@@ -184,8 +204,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   app.post('/v1/campaigns/:id/steps/:step/rollouts', async (req, reply) => {
     const { id, step } = parseOr422(StepParams, req.params, 'path');
     const batch = parseOr422(RolloutBatch, req.body, 'rollout batch');
-    await requireCampaign(id);
-    const accepted = await acceptBatch(db, id, step, batch);
+    const campaign = await requireCampaign(id);
+    const accepted = await acceptBatch(db, id, step, batch, campaign.config);
     const input: IngestionInput = { claimId: accepted.claimId, topic: opts.rewardsTopic ?? REWARDS_TOPIC };
     // Started on every acceptance, duplicates included: a batch recorded by a request whose
     // start failed gets its workflow on the retry; a workflow that exists is never started twice.

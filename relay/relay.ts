@@ -14,6 +14,11 @@
 // An event that cannot be encoded (no published schema with its fingerprint, or a payload that
 // does not match it) is not dropped: it goes to rods.dlq.v1 with the reason, in the same
 // transaction, and the relay moves on.
+//
+// A lost PostgreSQL connection (a restart, an outage) is waited out: reading the page is retried
+// with backoff, and when the lock's connection is gone the lock is taken again and the session
+// reopened (another relay may have led meanwhile) before anything more is published.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { EncodeError } from '../codec/errors.js';
 import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
@@ -25,6 +30,7 @@ import {
 } from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
 import { DECISIONS_TOPIC, RELAY_CHECKPOINT_TOPIC, TASK_STATS_TOPIC } from '../kafka/topology.js';
+import { backoffMs, databaseStatus, isConnectionError, retryOnConnectionLoss } from '../store/db.js';
 import { type Cursor, cursorOf, type RecordedEvent, readPage, START } from '../store/event-store.js';
 
 export interface Route {
@@ -99,6 +105,12 @@ export class Relay {
   private readonly registry: SchemaRegistry;
   private producer?: TransactionalProducer;
   private lockClient?: pg.PoolClient;
+  /** Set when the lock's connection dies: the advisory lock went with it. */
+  private lockLost = false;
+  private readonly onLockError = (err: Error) => {
+    this.lockLost = true;
+    databaseStatus(this.pool).lost(err);
+  };
   private stopping = false;
   readonly stats: RelayStats = { published: 0, deadLettered: 0, transactions: 0, cursor: { ...START } };
 
@@ -115,11 +127,38 @@ export class Relay {
 
   /** Takes the leadership lock, fences older instances and reads the committed cursor. */
   async start(): Promise<Cursor> {
-    this.lockClient = await this.pool.connect();
-    await this.lockClient.query('select pg_advisory_lock(hashtextextended($1, 0))', [
-      `rods-relay:${this.name}`,
-    ]);
+    await this.takeLock();
     return this.openSession();
+  }
+
+  /** Takes the leadership lock on a dedicated connection, retrying while the database is away. */
+  private async takeLock(signal?: AbortSignal): Promise<void> {
+    this.dropLockClient();
+    await retryOnConnectionLoss(
+      this.pool,
+      async () => {
+        const c = await this.pool.connect();
+        c.on('error', this.onLockError);
+        try {
+          await c.query('select pg_advisory_lock(hashtextextended($1, 0))', [`rods-relay:${this.name}`]);
+        } catch (e) {
+          c.off('error', this.onLockError);
+          c.release(e as Error);
+          throw e;
+        }
+        this.lockClient = c;
+        this.lockLost = false;
+      },
+      { signal, shouldStop: () => this.stopping },
+    );
+  }
+
+  private dropLockClient(): void {
+    const c = this.lockClient;
+    if (!c) return;
+    this.lockClient = undefined;
+    c.off('error', this.onLockError);
+    c.release(new Error('relay lock connection lost'));
   }
 
   /**
@@ -219,12 +258,33 @@ export class Relay {
     opts: { untilCaughtUp?: boolean; signal?: AbortSignal; maxRestarts?: number } = {},
   ): Promise<RelayStats> {
     let restarts = 0;
+    let dbFailures = 0;
     while (!this.stopping && !opts.signal?.aborted) {
+      if (this.lockLost) {
+        // Lead again only under the lock, then fence whoever led meanwhile and re-read the cursor.
+        try {
+          await this.takeLock(opts.signal);
+        } catch (e) {
+          if (this.stopping || opts.signal?.aborted) break;
+          throw e;
+        }
+        await this.producer?.disconnect().catch(() => {});
+        await this.openSession();
+        continue;
+      }
       let n: number;
       try {
         n = await this.step();
         restarts = 0;
+        dbFailures = 0;
+        databaseStatus(this.pool).restored();
       } catch (e) {
+        // Reading the page failed before any Kafka transaction began: wait and read again.
+        if (isConnectionError(e)) {
+          databaseStatus(this.pool).lost(e);
+          await sleep(backoffMs(dbFailures++), undefined, { signal: opts.signal }).catch(() => {});
+          continue;
+        }
         if (++restarts > (opts.maxRestarts ?? 20)) throw e;
         process.stderr.write(
           `relay ${this.name}: ${(e as Error).message}; restarting the session (${restarts})\n`,
@@ -245,10 +305,12 @@ export class Relay {
   async stop(): Promise<void> {
     this.stopping = true;
     await this.producer?.disconnect().catch(() => {});
-    if (this.lockClient) {
-      await this.lockClient.query('select pg_advisory_unlock_all()').catch(() => {});
-      this.lockClient.release();
+    const c = this.lockClient;
+    if (c) {
       this.lockClient = undefined;
+      await c.query('select pg_advisory_unlock_all()').catch(() => {});
+      c.off('error', this.onLockError);
+      c.release(this.lockLost ? new Error('relay lock connection lost') : undefined);
     }
   }
 }

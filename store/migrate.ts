@@ -2,8 +2,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
-import pg from 'pg';
 import { loadEndpoints } from '../config/endpoints.js';
+import { createClient } from './db.js';
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
@@ -17,7 +17,10 @@ export async function migrate(
 ): Promise<MigrateResult> {
   // node-pg-migrate's own lock fails when another process migrates; wait for ours instead, so
   // that several processes starting at once (aggregators, tests) all succeed.
-  const client = new pg.Client({ connectionString: opts.databaseUrl ?? loadEndpoints().databaseUrl });
+  const client = createClient({
+    connectionString: opts.databaseUrl ?? loadEndpoints().databaseUrl,
+    application: 'rods-migrate',
+  });
   await client.connect();
   try {
     await client.query("select pg_advisory_lock(hashtextextended('rods-migrate', 0))");

@@ -11,8 +11,8 @@ import {
 } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { isLoopback, loadEndpoints } from '../../config/endpoints.js';
+import { createClient } from '../../store/db.js';
 import { paths } from './paths.js';
 import { clearPid, isAlive, run, StackError, tail, waitFor, writePid } from './proc.js';
 import type { Probe, Service } from './service.js';
@@ -82,7 +82,7 @@ export function postgresService(): Service {
   const asServer = async (acct: Account | undefined) => (acct ? { uid: acct.uid, gid: acct.gid } : {});
 
   const probe = async (): Promise<Probe> => {
-    const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
+    const client = createClient({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
     try {
       await client.connect();
       const r = await client.query<{ v: string }>('select version() as v');
@@ -168,7 +168,7 @@ export function postgresService(): Service {
       const pid = pidFromDataDir();
       if (pid) writePid(NAME, pid);
       // Create the application role and database over the local socket (trust for local only).
-      const admin = new pg.Client({ host: socketDir, port, user: 'postgres', database: 'postgres' });
+      const admin = createClient({ host: socketDir, port, user: 'postgres', database: 'postgres' });
       await admin.connect();
       try {
         const role = await admin.query('select 1 from pg_roles where rolname = $1', [user]);
