@@ -7,18 +7,18 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { registerCampaign } from '../store/campaigns.js';
-import { createPool, type Pool } from '../store/db.js';
-import { temporalClient } from '../temporal/connect.js';
+import type { Pool } from '../store/db.js';
 import { waitUntil } from '../test/support/wait.js';
 import { TokenSet } from './auth.js';
 import { buildGateway } from './server.js';
+import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
 
 const TOKEN = `tok-${randomUUID()}`;
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const taskQueue = `gateway-test-${randomUUID().slice(0, 8)}`;
 let db: Pool;
 let client: Client;
-let closeClient: () => Promise<void>;
+let gateway: GatewayUnderTest;
 let app: FastifyInstance;
 const campaigns: string[] = [];
 
@@ -64,27 +64,16 @@ async function batchRows(campaignId: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  db = createPool({ application: 'rods-gateway-test', max: 5 });
-  ({ client, close: closeClient } = await temporalClient());
-  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN, 'other-token']), taskQueue });
-  await app.ready();
+  gateway = await startGatewayUnderTest({
+    application: 'rods-gateway-test',
+    tokens: [TOKEN, 'other-token'],
+    taskQueue,
+  });
+  ({ db, client, app } = gateway);
 });
 
 afterAll(async () => {
-  for (const c of campaigns) {
-    const { rows } = await db.query<{ workflow_id: string }>(
-      'select workflow_id from ingestion_batches where campaign_id = $1',
-      [c],
-    );
-    for (const r of rows)
-      await client.workflow
-        .getHandle(r.workflow_id)
-        .terminate('test over')
-        .catch(() => {});
-  }
-  await app?.close();
-  await closeClient?.();
-  await db?.end();
+  await gateway?.close(campaigns);
 });
 
 describe('open endpoints and auth', () => {

@@ -4,22 +4,18 @@
 // client retries for ever). Whatever was accepted stays accepted: duplicates and open steps are
 // answered as before. No worker runs on this file's task queue; its workflows are terminated.
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkGroup } from '../domain/reward-group.js';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
-import { createPool, type Pool } from '../store/db.js';
-import { temporalClient } from '../temporal/connect.js';
-import { TokenSet } from './auth.js';
-import { buildGateway } from './server.js';
+import type { Pool } from '../store/db.js';
+import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
 
 const TOKEN = `tok-${randomUUID()}`;
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const taskQueue = `gateway-limits-${randomUUID().slice(0, 8)}`;
 let db: Pool;
-let client: Client;
-let closeClient: () => Promise<void>;
+let gateway: GatewayUnderTest;
 let app: FastifyInstance;
 const campaigns: string[] = [];
 
@@ -66,27 +62,16 @@ async function batchRows(campaignId: string): Promise<string[]> {
 }
 
 beforeAll(async () => {
-  db = createPool({ application: 'rods-gateway-limits-test', max: 5 });
-  ({ client, close: closeClient } = await temporalClient());
-  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN]), taskQueue });
-  await app.ready();
+  gateway = await startGatewayUnderTest({
+    application: 'rods-gateway-limits-test',
+    tokens: [TOKEN],
+    taskQueue,
+  });
+  ({ db, app } = gateway);
 });
 
 afterAll(async () => {
-  for (const c of campaigns) {
-    const { rows } = await db.query<{ workflow_id: string }>(
-      'select workflow_id from ingestion_batches where campaign_id = $1',
-      [c],
-    );
-    for (const r of rows)
-      await client.workflow
-        .getHandle(r.workflow_id)
-        .terminate('test over')
-        .catch(() => {});
-  }
-  await app?.close();
-  await closeClient?.();
-  await db?.end();
+  await gateway?.close(campaigns);
 });
 
 describe('the step of a batch against the campaign', () => {

@@ -1,0 +1,54 @@
+// The gateway as its int tests use it: through fastify's inject(), with a real PostgreSQL pool and
+// Temporal client, and no worker on its task queue (the ingestion workflows it starts are
+// terminated when the test file ends).
+import type { Client } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import { createPool, type Pool } from '../../store/db.js';
+import { temporalClient } from '../../temporal/connect.js';
+import { TokenSet } from '../auth.js';
+import { buildGateway } from '../server.js';
+
+export interface GatewayUnderTest {
+  db: Pool;
+  client: Client;
+  app: FastifyInstance;
+  /** Terminates the ingestion workflows of these campaigns, then closes everything. */
+  close(campaigns: readonly string[]): Promise<void>;
+}
+
+export async function startGatewayUnderTest(opts: {
+  application: string;
+  tokens: string[];
+  taskQueue: string;
+}): Promise<GatewayUnderTest> {
+  const db = createPool({ application: opts.application, max: 5 });
+  const { client, close: closeClient } = await temporalClient();
+  const app = buildGateway({
+    db,
+    temporal: client,
+    tokens: new TokenSet(opts.tokens),
+    taskQueue: opts.taskQueue,
+  });
+  await app.ready();
+  return {
+    db,
+    client,
+    app,
+    async close(campaigns) {
+      for (const c of campaigns) {
+        const { rows } = await db.query<{ workflow_id: string }>(
+          'select workflow_id from ingestion_batches where campaign_id = $1',
+          [c],
+        );
+        for (const r of rows)
+          await client.workflow
+            .getHandle(r.workflow_id)
+            .terminate('test over')
+            .catch(() => {});
+      }
+      await app.close();
+      await closeClient();
+      await db.end();
+    },
+  };
+}
