@@ -5,10 +5,47 @@
 // Pure: no I/O, no clock, no randomness; imported by workflow code (Temporal's sandbox).
 import { z } from 'zod';
 import { DetectorConfigSchema, type DetectorWindow, windowSpec } from './band.js';
+import { canonicalJson } from './canonical-json.js';
 import { DEFAULT_REWARD_LIMITS } from './reward-group.js';
 
 /** The most rewards.maxRollouts may be: no campaign accepts larger groups (the gateway's bound too). */
 export const MAX_ROLLOUTS_LIMIT = 1_000_000;
+
+/**
+ * The most bytes (UTF-8 of its canonical JSON) a campaign config may have. The whole config rides
+ * in CampaignStarted and in the campaign workflow's input, so it must stay well under Temporal's
+ * 2 MB payload limit and Kafka's message.max.bytes (infra/stack/kafka.ts).
+ */
+export const MAX_CAMPAIGN_CONFIG_BYTES = 256 * 1024;
+
+/** UTF-8 length of the canonical JSON of a config (counted, not encoded: configs may be MiBs). */
+export function campaignConfigBytes(config: unknown): number {
+  const s = canonicalJson(config ?? {});
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+/** Why a config is too large to register, or undefined when it fits. */
+export function campaignConfigSizeError(config: unknown): string | undefined {
+  let n: number;
+  try {
+    n = campaignConfigBytes(config);
+  } catch (e) {
+    return `the campaign config is not storable JSON: ${(e as Error).message}`;
+  }
+  return n > MAX_CAMPAIGN_CONFIG_BYTES
+    ? `the campaign config is ${n} bytes (canonical JSON); the limit is ${MAX_CAMPAIGN_CONFIG_BYTES} bytes (${MAX_CAMPAIGN_CONFIG_BYTES / 1024} KiB)`
+    : undefined;
+}
 
 export const RewardLimitsSchema = z.object({
   maxRollouts: z.number().int().min(1).max(MAX_ROLLOUTS_LIMIT).default(DEFAULT_REWARD_LIMITS.maxRollouts),

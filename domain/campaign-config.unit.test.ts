@@ -3,10 +3,13 @@ import {
   type CampaignConfig,
   CampaignConfigError,
   cadenceSpec,
+  campaignConfigBytes,
+  campaignConfigSizeError,
   campaignConfigToJson,
   changedPaths,
   injectionPeriod,
   isInjectionBoundary,
+  MAX_CAMPAIGN_CONFIG_BYTES,
   MAX_ROLLOUTS_LIMIT,
   parseCadence,
   parseCampaignConfig,
@@ -274,5 +277,15 @@ describe('validateReconfiguration', () => {
   it('diffs nested values into dotted paths', () => {
     expect(changedPaths({ a: { b: 1, c: [1] } }, { a: { b: 1, c: [2] }, d: 1 })).toEqual(['a.c', 'd']);
     expect(changedPaths(1, 2)).toEqual(['(root)']);
+  });
+});
+
+describe('campaign config size', () => {
+  it('counts the UTF-8 bytes of the canonical JSON and refuses over the limit', () => {
+    const config = { b: 'é😀\u4e2d', a: [1, 2] };
+    expect(campaignConfigBytes(config)).toBe(Buffer.byteLength('{"a":[1,2],"b":"é😀\u4e2d"}', 'utf8'));
+    expect(campaignConfigSizeError({})).toBeUndefined();
+    const big = { generator: { model: 'x'.repeat(MAX_CAMPAIGN_CONFIG_BYTES) } };
+    expect(campaignConfigSizeError(big)).toMatch(/is \d+ bytes .*limit is 262144 bytes \(256 KiB\)/);
   });
 });

@@ -148,7 +148,8 @@ describe('campaigns', () => {
 
   it('409 when the campaign exists, 422 naming the bad config field', async () => {
     const c = await newCampaign();
-    expectProblem(await post('/v1/campaigns', { campaignId: c, config: {} }), 409);
+    // Another config for a registered id (the same one would start its missing workflow).
+    expectProblem(await post('/v1/campaigns', { campaignId: c, config: { pool: { generatedCap: 1 } } }), 409);
     const fresh = `gw-${randomUUID().slice(0, 8)}`;
     const bad = expectProblem(
       await post('/v1/campaigns', { campaignId: fresh, config: { pool: { generatedCap: -1 } } }),

@@ -1,7 +1,7 @@
 // Request schemas of the gateway (zod): the single source of validation and of the request
 // parts of the OpenAPI document (gateway/openapi.ts).
 import { z } from 'zod';
-import { MAX_ROLLOUTS_LIMIT } from '../domain/campaign-config.js';
+import { campaignConfigSizeError, MAX_ROLLOUTS_LIMIT } from '../domain/campaign-config.js';
 
 const hex = (c: number) => `U+${c.toString(16).toUpperCase().padStart(4, '0')}`;
 
@@ -74,9 +74,13 @@ export const CampaignCreate = z
     name: text('name').optional(),
     config: z
       .record(z.string(), z.unknown())
-      .superRefine((c, ctx) => jsonStringIssues(c, ctx))
+      .superRefine((c, ctx) => {
+        jsonStringIssues(c, ctx);
+        const tooLarge = campaignConfigSizeError(c);
+        if (tooLarge) ctx.addIssue({ code: 'custom', message: tooLarge });
+      })
       .describe(
-        'the campaign config (domain/campaign-config.ts); its strings hold no U+0000 or lone surrogate',
+        'the campaign config (domain/campaign-config.ts); its strings hold no U+0000 or lone surrogate; at most MAX_CAMPAIGN_CONFIG_BYTES (256 KiB) of canonical JSON',
       ),
     untilStep: z
       .int()

@@ -11,9 +11,10 @@ import type { IngestionInput } from '../activities/ingestion.js';
 import { CampaignConfigSchema } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
-import { loadCampaign, registerCampaign } from '../store/campaigns.js';
+import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaigns.js';
 import { databaseStatus, isConnectionError, ping } from '../store/db.js';
 import { poolView } from '../store/pool-view.js';
+import { workflowExists } from '../temporal/connect.js';
 import { type CampaignStatus, campaignWorkflow, statusQuery } from '../workflows/campaign.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
 import { bearerToken, type TokenSet } from './auth.js';
@@ -52,6 +53,7 @@ export interface GatewayOptions {
 
 const OPEN_PATHS = new Set(['/openapi.json', '/healthz', '/readyz']);
 
+/** Whether a workflow with this id exists (running or closed, within retention). */
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
     bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
@@ -141,15 +143,22 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   app.post('/v1/campaigns', async (req, reply) => {
     const body = parseOr422(CampaignCreate, req.body, 'campaign');
     parseOr422(CampaignConfigSchema, body.config, 'campaign config', 'config');
-    if (await loadCampaign(db, body.campaignId))
-      throw new ProblemError(409, `campaign ${body.campaignId} already exists`, undefined, 'campaign-exists');
-    await registerCampaign(db, {
-      campaignId: body.campaignId,
-      name: body.name,
-      config: body.config,
-      actor: 'gateway',
-    });
     const workflowId = workflowIds.campaign(body.campaignId);
+    const exists = () =>
+      new ProblemError(409, `campaign ${body.campaignId} already exists`, undefined, 'campaign-exists');
+    const registered = await loadCampaign(db, body.campaignId);
+    if (registered) {
+      // Registered but its workflow never started (the start failed): the same request starts it.
+      if (!isAsRegistered(registered, body.config)) throw exists();
+      if (await workflowExists(opts.temporal, workflowId)) throw exists();
+    } else {
+      await registerCampaign(db, {
+        campaignId: body.campaignId,
+        name: body.name,
+        config: body.config,
+        actor: 'gateway',
+      });
+    }
     try {
       const handle = await opts.temporal.workflow.start(campaignWorkflow, {
         taskQueue: opts.taskQueue,
@@ -166,13 +175,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         .code(201)
         .send({ campaignId: body.campaignId, workflowId, runId: handle.firstExecutionRunId });
     } catch (e) {
-      if (e instanceof WorkflowExecutionAlreadyStartedError)
-        throw new ProblemError(
-          409,
-          `campaign ${body.campaignId} already exists`,
-          undefined,
-          'campaign-exists',
-        );
+      if (e instanceof WorkflowExecutionAlreadyStartedError) throw exists();
       throw e;
     }
   });

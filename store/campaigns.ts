@@ -8,7 +8,13 @@
 // shared one in each aggregator batch make that boundary exact (aggregator/README.md).
 import type pg from 'pg';
 import { defaultRegistry } from '../codec/registry.js';
-import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
+import {
+  type CampaignConfig,
+  CampaignConfigError,
+  campaignConfigSizeError,
+  parseCampaignConfig,
+} from '../domain/campaign-config.js';
+import { canonicalJson } from '../domain/canonical-json.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from './db.js';
 import { append } from './event-store.js';
@@ -54,6 +60,8 @@ export async function registerCampaign(
   input: { campaignId: string; name?: string; config?: unknown; actor?: string },
 ): Promise<CampaignRow> {
   parseCampaignConfig(input.config ?? {}); // refuses a bad config before anything is written
+  const tooLarge = campaignConfigSizeError(input.config);
+  if (tooLarge) throw new CampaignConfigError([tooLarge]);
   const raw = input.config ?? {};
   const name = input.name ?? input.campaignId;
   const registry = defaultRegistry();
@@ -85,6 +93,18 @@ export async function registerCampaign(
     }
   });
   return (await loadCampaign(pool, input.campaignId))!;
+}
+
+/**
+ * Whether a registered campaign is still as registered with this config (never paused, stopped or
+ * reconfigured): creating it again then only starts its workflow if that is missing.
+ */
+export function isAsRegistered(row: CampaignRow, config: unknown): boolean {
+  return (
+    row.status === 'running' &&
+    row.configVersion === 1 &&
+    canonicalJson(row.rawConfig ?? {}) === canonicalJson(config ?? {})
+  );
 }
 
 export async function loadCampaign(

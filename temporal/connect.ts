@@ -1,5 +1,5 @@
 // Connections to the Temporal server, from the configured endpoint.
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { loadEndpoints } from '../config/endpoints.js';
 
@@ -51,5 +51,16 @@ export async function executeUpdateWithRetry<R>(
       if (i >= attempts || !/workflow task failure/i.test(msg)) throw e;
       await new Promise((r) => setTimeout(r, 250 * i));
     }
+  }
+}
+
+/** Whether Temporal knows a workflow execution with this id (running, or closed and retained). */
+export async function workflowExists(client: Client, workflowId: string): Promise<boolean> {
+  try {
+    await client.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) return false;
+    throw e;
   }
 }

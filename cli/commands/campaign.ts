@@ -2,13 +2,13 @@
 import { readFileSync } from 'node:fs';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Command } from 'commander';
-import { parseCampaignConfig } from '../../domain/campaign-config.js';
+import { campaignConfigSizeError, parseCampaignConfig } from '../../domain/campaign-config.js';
 import { workflowIds } from '../../domain/ids.js';
-import { loadCampaign, registerCampaign } from '../../store/campaigns.js';
+import { isAsRegistered, loadCampaign, registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { type PoolView, poolView } from '../../store/pool-view.js';
-import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
+import { executeUpdateWithRetry, temporalClient, workflowExists } from '../../temporal/connect.js';
 import { taskQueue } from '../../temporal/worker.js';
 import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
 import { UsageError } from '../errors.js';
@@ -24,6 +24,8 @@ function readConfigFile(file: string): { campaignId?: string; name?: string; con
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
     throw new UsageError(`${file}: expected a JSON object`);
   const { campaignId, name, ...config } = raw as Record<string, unknown>;
+  const tooLarge = campaignConfigSizeError(config);
+  if (tooLarge) throw new UsageError(`${file}: ${tooLarge}`);
   try {
     parseCampaignConfig(config);
   } catch (e) {
@@ -36,6 +38,7 @@ function readConfigFile(file: string): { campaignId?: string; name?: string; con
   };
 }
 
+/** Whether a workflow with this id exists (running or closed, within retention). */
 async function withCampaign<T>(campaignId: string, fn: (pool: Pool) => Promise<T>): Promise<T> {
   const pool = createPool({ application: 'rods-cli', max: 2 });
   try {
@@ -111,20 +114,26 @@ export function register(program: Command): void {
         }
         await migrate();
         const pool = createPool({ application: 'rods-cli', max: 2 });
+        let registered: Awaited<ReturnType<typeof loadCampaign>>;
         try {
-          if (await loadCampaign(pool, campaignId))
+          registered = await loadCampaign(pool, campaignId);
+          if (registered && !isAsRegistered(registered, file.config))
             throw new UsageError(`campaign ${campaignId} already exists`);
-          await registerCampaign(pool, {
-            campaignId,
-            name: opts.name ?? file.name,
-            config: file.config,
-            actor: 'cli',
-          });
+          if (!registered)
+            await registerCampaign(pool, {
+              campaignId,
+              name: opts.name ?? file.name,
+              config: file.config,
+              actor: 'cli',
+            });
         } finally {
           await pool.end();
         }
         const { client, close } = await temporalClient();
         try {
+          // Registered before but its workflow never started (the start failed): start it now.
+          if (registered && (await workflowExists(client, workflowIds.campaign(campaignId))))
+            throw new UsageError(`campaign ${campaignId} already exists`);
           const handle = await client.workflow.start(campaignWorkflow, {
             taskQueue: taskQueue(),
             workflowId: workflowIds.campaign(campaignId),
