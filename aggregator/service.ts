@@ -23,6 +23,7 @@ import {
 import { deadLetter } from '../kafka/dlq.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLoss } from '../store/db.js';
+import { installNodeSha256 } from '../util/node-sha256.js';
 import { type DeadLetterNote, processBatch } from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
 import { storedNextOffsets } from './state-store.js';
@@ -87,6 +88,7 @@ export class AggregatorService {
     private readonly pool: pg.Pool,
     private readonly opts: AggregatorOptions = {},
   ) {
+    installNodeSha256(); // the hot path derives an id per emitted event
     this.groupId = opts.groupId ?? 'rods-aggregator';
     this.topic = opts.topic ?? REWARDS_TOPIC;
     this.campaigns = new CampaignCache(pool);

@@ -2,6 +2,7 @@
 // cli/commands and registers itself on the program here.
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config/endpoints.js';
+import { installNodeSha256 } from '../util/node-sha256.js';
 import { register as aggregatorCommand } from './commands/aggregator.js';
 import { register as auditCommand } from './commands/audit.js';
 import { register as campaignCommand } from './commands/campaign.js';
@@ -59,6 +60,7 @@ export function program(): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  installNodeSha256();
   try {
     await program().parseAsync(argv);
   } catch (e) {

@@ -3,9 +3,20 @@
 // events (and of the other records an append or a consumer must recognise when re-derived).
 // These strings are recorded data (stream names, Temporal histories, idempotent appends,
 // consumer dedupe): a builder's output must never change; domain/ids.unit.test.ts pins them.
-// Pure and sandbox-safe (SHA-256 from @noble/hashes): workflow code imports it too.
+// Pure and sandbox-safe (SHA-256 from @noble/hashes): workflow code imports it too. Processes
+// install node:crypto's SHA-256 at start (util/node-sha256.ts): the same bytes, about 5x faster
+// on the aggregator's hot path.
 import { sha256 } from '@noble/hashes/sha2.js';
 import { utf8Bytes } from './canonical-json.js';
+
+/** SHA-256 of a string's UTF-8 bytes. */
+export type Sha256 = (text: string) => Uint8Array;
+let digest: Sha256 = (text) => sha256(utf8Bytes(text));
+
+/** Replaces the SHA-256 implementation behind derivedUuid; it must give the same bytes. */
+export function useSha256(impl: Sha256): void {
+  digest = impl;
+}
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
@@ -16,7 +27,7 @@ const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'
  * below (eventIds, ...): each id kind's parts are written there once.
  */
 export function derivedUuid(...parts: (string | number)[]): string {
-  const h = sha256(utf8Bytes(parts.join('\u001f')));
+  const h = digest(parts.join('\u001f'));
   h[6] = (h[6]! & 0x0f) | 0x80; // version 8
   h[8] = (h[8]! & 0x3f) | 0x80; // RFC 4122 variant
   let x = '';

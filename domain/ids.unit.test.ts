@@ -2,7 +2,9 @@
 // node:crypto, domain/streams.ts, the aggregator's and CLI's own builders). Recorded streams,
 // Temporal histories and idempotent appends depend on them, so they must never change.
 import { createHash } from 'node:crypto';
+import { sha256 } from '@noble/hashes/sha2.js';
 import { describe, expect, it } from 'vitest';
+import { utf8Bytes } from './canonical-json.js';
 import {
   campaignStreamPrefixes,
   candidateId,
@@ -12,6 +14,7 @@ import {
   rolloutBatchClaimId,
   streams,
   synthesisId,
+  useSha256,
   workflowIds,
 } from './ids.js';
 
@@ -125,6 +128,27 @@ describe('derived ids', () => {
       const id = derivedUuid(...parts);
       expect(id.replaceAll('-', '')).toBe(x);
       expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+  });
+
+  it('are the same bytes with the node:crypto implementation processes install', () => {
+    const parts: (string | number)[][] = [
+      ['a'],
+      ['StepClosed', C, 3],
+      [T, 0, ''],
+      ['é\u001f\ud800', 'x'.repeat(200)],
+    ];
+    const pure = parts.map((p) => derivedUuid(...p));
+    let calls = 0;
+    useSha256((text) => {
+      calls++;
+      return createHash('sha256').update(text, 'utf8').digest();
+    });
+    try {
+      expect(parts.map((p) => derivedUuid(...p))).toEqual(pure);
+      expect(calls).toBe(parts.length);
+    } finally {
+      useSha256((text) => sha256(utf8Bytes(text)));
     }
   });
 
