@@ -1,31 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import type { TaskStats } from '../schemas/types.generated.js';
 import { type CampaignConfig, type CampaignConfigInput, parseCampaignConfig } from './campaign-config.js';
 import type { PoolDecision } from './pool/decisions.js';
 import { applyDecisions } from './pool/evolve.js';
 import { type RankedSeed, seedTasks } from './pool/policy.js';
 import { EMPTY_POOL, findMember, type PoolState } from './pool/state.js';
 import { planStep, type StepCandidate } from './step-plan.js';
+import { statsOf } from './testing/task-stats.js';
 
 const config = (over: CampaignConfigInput = {}): CampaignConfig => parseCampaignConfig(over);
 
-/** TaskStats of a task whose detector signal is m, after `groups` reward groups. */
-function stats(m: number, groups = 1, lastStep = 1): TaskStats {
-  return {
-    groupCount: groups,
-    count: 16 * groups,
-    mean: m,
-    m2: 16 * m * (1 - m),
-    variance: m * (1 - m),
-    latestGroupMean: m,
-    latestGroupVariance: m * (1 - m),
-    ewma: m,
-    signal: m,
-    phi: 4 * m * (1 - m),
-    band: m < 0.2 ? 'hard' : m > 0.85 ? 'mastered' : 'boundary',
-    lastStep,
-  };
-}
+const stats = (m: number, groups = 1, lastStep = 1) => statsOf(m, { groups, lastStep });
 
 function seeded(ids: string[], category = 'base'): PoolState {
   return applyDecisions(

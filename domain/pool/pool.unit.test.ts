@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { TaskStats } from '../../schemas/types.generated.js';
-import { bandOf, phi } from '../band.js';
 import { type CampaignConfig, type CampaignConfigInput, parseCampaignConfig } from '../campaign-config.js';
 import { childLineage, LineageError } from '../lineage.js';
+import { statsOf } from '../testing/task-stats.js';
 import { type InjectDecision, type PoolDecision, PoolDecisionError } from './decisions.js';
 import { applyDecisions } from './evolve.js';
 import {
@@ -27,24 +27,7 @@ import {
 const PAPER = parseCampaignConfig({});
 const config = (over: CampaignConfigInput): CampaignConfig => parseCampaignConfig(over);
 
-/** TaskStats of a task whose detector signal is m (as the aggregator would record it). */
-function stats(m: number, lastStep = 1, over: Partial<TaskStats> = {}): TaskStats {
-  return {
-    groupCount: 1,
-    count: 16,
-    mean: m,
-    m2: 16 * m * (1 - m),
-    variance: m * (1 - m),
-    latestGroupMean: m,
-    latestGroupVariance: m * (1 - m),
-    ewma: m,
-    signal: m,
-    phi: phi(m),
-    band: bandOf(m, PAPER.detector),
-    lastStep,
-    ...over,
-  };
-}
+const stats = (m: number, lastStep = 1, over: Partial<TaskStats> = {}) => statsOf(m, { lastStep }, over);
 
 function seeded(seeds: [string, string][], step = 0): PoolState {
   return applyDecisions(

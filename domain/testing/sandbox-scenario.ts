@@ -2,7 +2,6 @@
 // sandbox by domain/sandbox.unit.test.ts: the two results must be identical, which shows the core
 // imports nothing the sandbox lacks and computes the same decisions in either place.
 
-import type { TaskStats } from '../../schemas/types.generated.js';
 import { parseCampaignConfig } from '../campaign-config.js';
 import { type CandidateTask, candidateHash, checkCandidate, gateLimits } from '../candidate.js';
 import type { PoolDecision, SelectDecision } from '../pool/decisions.js';
@@ -10,23 +9,10 @@ import { applyDecisions } from '../pool/evolve.js';
 import { seedTasks } from '../pool/policy.js';
 import { EMPTY_POOL } from '../pool/state.js';
 import { planStep } from '../step-plan.js';
+import { statsOf } from './task-stats.js';
 
-function stats(m: number, step: number): TaskStats {
-  return {
-    groupCount: step,
-    count: 16,
-    mean: m,
-    m2: 16 * m * (1 - m),
-    variance: m * (1 - m),
-    latestGroupMean: m,
-    latestGroupVariance: m * (1 - m),
-    ewma: m,
-    signal: m,
-    phi: 4 * m * (1 - m),
-    band: m < 0.2 ? 'hard' : m > 0.85 ? 'mastered' : 'boundary',
-    lastStep: step,
-  };
-}
+// count stays one group's 16 rollouts while groupCount follows the step (as the scenario always had it).
+const stats = (m: number, step: number) => statsOf(m, { lastStep: step }, { groupCount: step });
 
 export function runScenario(): unknown {
   const cfg = parseCampaignConfig({
