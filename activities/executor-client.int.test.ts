@@ -1,5 +1,11 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { executorPython } from '../infra/stack/executor.js';
+import { paths } from '../infra/stack/paths.js';
+import { waitUntil } from '../test/support/wait.js';
+import { freePort } from '../util/free-port.js';
 import {
   type ExecuteRequest,
   ExecutorClient,
@@ -246,6 +252,110 @@ describe('every shipped seed executes its own ground truth', () => {
       `[executor] ${category}: ${seeds.length - failed.length}/${seeds.length} seeds execute cleanly`,
     );
     expect(failed).toEqual([]);
+  });
+});
+
+describe('executor limits, through the client (an executor of its own: one slot, 300 ms slot wait)', () => {
+  let proc: ChildProcess;
+  let own: ExecutorClient;
+  const exited = () => proc.exitCode !== null || proc.signalCode !== null;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    proc = spawn(executorPython(), ['-m', 'executor', '--host', '127.0.0.1', '--port', String(port)], {
+      cwd: paths.root,
+      env: {
+        ...process.env,
+        PYTHONDONTWRITEBYTECODE: '1',
+        RODS_EXECUTOR_CONCURRENCY: '1',
+        RODS_EXECUTOR_SLOT_WAIT_MS: '300',
+      },
+      stdio: 'ignore',
+    });
+    own = new ExecutorClient({ url: `http://127.0.0.1:${port}` });
+    await waitUntil(
+      () =>
+        exited() ||
+        own.health({ timeoutMs: 1000 }).then(
+          () => true,
+          () => false,
+        ),
+      {
+        what: 'the executor answers /health',
+      },
+    );
+    expect(exited()).toBe(false);
+  });
+
+  afterAll(async () => {
+    if (!proc || exited()) return;
+    proc.kill('SIGTERM');
+    await waitUntil(exited, { what: 'the executor exited' });
+  });
+
+  const bigFs = (turns: string[][]): ExecuteRequest => ({
+    involved_classes: ['GorillaFileSystem'],
+    initial_config: {
+      GorillaFileSystem: {
+        root: {
+          alex: {
+            type: 'directory',
+            contents: { 'big.txt': { type: 'file', content: 'x'.repeat(1_750_000) } },
+          },
+        },
+      },
+    },
+    ground_truth: turns,
+  });
+
+  it('refuses ~1.75 MB of state kept over 400 turns with a final error naming the limit; memory stays bounded', async () => {
+    const err = await own
+      .execute(bigFs(Array.from({ length: 400 }, () => ['pwd()'])))
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ExecutorError);
+    expect(err).toMatchObject({ status: 422, limit: 'RODS_EXECUTOR_MAX_RESULT_BYTES', retryable: false });
+    expect((err as ExecutorError).message).toContain(
+      'larger than 16777216 bytes as JSON (RODS_EXECUTOR_MAX_RESULT_BYTES)',
+    );
+    // peak resident memory of the supervisor (the run itself is another process)
+    const hwmKb = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'))?.[1]);
+    expect(hwmKb).toBeGreaterThan(0);
+    expect(hwmKb).toBeLessThan(256 * 1024);
+  });
+
+  it('executes 400 nested directories', async () => {
+    const calls = Array.from({ length: 400 }, (_, i) => [
+      `mkdir(dir_name='d${i}')`,
+      `cd(folder='d${i}')`,
+    ]).flat();
+    const r = await own.execute(fsRequest(calls, ['pwd()']));
+    expect(r.ok).toBe(true);
+    expect(
+      (r.turns[1]!.results[0]!.result as { current_working_directory: string }).current_working_directory,
+    ).toBe(`/alex/${Array.from({ length: 400 }, (_, i) => `d${i}`).join('/')}`);
+  });
+
+  it('answers 503 with Retry-After when every slot stays busy; the client may retry', async () => {
+    const holding = own
+      .execute({
+        involved_classes: ['MathAPI'],
+        initial_config: {},
+        ground_truth: [['power(base=7, exponent=1000000000000)']],
+        timeout_ms: 3000,
+      })
+      .catch((e: unknown) => e);
+    await waitUntil(async () => ((await own.health()) as { load?: { busy?: number } }).load?.busy === 1, {
+      what: 'the one slot is busy',
+      timeoutMs: 10_000,
+    });
+    const err = await own.execute(fsRequest(['pwd()'])).catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 503, limit: 'RODS_EXECUTOR_SLOT_WAIT_MS', retryable: true });
+    expect((err as ExecutorError).retryAfterMs).toBeGreaterThanOrEqual(1000);
+    expect((err as ExecutorError).message).toContain('all 1 execution slots stayed busy for 300 ms');
+    expect(await holding).toMatchObject({
+      ok: false,
+      stopped: { call: 'power(base=7, exponent=1000000000000)' },
+    });
   });
 });
 

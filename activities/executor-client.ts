@@ -130,9 +130,43 @@ export class ExecutorError extends Error {
     readonly code: ExecutorErrorCode,
     /** The HTTP status when the executor answered with an error. */
     readonly status?: number,
+    readonly extra: {
+      /** The executor setting that refused the request (its answer's `limit`), e.g. RODS_EXECUTOR_MAX_DEPTH. */
+      limit?: string;
+      /** From Retry-After: when the executor was busy (503) or asked to slow down (429). */
+      retryAfterMs?: number;
+    } = {},
   ) {
     super(message);
   }
+
+  get limit(): string | undefined {
+    return this.extra.limit;
+  }
+
+  get retryAfterMs(): number | undefined {
+    return this.extra.retryAfterMs;
+  }
+
+  /**
+   * Whether the same request may succeed later: the executor was down, slow, busy (503, 429)
+   * or failed (5xx). Any other 4xx is about the request itself (malformed, over a limit) and
+   * fails the same way every time.
+   */
+  get retryable(): boolean {
+    if (this.code === 'config') return false;
+    if (this.code !== 'http' || this.status === undefined) return true;
+    return this.status >= 500 || this.status === 408 || this.status === 429;
+  }
+}
+
+/** Retry-After in milliseconds (seconds or an HTTP date), or undefined. */
+function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
+  if (!header) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 export interface ExecutorClientOptions {
@@ -200,6 +234,8 @@ export class ExecutorClient {
       );
     }
     const text = await res.text();
+    const retryAfter = retryAfterMs(res.headers.get('retry-after'));
+    const later = retryAfter !== undefined ? { retryAfterMs: retryAfter } : {};
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -208,14 +244,16 @@ export class ExecutorClient {
         `${where}: HTTP ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
         res.ok ? 'invalid-response' : 'http',
         res.status,
+        later,
       );
     }
     if (!res.ok) {
-      const message = (json as { error?: unknown } | null)?.error;
+      const { error: message, limit } = (json ?? {}) as { error?: unknown; limit?: unknown };
       throw new ExecutorError(
         `${where}: HTTP ${res.status}: ${typeof message === 'string' ? message : text.slice(0, 200)}`,
         'http',
         res.status,
+        { ...(typeof limit === 'string' ? { limit } : {}), ...later },
       );
     }
     const parsed = schema.safeParse(json);

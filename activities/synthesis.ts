@@ -73,10 +73,22 @@ function asFailure(e: unknown): never {
     throw ApplicationFailure.create({ type: 'GeneratorUnavailableError', message: e.message });
   }
   if (e instanceof ExecutorError) {
+    if (e.code !== 'config' && !e.retryable) {
+      // The executor refused this request (malformed, or its output over a limit): the same
+      // request fails the same way on every retry.
+      throw ApplicationFailure.create({
+        type: 'ExecutorRequestRefused',
+        message: e.message,
+        nonRetryable: true,
+        details: [{ status: e.status, limit: e.limit ?? null }],
+      });
+    }
     throw ApplicationFailure.create({
       type: 'ExecutorUnavailable',
       message: e.message,
       nonRetryable: e.code === 'config',
+      // a busy executor says when to come back (Retry-After)
+      ...(e.retryAfterMs !== undefined ? { nextRetryDelay: e.retryAfterMs } : {}),
     });
   }
   throw e;

@@ -5,14 +5,17 @@
   POST /execute {involved_classes, initial_config, ground_truth, long_context?, timeout_ms?}
                                                  {ok, failure, turns: [{turn, results, state}]}
 
-Errors are JSON objects {error} with 400 (malformed JSON or request), 404, 405, 411, 413
-(body over the size limit) or 500. See executor/README.md.
+Errors are JSON objects {error, limit?} with 400 (malformed JSON or request), 404, 405, 411,
+413 (body over the size limit), 422 (a run's output over a limit), 503 with Retry-After (no
+execution slot or no memory budget free in time) or 500 (a bug of ours); `limit` names the
+setting that refused the request. See executor/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -26,14 +29,22 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from executor import bfcl, sandbox
+from executor.environment import DEPTH_SETTING
 
 
-def _env_int(name: str, default: int) -> int:
+BODY_SETTING = "RODS_EXECUTOR_MAX_BODY_BYTES"
+SLOT_SETTING = "RODS_EXECUTOR_SLOT_WAIT_MS"
+
+
+def _env_int(name: str, default: int, minimum: int | None = None) -> int:
     raw = os.environ.get(name, "")
     try:
-        return int(raw) if raw.strip() else default
+        value = int(raw) if raw.strip() else default
     except ValueError:
         sys.exit(f"executor: {name} must be an integer, got {raw!r}")
+    if minimum is not None and value < minimum:
+        sys.exit(f"executor: {name} must be at least {minimum}, got {value}")
+    return value
 
 
 class Settings:
@@ -43,9 +54,25 @@ class Settings:
         # default and largest time limit of one /execute request
         self.timeout_ms = _env_int("RODS_EXECUTOR_TIMEOUT_MS", 10_000)
         self.max_timeout_ms = max(self.timeout_ms, _env_int("RODS_EXECUTOR_MAX_TIMEOUT_MS", 60_000))
-        self.max_body = _env_int("RODS_EXECUTOR_MAX_BODY_BYTES", 2 * 1024 * 1024)
+        self.max_body = _env_int(BODY_SETTING, 2 * 1024 * 1024)
         self.memory_mb = _env_int("RODS_EXECUTOR_MEMORY_MB", 1024)
         self.concurrency = _env_int("RODS_EXECUTOR_CONCURRENCY", max(2, os.cpu_count() or 2))
+        # how long a request waits for a free execution slot before a 503
+        self.slot_wait_ms = _env_int(SLOT_SETTING, 15_000, 0)
+        # what one run may produce (results and states as JSON), and how deep it may nest
+        self.max_turn_bytes = _env_int(sandbox.TURN_SETTING, 4 * 1024 * 1024, 1)
+        self.max_result_bytes = _env_int(sandbox.RESULT_SETTING, 16 * 1024 * 1024, 1)
+        self.max_depth = _env_int(DEPTH_SETTING, 1000, 1)
+        # request bodies and turn results held at once, over all requests
+        self.max_held_bytes = _env_int(sandbox.HELD_SETTING, 256 * 1024 * 1024, 1)
+
+    def limits(self) -> sandbox.Limits:
+        return sandbox.Limits(
+            max_turn_bytes=self.max_turn_bytes,
+            max_result_bytes=self.max_result_bytes,
+            max_depth=self.max_depth,
+            memory_mb=self.memory_mb,
+        )
 
 
 # Bodies up to this size are read and dropped before a 413 so that the client, still sending,
@@ -55,10 +82,42 @@ DEFAULT_SEED_LIMIT = 100
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, setting: str | None = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.setting = setting
+        self.retry_after = retry_after
+
+
+class Slots:
+    """Executions at once; a request waits for one at most `wait_s`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.busy = 0
+        self.waiting = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            self.waiting += 1
+            try:
+                while self.busy >= self.size:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                self.busy += 1
+                return True
+            finally:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        with self._cond:
+            self.busy -= 1
+            self._cond.notify()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -66,7 +125,8 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "rods-executor"
     timeout = 60  # seconds a client may take to send a request
     settings: Settings
-    slots: threading.BoundedSemaphore
+    slots: Slots
+    budget: sandbox.Budget
 
     # ---- plumbing ----
 
@@ -77,22 +137,27 @@ class Handler(BaseHTTPRequestHandler):
         pass  # _route logs one line per request, with its duration
 
 
-    def _send(self, status: int, body: dict[str, Any], close: bool = False) -> None:
-        data = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
-        self._status = status
-        self.send_response(status)
+    def _send(self, outcome: sandbox.Outcome, close: bool = False) -> None:
+        self._status = outcome.status
+        self._limit = outcome.setting
+        self.send_response(outcome.status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(sum(len(c) for c in outcome.chunks)))
+        if outcome.retry_after is not None:
+            self.send_header("Retry-After", str(outcome.retry_after))
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
-        self.wfile.write(data)
+        for chunk in outcome.chunks:  # a large result is written as it is held, never joined
+            self.wfile.write(chunk)
 
     def _route(self, method: str) -> None:
         started = time.monotonic()
         self._status = 0
+        self._limit: str | None = None
         self._body_pending = method in ("POST", "PUT")
+        self._held = sandbox.Reservation(self.budget)
         url = urlsplit(self.path)
         routes = {
             "/health": {"GET": self._health},
@@ -106,17 +171,22 @@ class Handler(BaseHTTPRequestHandler):
             handler = handlers.get(method)
             if handler is None:
                 raise ApiError(405, f"{url.path} takes {', '.join(handlers)}, not {method}")
-            status, body = handler(parse_qs(url.query, keep_blank_values=True))
-            self._send(status, body)
+            result = handler(parse_qs(url.query, keep_blank_values=True))
+            self._send(result if isinstance(result, sandbox.Outcome) else sandbox.Outcome.of(*result))
         except ApiError as e:
             # A request whose body was not read cannot share the connection with the next one.
-            self._send(e.status, {"error": e.message}, close=self._body_pending or e.status == 413)
+            self._send(
+                sandbox.Outcome.error(e.status, e.message, e.setting, e.retry_after),
+                close=self._body_pending or e.status == 413,
+            )
         except Exception as e:  # a bug of ours
             traceback.print_exc()
-            self._send(500, {"error": f"executor failure: {type(e).__name__}: {e}"}, close=True)
+            self._send(sandbox.Outcome.error(500, f"executor failure: {type(e).__name__}: {e}"), close=True)
         finally:
+            self._held.release()
             ms = round((time.monotonic() - started) * 1000)
-            self.log_message("%s %s %s %d ms", method, url.path, self._status, ms)
+            limit = f" ({self._limit})" if self._limit else ""
+            self.log_message("%s %s %s%s %d ms", method, url.path, self._status, limit, ms)
 
     def do_GET(self) -> None:  # noqa: N802
         self._route("GET")
@@ -140,6 +210,12 @@ class Handler(BaseHTTPRequestHandler):
             "categories": {c: len(bfcl.seeds(c)) for c in bfcl.CATEGORIES},
             "python": platform.python_version(),
             "pid": os.getpid(),
+            "load": {
+                "slots": self.slots.size,
+                "busy": self.slots.busy,
+                "waiting": self.slots.waiting,
+                "held_bytes": self.budget.held,
+            },
         }
 
     def _seeds(self, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
@@ -190,21 +266,40 @@ class Handler(BaseHTTPRequestHandler):
         length = int(raw)
         limit = self.settings.max_body
         if length > limit:
-            if length <= _DRAIN_LIMIT:
-                remaining = length
-                while remaining > 0:
-                    chunk = self.rfile.read(min(remaining, 1 << 16))
-                    if not chunk:
-                        break
-                    remaining -= len(chunk)
-            raise ApiError(413, f"request body of {length} bytes exceeds the limit of {limit} bytes")
+            self._drain(length)
+            raise ApiError(
+                413, f"request body of {length} bytes exceeds the limit of {limit} bytes ({BODY_SETTING})", BODY_SETTING
+            )
+        if not self._held.take(length):
+            self._drain(length)
+            raise ApiError(
+                503,
+                f"the executor holds {self.budget.held} of its {self.budget.limit} bytes for requests in flight "
+                f"({sandbox.HELD_SETTING}); try again later",
+                sandbox.HELD_SETTING,
+                self._retry_after(),
+            )
         body = self.rfile.read(length)
         self._body_pending = False
         if len(body) != length:
             raise ApiError(400, f"request body ended after {len(body)} of {length} bytes")
         return body
 
-    def _execute(self, _query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+    def _drain(self, length: int) -> None:
+        if length > _DRAIN_LIMIT:
+            return
+        remaining = length
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, 1 << 16))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+
+    def _retry_after(self) -> int:
+        """Seconds a refused client should wait: about one run's default time limit."""
+        return max(1, math.ceil(self.settings.timeout_ms / 1000))
+
+    def _execute(self, _query: dict[str, list[str]]) -> sandbox.Outcome:
         body = self._read_body()
         try:
             request = json.loads(body)
@@ -213,16 +308,28 @@ class Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as e:
             raise ApiError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
         except RecursionError:
-            raise ApiError(400, "malformed JSON: nested too deeply") from None
+            raise ApiError(400, "the request JSON nests deeper than the parser allows (about 1000 levels)") from None
         if not isinstance(request, dict):
             raise ApiError(400, "the request body must be a JSON object")
-        timeout_ms = request.pop("timeout_ms", self.settings.timeout_ms)
+        timeout_ms = request.get("timeout_ms", self.settings.timeout_ms)
+        del request  # the run parses the body again in its own process; the supervisor keeps bytes
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
             raise ApiError(400, "timeout_ms must be a positive integer (milliseconds)")
         timeout_ms = min(timeout_ms, self.settings.max_timeout_ms)
-        with self.slots:
-            outcome = sandbox.execute(request, timeout_ms / 1000, self.settings.memory_mb)
-        return outcome.status, outcome.body
+        wait_ms = self.settings.slot_wait_ms
+        if not self.slots.acquire(wait_ms / 1000):
+            raise ApiError(
+                503,
+                f"all {self.slots.size} execution slots stayed busy for {wait_ms} ms ({SLOT_SETTING}); try again later",
+                SLOT_SETTING,
+                self._retry_after(),
+            )
+        try:
+            return sandbox.execute(
+                body, timeout_ms / 1000, self.settings.limits(), self._held, retry_after=self._retry_after()
+            )
+        finally:
+            self.slots.release()
 
 
 class Server(ThreadingHTTPServer):
@@ -236,13 +343,16 @@ def serve(settings: Settings) -> None:
     for name in bfcl.CLASS_MODULES:
         bfcl.public_methods(name)
     sandbox.self_test()  # starts the fork server and proves a run end to end
-    slots = threading.BoundedSemaphore(settings.concurrency)
-    handler = type("BoundHandler", (Handler,), {"settings": settings, "slots": slots})
+    slots = Slots(settings.concurrency)
+    budget = sandbox.Budget(settings.max_held_bytes)
+    handler = type("BoundHandler", (Handler,), {"settings": settings, "slots": slots, "budget": budget})
     httpd = Server((settings.host, settings.port), handler)
     print(
         f"rods executor (bfcl-eval {bfcl.version()}) listening on http://{settings.host}:{settings.port} "
         f"pid {os.getpid()}; time limit {settings.timeout_ms} ms, body limit {settings.max_body} bytes, "
-        f"{settings.concurrency} concurrent executions",
+        f"{settings.concurrency} concurrent executions (slot wait {settings.slot_wait_ms} ms), result limits "
+        f"{settings.max_turn_bytes}/{settings.max_result_bytes} bytes per turn/request, depth {settings.max_depth}, "
+        f"{settings.max_held_bytes} bytes held at most",
         file=sys.stderr,
         flush=True,
     )

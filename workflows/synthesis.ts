@@ -42,9 +42,12 @@ const llm = proxyActivities<SynthesisActivities>({
   heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '2 seconds', maximumInterval: '1 minute', maximumAttempts: 4 },
 });
+// The executor may be restarting or briefly overloaded (503 with Retry-After): keep trying for
+// ten minutes before the candidate is rejected as executor-unavailable; refusals are not retried.
 const env = proxyActivities<SynthesisActivities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 6 },
+  scheduleToCloseTimeout: '10 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 
 /** A failure that ends the run with a CandidateRejected. */
@@ -255,7 +258,9 @@ function toRejection(e: unknown, stage: StageName, candidateId: string | null): 
             ? 'generator-request-refused'
             : cause.type === 'ExecutorUnavailable'
               ? 'executor-unavailable'
-              : 'activity-failed';
+              : cause.type === 'ExecutorRequestRefused'
+                ? 'executor-request-refused'
+                : 'activity-failed';
     const raw =
       cause.type === 'GeneratorOutputError'
         ? (cause.details?.[0] as { raw?: unknown } | undefined)?.raw

@@ -181,9 +181,13 @@ def test_to_json_handles_sets_cycles_and_non_finite_floats() -> None:
 # ---- the sandboxed runner (one process per request) ----------------------------------------
 
 
+def sandboxed(request: dict[str, Any], timeout_s: float, **limits: Any) -> sandbox.Outcome:
+    return sandbox.execute(json.dumps(request).encode(), timeout_s, sandbox.Limits(**limits))
+
+
 def test_sandbox_runs_a_seed_in_a_child_process() -> None:
     task = seed("miss_param", 5)
-    outcome = sandbox.execute(request_of(task), timeout_s=30, memory_mb=1024)
+    outcome = sandboxed(request_of(task), timeout_s=30)
     assert outcome.status == 200
     assert outcome.body["ok"] is True
     assert outcome.body["turns"] == run(request_of(task))["turns"]
@@ -194,7 +198,7 @@ def test_sandbox_kills_a_run_at_its_time_limit_and_says_where() -> None:
         "involved_classes": ["MathAPI"],
         "ground_truth": [["add(a=1, b=2)"], ["add(a=2, b=2)", "power(base=7, exponent=1000000000000)"]],
     }
-    outcome = sandbox.execute(req, timeout_s=0.5, memory_mb=1024)
+    outcome = sandboxed(req, timeout_s=0.5)
     assert outcome.status == 200
     body = outcome.body
     assert body["ok"] is False
@@ -210,19 +214,19 @@ def test_sandbox_reports_an_earlier_failure_first_when_stopped() -> None:
         "involved_classes": ["MathAPI"],
         "ground_truth": [["divide(a=1, b=0)"], ["power(base=7, exponent=1000000000000)"]],
     }
-    body = sandbox.execute(req, timeout_s=0.5, memory_mb=1024).body
+    body = sandboxed(req, timeout_s=0.5).body
     assert body["failure"]["call"] == "divide(a=1, b=0)"
     assert "time limit" in body["stopped"]["reason"]
 
 
 def test_sandbox_refuses_bad_requests_with_400() -> None:
-    outcome = sandbox.execute({"involved_classes": ["Nope"], "ground_truth": []}, timeout_s=10, memory_mb=1024)
+    outcome = sandboxed({"involved_classes": ["Nope"], "ground_truth": []}, timeout_s=10)
     assert outcome.status == 400 and "unknown class" in outcome.body["error"]
 
 
 def test_sandbox_children_share_no_state() -> None:
-    first = sandbox.execute(fs_request(["cd(folder='docs')", "touch(file_name='b.txt')"]), 30, 1024)
-    second = sandbox.execute(fs_request(["cd(folder='docs')", "ls()"]), 30, 1024)
+    first = sandboxed(fs_request(["cd(folder='docs')", "touch(file_name='b.txt')"]), 30)
+    second = sandboxed(fs_request(["cd(folder='docs')", "ls()"]), 30)
     assert first.body["ok"] and second.body["ok"]
     assert second.body["turns"][0]["results"][1]["result"] == {"current_directory_content": ["a.txt"]}
 
@@ -237,3 +241,55 @@ def test_a_whole_task_record_is_a_request_and_long_context_follows_its_category(
 def test_unknown_request_fields_are_refused() -> None:
     with pytest.raises(RequestError, match="unknown field"):
         run({"involved_classes": ["MathAPI"], "ground_truth": [], "longcontext": True})
+
+
+# ---- serialization without recursion -----------------------------------------------------
+
+
+def test_state_deeper_than_the_recursion_limit_serializes() -> None:
+    # 2,000 directories made by calls nest about 4,000 JSON levels: far past Python's recursion
+    # limit, which the recursive serializer hit at about 330 (a 500).
+    calls = [c for i in range(2000) for c in (f"mkdir(dir_name='n{i}')", f"cd(folder='n{i}')")]
+    state = run(fs_request(calls))["turns"][0]["state"]["GorillaFileSystem"]
+    node, depth = state["root"], 0
+    while f"n{depth}" in node["contents"]:
+        node = node["contents"][f"n{depth}"]
+        depth += 1
+    assert depth == 2000 and node["contents"] == {}
+    text = environment.encode(state)
+    assert text.count("{") == text.count("}") and len(text) > 2000 * 20
+
+
+def test_a_depth_limit_refuses_state_and_results_naming_the_setting() -> None:
+    calls = [c for i in range(600) for c in (f"mkdir(dir_name='d{i}')", f"cd(folder='d{i}')")]
+    message = "state of GorillaFileSystem after turn 0 nests deeper than 1000"
+    with pytest.raises(environment.LimitExceeded, match=message) as e:
+        run(fs_request(calls), max_depth=1000)
+    assert e.value.setting == "RODS_EXECUTOR_MAX_DEPTH"
+    deep: Any = []
+    for _ in range(50):
+        deep = [deep]
+    with pytest.raises(environment.DepthExceeded):
+        environment.to_json(deep, max_depth=20)
+    assert environment.to_json(deep, max_depth=51) == deep
+
+
+def test_encode_is_json_dumps_without_recursion() -> None:
+    values: list[Any] = [
+        {"a": [1, 2.5, -0.0, 1e300, None, True, False, "é\u2028\x00\"\\"], "b": {}, "c": [], "d": {"x": [[{}]]}},
+        [],
+        "s",
+        7,
+    ]
+    for category in bfcl.CATEGORIES:
+        values.append(run(request_of(seed(category, 1))))
+    for v in values:
+        for sort_keys in (False, True):
+            for separators in ((",", ":"), (", ", ": ")):
+                assert environment.encode(v, sort_keys=sort_keys, separators=separators) == json.dumps(
+                    v, sort_keys=sort_keys, separators=separators, allow_nan=False
+                )
+    with pytest.raises(environment.TooLarge):
+        environment.encode({"a": "x" * 100}, max_bytes=50)
+    with pytest.raises(ValueError):
+        environment.encode(float("nan"))
