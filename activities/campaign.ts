@@ -3,12 +3,16 @@
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { loadTaskStats } from '../aggregator/stats-query.js';
 import { waitForWatermark } from '../aggregator/steps.js';
+import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import type { TaskStats } from '../schemas/types.generated.js';
+import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
-import { recordEvents } from '../store/pool-projection.js';
+import { recordEvents, recordEventsIn } from '../store/pool-projection.js';
+import { type WorkflowEnd, workflowEnd } from '../temporal/connect.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 
@@ -17,7 +21,40 @@ export interface CampaignActivityDeps {
   executor: ExecutorClient;
   /** Folder of the JSONL sink (one sub-folder per campaign). */
   sinkDir: string;
+  /** Temporal, to see whether synthesis children have ended. */
+  temporal: Client;
 }
+
+/** How a synthesis child ended without reporting (a closed workflow, or one Temporal no longer knows). */
+export type SynthesisEnd = Exclude<WorkflowEnd, 'running'>;
+
+/** What the campaign counts for an ended synthesis (the workflow's SynthesisOutcome). */
+export interface SettledSynthesis {
+  synthesisId: string;
+  outcome: 'validated' | 'rejected';
+  candidateId?: string;
+  reasonCode?: string;
+}
+
+/** The reason code of a run that ended without recording an outcome. */
+const END_REASON: Record<SynthesisEnd, string> = {
+  failed: 'synthesis-workflow-failed',
+  terminated: 'synthesis-terminated',
+  'timed-out': 'synthesis-timed-out',
+  cancelled: 'synthesis-cancelled',
+  'not-found': 'synthesis-lost',
+  completed: 'synthesis-no-outcome',
+};
+
+/** The stage a run was in when it ended, from its last completed stage. */
+const STAGE_AFTER: Record<string, string> = {
+  plan: 'execute',
+  execute: 'rewrite',
+  rewrite: 'critique',
+  critique: 'critique',
+  refine: 'critique',
+  augment: 'augment',
+};
 
 /** An event as the workflow describes it: the activity adds the schema fingerprint. */
 export interface WorkflowEvent {
@@ -35,7 +72,95 @@ function toNewEvents(events: WorkflowEvent[]): NewEvent[] {
 }
 
 export function createCampaignActivities(deps: CampaignActivityDeps) {
+  /**
+   * The outcome of an ended synthesis: the one it recorded, else a CandidateRejected recorded now
+   * (same event id as the run's own rejection, so a retry appends nothing twice). The run has
+   * ended, so it cannot record an outcome concurrently.
+   */
+  const settle = (input: {
+    campaignId: string;
+    synthesisId: string;
+    seedTaskId: string;
+    ended: SynthesisEnd;
+    reason: string;
+  }): Promise<SettledSynthesis> =>
+    inTransaction(deps.pool, async (c) => {
+      const { synthesisId } = input;
+      const stream = streams.synthesis(synthesisId);
+      const { rows } = await c.query<{
+        type: string;
+        payload: { stage?: string; candidateId?: string; reasonCode?: string };
+      }>(
+        `select type, payload from events where stream_id = $1
+           and type in ('CandidateValidated', 'CandidateRejected', 'StageCompleted') order by stream_version`,
+        [stream],
+      );
+      const outcome = rows.find((r) => r.type !== 'StageCompleted');
+      if (outcome?.type === 'CandidateValidated')
+        return { synthesisId, outcome: 'validated', candidateId: outcome.payload.candidateId };
+      if (outcome) return { synthesisId, outcome: 'rejected', reasonCode: outcome.payload.reasonCode };
+      const last = rows.filter((r) => r.type === 'StageCompleted').at(-1)?.payload.stage;
+      const reasonCode = END_REASON[input.ended];
+      await recordEventsIn(c, stream, [
+        workerEvent('CandidateRejected', eventIds.candidateRejected(synthesisId), {
+          campaignId: input.campaignId,
+          synthesisId,
+          candidateId: null,
+          seedTaskId: input.seedTaskId,
+          stage: (last && STAGE_AFTER[last]) || 'plan',
+          reasonCode,
+          reason: `the synthesis workflow ended without an outcome (${input.ended}): ${input.reason}`.slice(
+            0,
+            2000,
+          ),
+          occurredAt: Date.now(),
+        }),
+      ]);
+      return { synthesisId, outcome: 'rejected', reasonCode };
+    });
+
   return {
+    /** The outcome of a synthesis child that ended without reporting (failed, terminated, timed out, cancelled). */
+    settleSynthesis(input: {
+      campaignId: string;
+      synthesisId: string;
+      seedTaskId: string;
+      ended: SynthesisEnd;
+      reason: string;
+    }): Promise<SettledSynthesis> {
+      return settle(input);
+    },
+
+    /**
+     * Watches synthesis workflows the campaign run holds no child handle for (started by an earlier
+     * run): returns the outcomes of those that have ended as soon as one has, or [] after
+     * `maxWaitMs`. Heartbeats while it waits.
+     */
+    async awaitSynthesesEnded(input: {
+      campaignId: string;
+      /** synthesisId -> seed task id */
+      syntheses: Record<string, string>;
+      pollMs?: number;
+      maxWaitMs?: number;
+    }): Promise<SettledSynthesis[]> {
+      const ctx = Context.current();
+      const deadline = Date.now() + (input.maxWaitMs ?? 5 * 60_000);
+      for (;;) {
+        const ended: SettledSynthesis[] = [];
+        for (const [synthesisId, seedTaskId] of Object.entries(input.syntheses)) {
+          const end = await workflowEnd(deps.temporal, workflowIds.synthesis(synthesisId));
+          if (end === 'running') continue;
+          const reason = end === 'not-found' ? 'Temporal does not know the workflow' : `workflow ${end}`;
+          ended.push(
+            await settle({ campaignId: input.campaignId, synthesisId, seedTaskId, ended: end, reason }),
+          );
+        }
+        if (ended.length > 0 || Date.now() >= deadline) return ended;
+        ctx.heartbeat();
+        await ctx.sleep(input.pollMs ?? 2000);
+      }
+    },
+
     /** Appends events to a stream and projects them in one transaction (no-op on retry). */
     async recordEvents(input: { streamId: string; events: WorkflowEvent[] }): Promise<{ appended: boolean }> {
       const r = await recordEvents(deps.pool, input.streamId, toNewEvents(input.events));

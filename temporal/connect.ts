@@ -3,9 +3,17 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { loadEndpoints } from '../config/endpoints.js';
 
-export async function temporalClient(): Promise<{ client: Client; close: () => Promise<void> }> {
+/**
+ * A client of the configured Temporal server. `lazy`: connect on first use instead of now, for
+ * long-running processes that must start (and answer not-ready) while Temporal is down.
+ */
+export async function temporalClient(
+  opts: { lazy?: boolean } = {},
+): Promise<{ client: Client; close: () => Promise<void> }> {
   const { temporalAddress, temporalNamespace } = loadEndpoints();
-  const connection = await Connection.connect({ address: temporalAddress });
+  const connection = opts.lazy
+    ? Connection.lazy({ address: temporalAddress })
+    : await Connection.connect({ address: temporalAddress });
   return {
     client: new Client({ connection, namespace: temporalNamespace }),
     close: () => connection.close(),
@@ -14,6 +22,23 @@ export async function temporalClient(): Promise<{ client: Client; close: () => P
 
 export async function workerConnection(): Promise<NativeConnection> {
   return NativeConnection.connect({ address: loadEndpoints().temporalAddress });
+}
+
+/** Waits, with backoff, until the Temporal server accepts a connection (a worker starting during an outage). */
+export async function waitForTemporal(onWait?: (e: Error) => void): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const c = await Connection.connect({ address: loadEndpoints().temporalAddress, connectTimeout: 5000 });
+      await c.close();
+      return;
+    } catch (e) {
+      if (attempt === 0)
+        (onWait ?? ((x) => console.error(`Temporal unreachable (${x.message}); waiting for it ...`)))(
+          e as Error,
+        );
+      await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** attempt)));
+    }
+  }
 }
 
 export function temporalNamespace(): string {
@@ -61,6 +86,41 @@ export async function workflowExists(client: Client, workflowId: string): Promis
     return true;
   } catch (e) {
     if (e instanceof WorkflowNotFoundError) return false;
+    throw e;
+  }
+}
+
+/** How a workflow execution ended: 'running' while it runs, 'not-found' when Temporal does not know it. */
+export type WorkflowEnd =
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'terminated'
+  | 'timed-out'
+  | 'cancelled'
+  | 'not-found';
+
+/** The state of the latest run of a workflow id, as a WorkflowEnd. */
+export async function workflowEnd(client: Client, workflowId: string): Promise<WorkflowEnd> {
+  try {
+    const { status } = await client.workflow.getHandle(workflowId).describe();
+    switch (status.name) {
+      case 'COMPLETED':
+        return 'completed';
+      case 'FAILED':
+        return 'failed';
+      case 'TERMINATED':
+        return 'terminated';
+      case 'TIMED_OUT':
+        return 'timed-out';
+      case 'CANCELLED':
+        return 'cancelled';
+      default:
+        // RUNNING, PAUSED; a continued-as-new run has a successor that runs.
+        return 'running';
+    }
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) return 'not-found';
     throw e;
   }
 }

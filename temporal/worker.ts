@@ -1,6 +1,7 @@
 // The rods worker: runs the campaign and synthesis workflows and all their activities on one
 // task queue. Several workers (processes or machines) may serve the same queue.
 import { fileURLToPath } from 'node:url';
+import { Client } from '@temporalio/client';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
 import { createCampaignActivities } from '../activities/campaign.js';
@@ -28,12 +29,13 @@ export interface RodsWorkerOptions {
   maxConcurrentActivityTaskExecutions?: number;
 }
 
-export function rodsActivities(opts: RodsWorkerOptions) {
+export function rodsActivities(opts: RodsWorkerOptions, temporal: Client) {
   const executor = new ExecutorClient();
   return {
     ...createCampaignActivities({
       pool: opts.pool,
       executor,
+      temporal,
       sinkDir: opts.sinkDir ?? process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
     }),
     ...createCurriculumActivities({ pool: opts.pool, executor }),
@@ -51,7 +53,8 @@ export async function createRodsWorker(
     namespace: temporalNamespace(),
     taskQueue: opts.taskQueue ?? taskQueue(),
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: rodsActivities(opts),
+    // The activities' client shares the worker's connection.
+    activities: rodsActivities(opts, new Client({ connection, namespace: temporalNamespace() })),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivityTaskExecutions ?? 20,
   });
   return { worker, close: () => connection.close() };

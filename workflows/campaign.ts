@@ -7,6 +7,8 @@ import {
   ApplicationFailure,
   allHandlersFinished,
   CancellationScope,
+  CancelledFailure,
+  ChildWorkflowFailure,
   condition,
   continueAsNew,
   defineQuery,
@@ -14,13 +16,16 @@ import {
   defineUpdate,
   isCancellation,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   setHandler,
   startChild,
+  TerminatedFailure,
+  TimeoutFailure,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CampaignActivities } from '../activities/campaign.js';
+import type { CampaignActivities, SynthesisEnd } from '../activities/campaign.js';
 import type { CurriculumActivities, StepPlan } from '../activities/curriculum.js';
 import { parseCampaignConfig, validateReconfiguration } from '../domain/campaign-config.js';
 import { streams, synthesisId, workflowIds } from '../domain/ids.js';
@@ -86,6 +91,24 @@ const waiting = proxyActivities<CampaignActivities>({
   heartbeatTimeout: '10 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
 });
+
+// Synthesis slots are freed on every child outcome, not only on the child's report (histories
+// recorded before this change replay without it).
+const SLOTS_FREED = 'synthesis-slots-freed-on-every-outcome';
+
+/** How a child that threw ended (its result() rejects with a ChildWorkflowFailure). */
+function childEnd(e: unknown): { ended: SynthesisEnd; reason: string } {
+  const cause = e instanceof ChildWorkflowFailure ? (e.cause ?? e) : e;
+  const ended: SynthesisEnd =
+    cause instanceof TerminatedFailure
+      ? 'terminated'
+      : cause instanceof TimeoutFailure
+        ? 'timed-out'
+        : cause instanceof CancelledFailure
+          ? 'cancelled'
+          : 'failed';
+  return { ended, reason: cause instanceof Error ? cause.message : String(cause) };
+}
 
 export async function campaignWorkflow(input: CampaignInput): Promise<CampaignStatus> {
   const { campaignId } = input;
@@ -179,12 +202,69 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
       },
     },
   );
-  setHandler(synthesisFinished, (o) => {
+  // A slot is freed once, by whichever report of the run comes first.
+  const settle = (o: SynthesisOutcome) => {
     if (!(o.synthesisId in s.running)) return;
     delete s.running[o.synthesisId];
     if (o.outcome === 'validated') s.totals.validated++;
     else s.totals.rejected++;
-  });
+  };
+  setHandler(synthesisFinished, settle);
+
+  // A child of this run: its result frees the slot whatever way it ends (a child reports by
+  // signal only at its very end; one that fails early or is terminated never does).
+  const onChildEnd = (child: SynthesisInput, result: Promise<SynthesisOutcome>) => {
+    const id = child.synthesisId;
+    result
+      .then(
+        (o) => {
+          if (id in s.running && patched(SLOTS_FREED)) settle(o);
+        },
+        async (e) => {
+          if (!(id in s.running) || !patched(SLOTS_FREED)) return;
+          const end = childEnd(e);
+          settle(
+            await camp.settleSynthesis({
+              campaignId,
+              synthesisId: id,
+              seedTaskId: child.seed.taskId,
+              ...end,
+            }),
+          );
+        },
+      )
+      .catch(() => {
+        // Only a cancelled activity lands here; the entry stays for the next run's watcher.
+      });
+  };
+  // Entries without a child handle in this run (children of an earlier run carried across
+  // continue-as-new, or a start refused because the id is in use): one activity at a time
+  // watches them and frees each slot when its workflow has ended.
+  const orphans = new Set(Object.keys(s.running));
+  let watching = false;
+  const watchOrphans = () => {
+    if (watching || orphans.size === 0 || !patched(SLOTS_FREED)) return;
+    watching = true;
+    void (async () => {
+      for (;;) {
+        for (const id of orphans) if (!(id in s.running)) orphans.delete(id);
+        if (orphans.size === 0) break;
+        const ended = await waiting.awaitSynthesesEnded({
+          campaignId,
+          syntheses: Object.fromEntries([...orphans].map((id) => [id, s.running[id]!])),
+        });
+        for (const o of ended) {
+          orphans.delete(o.synthesisId);
+          settle(o);
+        }
+      }
+    })()
+      .catch(() => {})
+      .finally(() => {
+        watching = false;
+      });
+  };
+  watchOrphans();
 
   if (!s.seeded) {
     const seeds = (config as { seeds?: { perCategory?: number; categories?: string[] } }).seeds;
@@ -235,11 +315,18 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     for (const child of children) s.running[child.synthesisId] = child.seed.taskId;
     for (const child of children) {
       // Children outlive a continue-as-new of the parent and report back by signal.
-      await startChild(synthesisWorkflow, {
-        workflowId: workflowIds.synthesis(child.synthesisId),
-        args: [child],
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-      });
+      try {
+        const handle = await startChild(synthesisWorkflow, {
+          workflowId: workflowIds.synthesis(child.synthesisId),
+          args: [child],
+          parentClosePolicy: ParentClosePolicy.ABANDON,
+        });
+        onChildEnd(child, handle.result());
+      } catch (e) {
+        if (!patched(SLOTS_FREED)) throw e;
+        orphans.add(child.synthesisId);
+        watchOrphans();
+      }
     }
     s.poolVersion = p.poolVersion;
     s.totals.selected += p.selected.length;

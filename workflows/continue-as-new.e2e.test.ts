@@ -1,18 +1,19 @@
 // Continue-as-new under a lowered history threshold: a private Temporal dev server (the stack's
 // own binary, in memory) suggests continue-as-new after a few dozen events; the campaign must
 // carry its whole state across runs, and synthesis children started by an earlier run must
-// still report to the current one.
+// still report to the current one, or, when they end without reporting, have their slot freed.
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { probeTemporal } from '../infra/stack/temporal.js';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { executeUpdateWithRetry, installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
 import { waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
+import type { CampaignStatus } from './campaign.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let server: ChildProcess;
@@ -58,11 +59,24 @@ beforeAll(async () => {
   standin = await startStandin(['--seed', '11']);
 }, 180_000);
 
+const children = new Set<string>();
+
 afterAll(async () => {
+  for (const id of children)
+    await loop?.client.workflow
+      .getHandle(id)
+      .terminate('test over')
+      .catch(() => {});
   await loop?.close();
   await standin?.stop();
   server?.kill('SIGTERM');
 });
+
+/** One simulated training step; returns the step. */
+async function train(step: number): Promise<number> {
+  await loop.trainStep(step);
+  return step;
+}
 
 describe('campaign continue-as-new', () => {
   it('continues as new when the server suggests it and keeps the campaign state intact', async () => {
@@ -112,5 +126,74 @@ describe('campaign continue-as-new', () => {
       await one('select version::int as n from pool_versions where campaign_id = $1'),
     );
     expect(s.totals.selected).toBeGreaterThan(0);
+  }, 600_000);
+
+  it('frees the slot of a child started by an earlier run that ends without reporting', async () => {
+    await loop?.close();
+    loop = new LoopHarness({
+      workflowBundle: bundle,
+      config: {
+        seeds: { perCategory: 3 },
+        selection: {
+          budgetPerStep: 2,
+          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
+          cooldownSteps: 0,
+          maxConcurrentSyntheses: 1,
+        },
+        // Every generator call hangs: the synthesis stays running until it is terminated.
+        generator: standinGenerator(standin.url, {
+          timeoutMs: 120_000,
+          headers: { 'x-rods-fault': 'timeout' },
+        }),
+      },
+    });
+    await loop.start();
+    let step = 0;
+    let s: CampaignStatus | undefined;
+    while (step < 10 && Object.keys(s?.running ?? {}).length === 0)
+      s = await loop.waitPlanned(await train(++step));
+    const [synthesisId, seed] = Object.entries(s!.running)[0] ?? [];
+    expect(synthesisId, 'a synthesis started within 10 steps').toBeDefined();
+    children.add(synthesisId!);
+    const startedIn = s!.generation;
+    // Steps go on (no free slot) until the campaign has continued as new with the child still running.
+    while (step < 30 && s!.generation === startedIn) s = await loop.waitPlanned(await train(++step));
+    expect(s!.generation).toBeGreaterThan(startedIn);
+    expect(s!.running).toEqual({ [synthesisId!]: seed });
+    expect(await workflowEnd(loop.client, synthesisId!)).toBe('running');
+
+    await loop.client.workflow.getHandle(synthesisId!).terminate('chaos: terminated after a continue-as-new');
+
+    const freed = await waitUntil(
+      async () => {
+        // A query can time out on a busy machine; the next poll asks again.
+        const now = await loop.status().catch(() => undefined);
+        return now && !(synthesisId! in now.running) ? now : undefined;
+      },
+      { what: `the current run to free the slot of ${synthesisId}`, timeoutMs: 60_000, intervalMs: 200 },
+    );
+    expect(Object.values(freed.running)).not.toContain(seed);
+    expect(freed.totals.validated + freed.totals.rejected).toBe(freed.totals.selected);
+    const { rows } = await loop.pool.query<{ reason_code: string }>(
+      `select payload->>'reasonCode' as reason_code from events
+        where type = 'CandidateRejected' and payload->>'synthesisId' = $1`,
+      [synthesisId],
+    );
+    expect(rows).toEqual([{ reason_code: 'synthesis-terminated' }]);
+
+    const handle = loop.client.workflow.getHandle(loop.workflowId);
+    await executeUpdateWithRetry(handle, 'stop', [{ reason: 'test' }]);
+    await waitUntil(async () => (await workflowEnd(loop.client, loop.workflowId)) === 'completed', {
+      what: `the stopped campaign ${loop.campaignId} to complete`,
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+    expect(await handle.result()).toMatchObject({ status: 'stopped', running: {} });
+    // The current run's history (the watcher's activity, the patch marker) replays against the same code.
+    const history = await handle.fetchHistory();
+    expect(history.events?.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toBe(
+      true,
+    );
+    await Worker.runReplayHistory({ workflowBundle: bundle }, history, loop.workflowId);
   }, 600_000);
 });

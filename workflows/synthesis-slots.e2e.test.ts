@@ -1,0 +1,104 @@
+// Synthesis slots are freed on every child outcome: a synthesis child terminated before it could
+// report leaves no entry in the campaign's running set, its seed is no longer in flight, the
+// outcome is an event in the store, and a stopped campaign completes.
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoopHarness } from '../dev/harness/loop.js';
+import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import { executeUpdateWithRetry, installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
+import { waitUntil } from '../test/support/wait.js';
+import type { CampaignStatus } from './campaign.js';
+
+let bundle: WorkflowBundleWithSourceMap;
+let standin: StandinProcess;
+let loop: LoopHarness;
+const started = new Set<string>();
+
+beforeAll(async () => {
+  await installWorkerRuntime('WARN');
+  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  standin = await startStandin(['--seed', '12', '--quiet']);
+}, 180_000);
+
+afterAll(async () => {
+  // Children left hanging on the generator are terminated, not left on the shared server.
+  for (const id of started)
+    await loop?.client.workflow
+      .getHandle(id)
+      .terminate('test over')
+      .catch(() => {});
+  await loop?.close();
+  await standin?.stop();
+});
+
+/** A campaign whose every generator call hangs, so a synthesis child stays running until terminated. */
+function hangingCampaign(url: string): Record<string, unknown> {
+  return {
+    seeds: { perCategory: 3 },
+    selection: {
+      budgetPerStep: 2,
+      perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
+      cooldownSteps: 0,
+      maxConcurrentSyntheses: 1,
+    },
+    generator: standinGenerator(url, { timeoutMs: 120_000, headers: { 'x-rods-fault': 'timeout' } }),
+  };
+}
+
+describe('synthesis slots', () => {
+  it('frees the slot of a child terminated before it reports, and a stopped campaign completes', async () => {
+    loop = new LoopHarness({ workflowBundle: bundle, config: hangingCampaign(standin.url) });
+    await loop.start();
+    let s: CampaignStatus | undefined;
+    for (let step = 1; step <= 10 && Object.keys(s?.running ?? {}).length === 0; step++) {
+      await loop.trainStep(step);
+      s = await loop.waitPlanned(step);
+    }
+    const [synthesisId, seed] = Object.entries(s!.running)[0] ?? [];
+    expect(synthesisId, 'a synthesis started within 10 steps').toBeDefined();
+    started.add(synthesisId!);
+    expect(await workflowEnd(loop.client, synthesisId!)).toBe('running');
+
+    await loop.client.workflow.getHandle(synthesisId!).terminate('chaos: terminated right after it started');
+
+    // The slot is freed: the running set no longer holds the run, nor its seed.
+    const freed = await waitUntil(
+      async () => {
+        // A query can time out on a busy machine; the next poll asks again.
+        const now = await loop.status().catch(() => undefined);
+        return now && !(synthesisId! in now.running) ? now : undefined;
+      },
+      {
+        what: `campaign ${loop.campaignId} to free the slot of ${synthesisId}`,
+        timeoutMs: 60_000,
+        intervalMs: 200,
+      },
+    );
+    expect(Object.values(freed.running)).not.toContain(seed);
+    expect(freed.totals.validated + freed.totals.rejected).toBe(freed.totals.selected);
+    const { rows } = await loop.pool.query<{ reason_code: string; seed: string }>(
+      `select payload->>'reasonCode' as reason_code, payload->>'seedTaskId' as seed from events
+        where type = 'CandidateRejected' and payload->>'synthesisId' = $1`,
+      [synthesisId],
+    );
+    expect(rows).toEqual([{ reason_code: 'synthesis-terminated', seed }]);
+
+    // A stopped campaign completes (it waits for its running syntheses, and none is left).
+    const handle = loop.client.workflow.getHandle(loop.workflowId);
+    await executeUpdateWithRetry(handle, 'stop', [{ reason: 'test' }]);
+    await waitUntil(async () => (await workflowEnd(loop.client, loop.workflowId)) === 'completed', {
+      what: `the stopped campaign ${loop.campaignId} to complete`,
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+    const result = (await handle.result()) as CampaignStatus;
+    expect(result).toMatchObject({ status: 'stopped', running: {} });
+    // The history with the freed slot replays against the same code (the patch marker is in it).
+    const history = await handle.fetchHistory();
+    expect(history.events?.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toBe(
+      true,
+    );
+    await Worker.runReplayHistory({ workflowBundle: bundle }, history, loop.workflowId);
+  }, 300_000);
+});
