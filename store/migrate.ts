@@ -1,9 +1,10 @@
 // Versioned SQL migrations (node-pg-migrate), kept as small named files in store/migrations.
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
 import { loadEndpoints } from '../config/endpoints.js';
-import { createClient } from './db.js';
+import { backoffMs, createClient, isConnectionError } from './db.js';
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
@@ -38,5 +39,26 @@ export async function migrate(
     return { applied: ran.map((m) => m.name) };
   } finally {
     await client.end().catch(() => {});
+  }
+}
+
+/**
+ * migrate() for long-running processes: while PostgreSQL is unreachable (a restart, an outage at
+ * boot) it waits with backoff instead of exiting, saying so once; other errors are thrown.
+ */
+export async function migrateWhenReachable(
+  opts: { signal?: AbortSignal; onWait?: (e: Error) => void } = {},
+): Promise<MigrateResult> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await migrate();
+    } catch (e) {
+      if (!isConnectionError(e) || opts.signal?.aborted) throw e;
+      if (attempt === 0)
+        (opts.onWait ?? ((x) => console.error(`PostgreSQL unreachable (${x.message}); waiting for it ...`)))(
+          e as Error,
+        );
+      await sleep(backoffMs(attempt));
+    }
   }
 }

@@ -1,12 +1,15 @@
 // The ingestion workflow: one per accepted rollout batch (id: workflowIds.ingestion, domain/ids.ts)
 // (started by the gateway with a reuse policy that rejects duplicates, so a batch is published
-// by one execution only). The batch itself stays in PostgreSQL (claim check); the workflow
-// carries only its id.
+// by one execution at a time; the gateway's reconciler, gateway/reconcile.ts, starts it when that
+// start failed and again after a failed or terminated run, harmless since the activity is
+// idempotent). The batch itself stays in PostgreSQL (claim check); the workflow carries only its id.
 import { proxyActivities } from '@temporalio/workflow';
 import type { IngestionActivities, IngestionInput, IngestionResult } from '../activities/ingestion.js';
 
+// Publishing one batch takes well under a second; a worker killed mid-publish is noticed only
+// when the attempt times out, so the timeout is short (a step waits for it) and retries are endless.
 const act = proxyActivities<IngestionActivities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
-import { installWorkerRuntime } from '../../temporal/connect.js';
+import { migrateWhenReachable } from '../../store/migrate.js';
+import { installWorkerRuntime, waitForTemporal } from '../../temporal/connect.js';
 import { createRodsWorker, taskQueue } from '../../temporal/worker.js';
 
 export function register(program: Command): void {
@@ -17,7 +17,8 @@ export function register(program: Command): void {
       process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
     )
     .action(async (opts: { taskQueue: string; sinkDir: string }) => {
-      await migrate();
+      await migrateWhenReachable();
+      await waitForTemporal();
       await installWorkerRuntime((process.env.RODS_TEMPORAL_LOG_LEVEL as 'WARN') ?? 'WARN');
       const pool = createPool({ application: 'rods-worker', max: 10 });
       const { worker, close } = await createRodsWorker({
