@@ -161,24 +161,86 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/v1/campaigns/{id}': {
         get: {
-          summary: "a campaign's status: the workflow's status query and the pool view",
-          parameters: [idParam('id', 'campaign id')],
+          summary:
+            "a campaign's status and what holds it (status/README.md): the workflow's own status when a worker answers, else PostgreSQL's projections; never waits for a missing worker",
+          parameters: [
+            idParam('id', 'campaign id'),
+            {
+              name: 'holds',
+              in: 'query',
+              required: false,
+              description:
+                'false: leave out `holds` (oldest open step, unpublished batches, overdue syntheses, relay and aggregator lag, dead letters), for cheap polling',
+              schema: { type: 'string', enum: ['true', 'false'], default: 'true' },
+            },
+          ],
           responses: {
             '200': json('status', {
               type: 'object',
-              required: ['campaignId', 'name', 'status', 'workflow', 'workflowError', 'pool'],
+              required: [
+                'format',
+                'campaignId',
+                'name',
+                'status',
+                'source',
+                'step',
+                'poolVersion',
+                'worker',
+                'execution',
+                'workflow',
+                'workflowError',
+                'pool',
+                'holds',
+                'errors',
+              ],
               properties: {
+                format: { type: 'string', description: 'rods.campaign-status/1' },
                 campaignId: { type: 'string' },
                 name: { type: 'string' },
-                status: { type: 'string', description: 'seeding | running | paused | stopped' },
+                status: {
+                  type: 'string',
+                  description:
+                    'seeding | running | paused | stopped (the workflow), completed | terminated | failed | ... (a closed workflow), no-workflow, or the registry status when the workflow did not answer',
+                },
+                source: { type: 'string', enum: ['workflow', 'workflow-result', 'projections'] },
+                step: { type: 'integer', description: 'last planned step' },
+                poolVersion: { type: 'integer' },
+                worker: {
+                  type: 'object',
+                  additionalProperties: true,
+                  description:
+                    'present (a worker polled the task queue recently), taskQueue, pollers, answered, detail',
+                },
+                execution: {
+                  type: 'object',
+                  nullable: true,
+                  additionalProperties: true,
+                  description:
+                    'workflowId, runId, status (RUNNING, COMPLETED, ...), taskQueue, historyLength, times',
+                },
                 workflow: {
                   type: 'object',
                   nullable: true,
                   additionalProperties: true,
                   description:
-                    'the status query (step, poolVersion, running syntheses, totals, config); null when no worker answered',
+                    'the status query, or the result of a completed workflow (step, poolVersion, running syntheses, totals, config); null otherwise',
                 },
-                workflowError: { type: 'string', nullable: true },
+                workflowError: {
+                  type: 'string',
+                  nullable: true,
+                  description: 'why `workflow` is null',
+                },
+                holds: {
+                  type: 'object',
+                  nullable: true,
+                  additionalProperties: true,
+                  description: 'what holds the campaign (status/README.md); null with ?holds=false',
+                },
+                errors: {
+                  type: 'object',
+                  additionalProperties: { type: 'string' },
+                  description: 'parts that could not be read, with the reason',
+                },
                 pool: {
                   type: 'object',
                   additionalProperties: true,
@@ -189,7 +251,7 @@ export function openApiDocument(): Record<string, unknown> {
             }),
             ...authErrors,
             '404': problemResponse('unknown campaign'),
-            '422': problemResponse('invalid campaign id'),
+            '422': problemResponse('invalid campaign id or holds'),
           },
         },
       },

@@ -11,21 +11,23 @@ import type { IngestionInput } from '../activities/ingestion.js';
 import { CampaignConfigSchema } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
+import { campaignStatus, type StatusOptions } from '../status/campaign-status.js';
 import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaigns.js';
 import { databaseStatus, isConnectionError, ping } from '../store/db.js';
-import { poolView } from '../store/pool-view.js';
 import { workflowExists } from '../temporal/connect.js';
-import { type CampaignStatus, campaignWorkflow, statusQuery } from '../workflows/campaign.js';
+import { campaignWorkflow } from '../workflows/campaign.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
 import { bearerToken, type TokenSet } from './auth.js';
 import { acceptBatch } from './ingest.js';
 import { openApiDocument } from './openapi.js';
 import { activePool, parseIfNoneMatch, poolVersion, sample } from './pool.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
+import { BatchReconciler, type ReconcileSettings } from './reconcile.js';
 import {
   BatchQuery,
   CampaignCreate,
   CampaignParams,
+  CampaignStatusQuery,
   PoolQuery,
   RolloutBatch,
   StepParams,
@@ -46,9 +48,13 @@ export interface GatewayOptions {
   rewardsTopic?: string;
   /** Poll period of pool long-polls (default 250 ms). */
   pollMs?: number;
-  /** How long a status query may wait for a worker (default 5 s). */
+  /** How long a status query may wait for a worker once one polls (default 5 s). */
   queryTimeoutMs?: number;
+  /** Where the campaign status looks for the relay and the aggregators (status/campaign-status.ts). */
+  status?: Pick<StatusOptions, 'relayName' | 'aggregatorGroup' | 'synthesisTimeoutMs'>;
   logLevel?: string;
+  /** Publish accepted batches left unpublished (gateway/reconcile.ts); off when absent (`rods gateway` sets it). */
+  reconcile?: ReconcileSettings;
 }
 
 const OPEN_PATHS = new Set(['/openapi.json', '/healthz', '/readyz']);
@@ -64,6 +70,18 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   app.removeContentTypeParser('text/plain');
   const db = opts.db;
   const pollMs = opts.pollMs ?? 250;
+  if (opts.reconcile) {
+    const reconciler = new BatchReconciler({
+      ...opts.reconcile,
+      db,
+      temporal: opts.temporal,
+      taskQueue: opts.taskQueue,
+      rewardsTopic: opts.rewardsTopic,
+      log: app.log,
+    });
+    app.addHook('onReady', async () => reconciler.start());
+    app.addHook('onClose', async () => reconciler.stop());
+  }
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ProblemError)
@@ -133,11 +151,24 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
 
   app.get('/healthz', async () => ({ ok: true }));
   // Ready only while PostgreSQL answers (every API call but these two needs it).
-  app.get('/readyz', async (_req, reply) =>
-    (await ping(db))
-      ? { ready: true }
-      : sendProblem(reply, problem(503, 'PostgreSQL is unreachable', undefined, 'database-unavailable')),
-  );
+  // Ready when both stores of the write path answer: PostgreSQL (batches) and Temporal (their
+  // ingestion workflows). Either down: 503 naming it, while the process keeps running.
+  app.get('/readyz', async (_req, reply) => {
+    if (!(await ping(db)))
+      return sendProblem(reply, problem(503, 'PostgreSQL is unreachable', undefined, 'database-unavailable'));
+    const temporal = await opts.temporal.connection
+      .withDeadline(Date.now() + 2000, () => opts.temporal.workflowService.getSystemInfo({}))
+      .then(
+        () => null,
+        (e: Error) => e.message.split('\n')[0] ?? 'error',
+      );
+    if (temporal !== null)
+      return sendProblem(
+        reply,
+        problem(503, `Temporal is unreachable: ${temporal}`, undefined, 'temporal-unavailable'),
+      );
+    return { ready: true };
+  });
   app.get('/openapi.json', async () => openApiDocument());
 
   app.post('/v1/campaigns', async (req, reply) => {
@@ -182,26 +213,17 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
 
   app.get('/v1/campaigns/:id', async (req) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
-    const c = await requireCampaign(id);
-    let workflow: CampaignStatus | null = null;
-    let workflowError: string | null = null;
-    try {
-      workflow = await opts.temporal.withDeadline(Date.now() + (opts.queryTimeoutMs ?? 5000), () =>
-        opts.temporal.workflow
-          .getHandle<typeof campaignWorkflow>(workflowIds.campaign(id))
-          .query(statusQuery),
-      );
-    } catch (e) {
-      workflowError = (e as Error).message;
-    }
-    return {
-      campaignId: id,
-      name: c.name,
-      status: workflow?.status ?? c.status,
-      workflow,
-      workflowError,
-      pool: await poolView(db, id),
-    };
+    const q = parseOr422(CampaignStatusQuery, req.query, 'query');
+    // Never waits on a missing worker: the projections answer (status/campaign-status.ts).
+    const r = await campaignStatus({ db, temporal: opts.temporal }, id, {
+      holds: q.holds !== 'false',
+      queryTimeoutMs: opts.queryTimeoutMs ?? 5000,
+      rewardsTopic: opts.rewardsTopic,
+      ...opts.status,
+    });
+    if (!r) return requireCampaign(id);
+    const workflowError = r.workflow ? null : (r.errors.query ?? r.errors.temporal ?? r.worker.detail);
+    return { ...r, workflowError };
   });
 
   app.post('/v1/campaigns/:id/steps/:step/rollouts', async (req, reply) => {
@@ -211,7 +233,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     const accepted = await acceptBatch(db, id, step, batch, campaign.config);
     const input: IngestionInput = { claimId: accepted.claimId, topic: opts.rewardsTopic ?? REWARDS_TOPIC };
     // Started on every acceptance, duplicates included: a batch recorded by a request whose
-    // start failed gets its workflow on the retry; a workflow that exists is never started twice.
+    // start failed gets its workflow on the retry (or from the reconciler, gateway/reconcile.ts);
+    // a workflow that exists is never started twice.
     let started = false;
     try {
       await opts.temporal.workflow.start(ingestionWorkflow, {

@@ -4,6 +4,13 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import type { Command } from 'commander';
 import { campaignConfigSizeError, parseCampaignConfig } from '../../domain/campaign-config.js';
 import { workflowIds } from '../../domain/ids.js';
+import {
+  type CampaignStatusReport,
+  campaignStatus,
+  DEFAULT_SYNTHESIS_TIMEOUT_MS,
+} from '../../status/campaign-status.js';
+import { diagnose, renderFindings } from '../../status/diagnose.js';
+import { bounded } from '../../status/temporal.js';
 import { isAsRegistered, loadCampaign, registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
@@ -85,6 +92,55 @@ function printStatus(s: CampaignStatus & { pool?: PoolView }): void {
   }
 }
 
+export interface StatusCliOptions {
+  relayName: string;
+  aggregatorGroup: string;
+  synthesisTimeout: number;
+}
+
+/** The status report of a registered campaign (UsageError otherwise); never waits on a worker. */
+export async function statusReport(
+  campaignId: string,
+  opts: StatusCliOptions,
+): Promise<CampaignStatusReport> {
+  if (!(opts.synthesisTimeout > 0))
+    throw new UsageError('--synthesis-timeout must be a positive number of seconds');
+  return withCampaign(campaignId, async (pool) => {
+    // Temporal away: the report says so and answers from PostgreSQL and Kafka.
+    const connecting = temporalClient();
+    const t = await bounded('connecting to Temporal', 5000, () => connecting).catch(() => {
+      connecting.then((c) => c.close()).catch(() => {});
+      return null;
+    });
+    try {
+      const r = await campaignStatus({ db: pool, temporal: t?.client ?? null }, campaignId, {
+        relayName: opts.relayName,
+        aggregatorGroup: opts.aggregatorGroup,
+        synthesisTimeoutMs: opts.synthesisTimeout * 1000,
+      });
+      if (!r) throw new UsageError(`unknown campaign ${JSON.stringify(campaignId)}`);
+      return r;
+    } finally {
+      await t?.close();
+    }
+  });
+}
+
+function printReport(r: CampaignStatusReport): void {
+  const w = r.workflow;
+  console.log(renderFindings(r, diagnose(r)));
+  console.log(`  worker: ${r.worker.detail}`);
+  if (w) {
+    console.log(`  running syntheses: ${Object.keys(w.running).length}`);
+    console.log(
+      `  totals: selected ${w.totals.selected}, validated ${w.totals.validated}, rejected ${w.totals.rejected}, injected ${w.totals.injected}, retired ${w.totals.retired}, pruned ${w.totals.pruned}`,
+    );
+  }
+  console.log(
+    `  pool: ${r.pool.active} active ${JSON.stringify(r.pool.byOrigin)} by band ${JSON.stringify(r.pool.byBand)}, queue ${r.pool.queueLength}`,
+  );
+}
+
 export function register(program: Command): void {
   const campaign = program
     .command('campaign')
@@ -160,16 +216,21 @@ export function register(program: Command): void {
   campaign
     .command('status <campaignId>')
     .description(
-      'config, step, pool version, pool members by origin and band, queue length, running syntheses',
+      'step, pool, worker and what holds the campaign (oldest open step, unpublished batches, overdue syntheses, relay and aggregator lag, dead letters); answers from PostgreSQL when no worker serves it (status/README.md)',
+    )
+    .option('--relay-name <name>', 'the relay whose lag to report (`rods relay --name`)', 'main')
+    .option('--aggregator-group <group>', "the aggregators' consumer group", 'rods-aggregator')
+    .option(
+      '--synthesis-timeout <s>',
+      'report syntheses running longer than this many seconds',
+      (v) => Number.parseInt(v, 10),
+      DEFAULT_SYNTHESIS_TIMEOUT_MS / 1000,
     )
     .option('--json', 'JSON output')
-    .action(async (campaignId: string, opts: { json?: boolean }) => {
-      await withCampaign(campaignId, async (pool) => {
-        const s = await update(campaignId, 'status');
-        const out = { ...s, pool: await poolView(pool, campaignId) };
-        if (opts.json) printJson(out);
-        else printStatus(out);
-      });
+    .action(async (campaignId: string, opts: StatusCliOptions & { json?: boolean }) => {
+      const r = await statusReport(campaignId, opts);
+      if (opts.json) printJson(r);
+      else printReport(r);
     });
 
   for (const [name, what] of [

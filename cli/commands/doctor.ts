@@ -6,11 +6,14 @@ import type { Command } from 'commander';
 import { loadEndpoints } from '../../config/endpoints.js';
 import { workflowIds } from '../../domain/ids.js';
 import { ensureTopics, openKafka, withAdmin } from '../../kafka/client.js';
+import { DEFAULT_SYNTHESIS_TIMEOUT_MS } from '../../status/campaign-status.js';
+import { diagnose, renderFindings } from '../../status/diagnose.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
 import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { printJson } from '../output.js';
+import { type StatusCliOptions, statusReport } from './campaign.js';
 
 interface Check {
   service: string;
@@ -115,10 +118,36 @@ async function checkTemporal(): Promise<string> {
 export function register(program: Command): void {
   program
     .command('doctor')
-    .description('prove each backing service works with a real round trip (PostgreSQL, Kafka, Temporal)')
+    .description(
+      'prove each backing service works with a real round trip (PostgreSQL, Kafka, Temporal); with --campaign, say what holds a campaign',
+    )
     .option('--messages <n>', 'Kafka messages to round-trip', (v) => Number.parseInt(v, 10), 1000)
+    .option(
+      '--campaign <id>',
+      'instead: say what holds this campaign and what to restart or check (exit 1 on a stall); see `rods campaign status`',
+    )
+    .option('--relay-name <name>', 'with --campaign: the relay whose lag to report', 'main')
+    .option(
+      '--aggregator-group <group>',
+      "with --campaign: the aggregators' consumer group",
+      'rods-aggregator',
+    )
+    .option(
+      '--synthesis-timeout <s>',
+      'with --campaign: report syntheses running longer than this many seconds',
+      (v) => Number.parseInt(v, 10),
+      DEFAULT_SYNTHESIS_TIMEOUT_MS / 1000,
+    )
     .option('--json', 'JSON output')
-    .action(async (opts: { messages: number; json?: boolean }) => {
+    .action(async (opts: { messages: number; json?: boolean; campaign?: string } & StatusCliOptions) => {
+      if (opts.campaign !== undefined) {
+        const report = await statusReport(opts.campaign, opts);
+        const findings = diagnose(report);
+        if (opts.json) printJson({ campaignId: report.campaignId, findings, status: report });
+        else console.log(renderFindings(report, findings));
+        if (findings.some((f) => f.level === 'stall')) process.exitCode = 1;
+        return;
+      }
       const ep = loadEndpoints();
       const checks = [
         await timed('postgres', checkPostgres),

@@ -1,10 +1,11 @@
 // `rods gateway`: the trainer-facing HTTP API (gateway/server.ts) until SIGTERM.
 import type { Command } from 'commander';
 import { loadTokens, TokenSet } from '../../gateway/auth.js';
+import { DEFAULT_RECONCILE_GRACE_MS, DEFAULT_RECONCILE_INTERVAL_MS } from '../../gateway/reconcile.js';
 import { buildGateway, DEFAULT_BODY_LIMIT, DEFAULT_PORT } from '../../gateway/server.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
 import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
+import { migrateWhenReachable } from '../../store/migrate.js';
 import { temporalClient } from '../../temporal/connect.js';
 import { taskQueue } from '../../temporal/worker.js';
 import { UsageError } from '../errors.js';
@@ -41,6 +42,18 @@ export function register(program: Command): void {
     )
     .option('--task-queue <name>', 'task queue of the rods worker (RODS_TASK_QUEUE)', taskQueue())
     .option('--rewards-topic <name>', 'topic the ingestion publishes to', REWARDS_TOPIC)
+    .option(
+      '--reconcile-interval <s>',
+      'seconds between two passes of the reconciler of accepted but unpublished batches (RODS_RECONCILE_INTERVAL_S)',
+      int('--reconcile-interval'),
+      Number(process.env.RODS_RECONCILE_INTERVAL_S ?? DEFAULT_RECONCILE_INTERVAL_MS / 1000),
+    )
+    .option(
+      '--reconcile-grace <s>',
+      'age in seconds after which an accepted batch still unpublished is published by the reconciler (RODS_RECONCILE_GRACE_S)',
+      int('--reconcile-grace'),
+      Number(process.env.RODS_RECONCILE_GRACE_S ?? DEFAULT_RECONCILE_GRACE_MS / 1000),
+    )
     .action(
       async (opts: {
         port: number;
@@ -49,16 +62,26 @@ export function register(program: Command): void {
         bodyLimit: number;
         taskQueue: string;
         rewardsTopic: string;
+        reconcileInterval: number;
+        reconcileGrace: number;
       }) => {
+        if (!(opts.reconcileInterval >= 1))
+          throw new UsageError(
+            `--reconcile-interval must be at least 1 second, got ${opts.reconcileInterval}`,
+          );
+        if (!(opts.reconcileGrace >= 0))
+          throw new UsageError(
+            `--reconcile-grace must be a non-negative integer, got ${opts.reconcileGrace}`,
+          );
         let tokens: TokenSet;
         try {
           tokens = new TokenSet(loadTokens({ file: opts.tokens }));
         } catch (e) {
           throw new UsageError(`${(e as Error).message}: pass --tokens <file> or set RODS_GATEWAY_TOKENS`);
         }
-        await migrate();
+        await migrateWhenReachable();
         const db = createPool({ application: 'rods-gateway', max: 20 });
-        const { client, close } = await temporalClient();
+        const { client, close } = await temporalClient({ lazy: true });
         const app = buildGateway({
           db,
           temporal: client,
@@ -67,6 +90,7 @@ export function register(program: Command): void {
           bodyLimit: opts.bodyLimit,
           rewardsTopic: opts.rewardsTopic,
           logLevel: process.env.RODS_LOG_LEVEL ?? 'info',
+          reconcile: { intervalMs: opts.reconcileInterval * 1000, graceMs: opts.reconcileGrace * 1000 },
         });
         const address = await app.listen({ port: opts.port, host: opts.host });
         console.error(`rods gateway on ${address} (${tokens.size} token(s), task queue ${opts.taskQueue})`);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { temporalClient } from '../../temporal/connect.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
@@ -16,7 +17,7 @@ describe('rods demo', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'rods-demo-'));
     const out = path.join(dir, 'report');
     try {
-      await execFileP(
+      const run = await execFileP(
         process.execPath,
         [
           path.join(ROOT, 'bin/rods.mjs'),
@@ -50,6 +51,26 @@ describe('rods demo', () => {
       expect(first.hard + first.boundary + first.mastered).toBe(20);
       expect(summary).toHaveProperty('boundaryToOtherVarianceRatio');
       expect(summary.poolPerStep[3].active).toBeGreaterThan(0);
+      // The demo completes its campaign: no workflow is left running on the server, and the
+      // status of the finished campaign answers from its result, with the worker gone.
+      expect(JSON.parse(run.stdout).campaignId).toBe(summary.campaignId);
+      const { client, close } = await temporalClient();
+      try {
+        const d = await client.workflow.getHandle(`campaign-${summary.campaignId}`).describe();
+        expect(d.status.name).toBe('COMPLETED');
+      } finally {
+        await close();
+      }
+      const status = JSON.parse(
+        (
+          await execFileP(
+            process.execPath,
+            [path.join(ROOT, 'bin/rods.mjs'), 'campaign', 'status', summary.campaignId, '--json'],
+            { cwd: ROOT, maxBuffer: 16 << 20 },
+          )
+        ).stdout,
+      );
+      expect(status).toMatchObject({ status: 'completed', source: 'workflow-result', step: 4 });
       // An existing output folder is refused with exit 2.
       const again = await execFileP(
         process.execPath,

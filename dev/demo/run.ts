@@ -9,12 +9,17 @@ import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
 import { workflowIds } from '../../domain/ids.js';
+import { campaignStatus } from '../../status/campaign-status.js';
+import { diagnose, renderFindings } from '../../status/diagnose.js';
+import { bounded } from '../../status/temporal.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { freePort } from '../../util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
 import { barChart, lineChart } from './charts.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+/** How long the stopped campaign may take to let its last syntheses finish. */
+const COMPLETE_TIMEOUT_MS = 180_000;
 
 export interface DemoOptions {
   steps: number;
@@ -236,14 +241,21 @@ export async function runDemo(
     bar?.stop();
     const seconds = (Date.now() - t0) / 1000;
 
-    // Stop the campaign; it lets running syntheses finish.
+    // Stop the campaign and wait until its workflow completes: it lets the running syntheses
+    // finish and report, which needs the worker, so the processes stop only after that.
     const { client, close } = await temporalClient();
     try {
-      await executeUpdateWithRetry(
-        client.workflow.getHandle(workflowIds.campaign(campaignId)) as never,
-        'stop',
-        [{ reason: 'demo over' }],
-      );
+      const handle = client.workflow.getHandle(workflowIds.campaign(campaignId));
+      await executeUpdateWithRetry(handle as never, 'stop', [{ reason: 'demo over' }]);
+      log(`campaign ${campaignId}: stopped; waiting for its running syntheses to finish ...`);
+      try {
+        await bounded('the campaign workflow', COMPLETE_TIMEOUT_MS, () => handle.result());
+      } catch (e) {
+        const r = await campaignStatus({ db, temporal: client }, campaignId, { deadLetters: false });
+        throw new Error(
+          `the campaign workflow did not complete (${(e as Error).message}):\n${r ? renderFindings(r, diagnose(r)) : ''}`,
+        );
+      }
     } finally {
       await close();
     }
