@@ -17,9 +17,11 @@ export interface SimTrainerOptions {
   campaignId: string;
   k?: number;
   learningRate?: number;
+  /** How long a request is retried through gateway errors and outages (default 15 minutes). */
+  retryForMs?: number;
 }
 
-interface TaskRecord {
+export interface TaskRecord {
   id: string;
   involved_classes?: string[];
   ground_truth?: unknown[];
@@ -29,6 +31,24 @@ export interface StepReport {
   step: number;
   groups: number;
   poolVersion: number;
+  meanReward: number;
+  zeroVarianceGroups: number;
+}
+
+/** A gateway answer other than 2xx/304, with its status (a trainer decides from it whether to retry). */
+export class GatewayError extends Error {
+  override name = 'GatewayError';
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly retryAfterS?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface RolledStep {
+  groups: { taskId: string; rewards: number[] }[];
   meanReward: number;
   zeroVarianceGroups: number;
 }
@@ -44,7 +64,32 @@ export class SimulatedTrainer {
     this.policy = { skill: {}, learningRate: opts.learningRate ?? 0.1 };
   }
 
-  private async call(path: string, init: RequestInit = {}): Promise<Response> {
+  /**
+   * One request to the gateway. Like a real trainer's client it retries 5xx, 429 and network
+   * errors (a gateway restarting, a database outage) with backoff, Retry-After first, for up to
+   * `retryForMs` (default 15 minutes); `retry: false` sends once. Other 4xx are thrown at once.
+   */
+  async call(path: string, init: RequestInit & { retry?: boolean } = {}): Promise<Response> {
+    const { retry = true, ...req } = init;
+    const deadline = Date.now() + (this.opts.retryForMs ?? 15 * 60_000);
+    let delay = 200;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.callOnce(path, req);
+      } catch (e) {
+        const retryable = !(e instanceof GatewayError) || e.status >= 500 || e.status === 429;
+        if (!retry || !retryable || Date.now() > deadline) {
+          if (attempt > 1) (e as Error).message += ` (after ${attempt} attempts)`;
+          throw e;
+        }
+        const hinted = e instanceof GatewayError && e.retryAfterS ? e.retryAfterS * 1000 : 0;
+        await new Promise((r) => setTimeout(r, Math.max(hinted, delay * (0.5 + Math.random()))));
+        delay = Math.min(delay * 2, 5000);
+      }
+    }
+  }
+
+  private async callOnce(path: string, init: RequestInit): Promise<Response> {
     const r = await fetch(`${this.opts.gatewayUrl}${path}`, {
       ...init,
       headers: {
@@ -53,8 +98,14 @@ export class SimulatedTrainer {
         ...(init.headers ?? {}),
       },
     });
-    if (r.status >= 400)
-      throw new Error(`gateway ${init.method ?? 'GET'} ${path}: ${r.status} ${await r.text()}`);
+    if (r.status >= 400) {
+      const retryAfter = Number(r.headers.get('retry-after'));
+      throw new GatewayError(
+        `gateway ${init.method ?? 'GET'} ${path}: ${r.status} ${await r.text()}`,
+        r.status,
+        Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : undefined,
+      );
+    }
     return r;
   }
 
@@ -93,9 +144,12 @@ export class SimulatedTrainer {
     };
   }
 
-  /** One training step: K rollouts per active task, posted as one closing batch. */
-  async step(step: number): Promise<StepReport> {
-    const tasks = await this.fetchPool();
+  get poolVersion(): number {
+    return this.poolVersionValue;
+  }
+
+  /** K rollouts of each task at `step`; the policy learns from each group as it goes. */
+  rollouts(step: number, tasks: TaskRecord[]): RolledStep {
     let sum = 0;
     let zero = 0;
     const groups = tasks.map((t) => {
@@ -111,21 +165,44 @@ export class SimulatedTrainer {
       if (rewards.every((x) => x === rewards[0])) zero++;
       return { taskId: t.id, rewards };
     });
-    await this.call(`/v1/campaigns/${this.opts.campaignId}/steps/${step}/rollouts`, {
+    return {
+      groups,
+      meanReward: groups.length ? sum / groups.length : 0,
+      zeroVarianceGroups: zero,
+    };
+  }
+
+  /** Posts one rollout batch of `step`; duplicate: the gateway had it already. */
+  async postBatch(
+    step: number,
+    batch: { batchId: string; policyVersion: string; groups: RolledStep['groups']; close: boolean },
+    opts: { retry?: boolean } = {},
+  ): Promise<{ status: number; duplicate: boolean }> {
+    const r = await this.call(`/v1/campaigns/${this.opts.campaignId}/steps/${step}/rollouts`, {
+      ...opts,
       method: 'POST',
-      body: JSON.stringify({
-        batchId: `sim-${step}`,
-        policyVersion: `sim-policy-${step}`,
-        groups,
-        close: true,
-      }),
+      body: JSON.stringify(batch),
+    });
+    const body = (await r.json()) as { duplicate?: boolean };
+    return { status: r.status, duplicate: body.duplicate === true };
+  }
+
+  /** One training step: K rollouts per active task, posted as one closing batch. */
+  async step(step: number): Promise<StepReport> {
+    const tasks = await this.fetchPool();
+    const { groups, meanReward, zeroVarianceGroups } = this.rollouts(step, tasks);
+    await this.postBatch(step, {
+      batchId: `sim-${step}`,
+      policyVersion: `sim-policy-${step}`,
+      groups,
+      close: true,
     });
     return {
       step,
       groups: groups.length,
       poolVersion: this.poolVersionValue,
-      meanReward: groups.length ? sum / groups.length : 0,
-      zeroVarianceGroups: zero,
+      meanReward,
+      zeroVarianceGroups,
     };
   }
 
@@ -133,7 +210,7 @@ export class SimulatedTrainer {
   async waitPlanned(step: number, timeoutMs = 300_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const r = await this.call(`/v1/campaigns/${this.opts.campaignId}`);
+      const r = await this.call(`/v1/campaigns/${this.opts.campaignId}?holds=false`);
       const s = (await r.json()) as { workflow: { step: number } | null };
       if ((s.workflow?.step ?? 0) >= step) return;
       if (Date.now() > deadline) throw new Error(`campaign did not plan step ${step} in time`);

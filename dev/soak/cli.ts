@@ -1,0 +1,107 @@
+// `npm run soak -- --steps N --seed S [--json]`: the chaos soak on a private stack. Exit 0 when
+// every invariant holds, 1 when one does not, 2 when the soak itself could not run.
+// Only builtins and commander are imported statically: the private stack's environment must be
+// in place before infra/stack reads its paths.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { format } from 'node:util';
+import { Command, InvalidArgumentError } from 'commander';
+import { layoutPrivateStack } from './private-stack.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+const int = (name: string, min: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+  return n;
+};
+
+const program = new Command('soak')
+  .description(
+    'Chaos soak: runs a campaign through the gateway with a simulated trainer (several batches a step, duplicate sends, retrying and one-shot clients) and the stand-in generator with faults on, on a private stack, while a seeded injector kill -9s the worker, the two aggregators, the relay, the gateway and the executor, stops PostgreSQL (once for 60 s or more), Kafka and Temporal, and writes poison to the reward topic. Then checks: every accepted group counted exactly once, every step closed in order, no leaked synthesis slot, candidates injected or queued once, replay equal to live, a clean audit, and dead letters that are exactly the poison.',
+  )
+  .option('--steps <n>', 'training steps', int('--steps', 4), 30)
+  .option('--seed <n>', 'seed of the fault plan, the trainer and the generator', int('--seed', 0), 1)
+  .option('--per-category <n>', 'BFCL seed tasks per category (4 categories)', int('--per-category', 1), 10)
+  .option('--batches-per-step <n>', 'rollout batches per step', int('--batches-per-step', 1), 3)
+  .option(
+    '--per-kind <n>',
+    'faults of each kind (default: one per 60 steps, at least one)',
+    int('--per-kind', 1),
+  )
+  .option('--long-outage-s <s>', 'length of the first PostgreSQL outage', int('--long-outage-s', 1), 62)
+  .option('--out <dir>', 'report folder (logs of every process, faults.json, report.json)')
+  .option('--keep-stack', 'leave the private stack running and its data in place')
+  .option('--json', 'print only the JSON report on stdout (progress goes to stderr)')
+  .showHelpAfterError();
+
+async function main(): Promise<number> {
+  program.parse(process.argv);
+  const o = program.opts<{
+    steps: number;
+    seed: number;
+    perCategory: number;
+    batchesPerStep: number;
+    perKind?: number;
+    longOutageS: number;
+    out?: string;
+    keepStack?: boolean;
+    json?: boolean;
+  }>();
+  const run = `${new Date()
+    .toISOString()
+    .replace(/[^0-9]/g, '')
+    .slice(0, 14)}-s${o.seed}`;
+  const out = path.resolve(o.out ?? path.join(ROOT, 'reports', 'soak', run));
+  mkdirSync(out, { recursive: true });
+  const layout = await layoutPrivateStack(path.join(ROOT, '.stack'), run);
+  Object.assign(process.env, layout.env);
+  // Progress and the stack's own messages go to stderr; stdout carries the report only.
+  console.log = (...a: unknown[]) => process.stderr.write(`${format(...a)}\n`);
+  const log = (line: string) =>
+    process.stderr.write(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+  const { runSoak } = await import('./run.js');
+  const { down } = await import('../../infra/stack/cli.js');
+  try {
+    const report = await runSoak({
+      steps: o.steps,
+      seed: o.seed,
+      out,
+      root: ROOT,
+      perCategory: o.perCategory,
+      batchesPerStep: o.batchesPerStep,
+      perKind: o.perKind,
+      longOutageMs: o.longOutageS * 1000,
+      log,
+    });
+    writeFileSync(path.join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+    const failed = Object.entries(report.invariants).filter(([, ok]) => !ok);
+    if (o.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+    else {
+      process.stdout.write(
+        `${report.steps} steps in ${report.wall_s} s; faults ${JSON.stringify(report.faults_by_kind)}\n` +
+          `longest step ${report.max_step_stall_s} s (step ${report.max_step_stall_step}: ${report.max_step_stall_cause})\n` +
+          Object.entries(report.invariants)
+            .map(([k, ok]) => `  ${ok ? 'ok  ' : 'FAIL'} ${k}: ${report.evidence[k]}`)
+            .join('\n') +
+          `\nreport: ${path.join(out, 'report.json')}\n`,
+      );
+    }
+    return failed.length ? 1 : 0;
+  } finally {
+    if (!o.keepStack) {
+      await down().catch((e: Error) => log(`stopping the private stack: ${e.message}`));
+      rmSync(layout.dir, { recursive: true, force: true });
+    } else log(`private stack left running in ${layout.dir}`);
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e: Error) => {
+    process.stderr.write(`soak failed to run: ${e.stack ?? e.message}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,85 @@
+// The soak's fault plan: which fault strikes at which step, for how long. Pure and seeded, so a
+// soak run can be repeated fault for fault; the injector (run.ts) carries it out.
+import { xorshift32 } from '../../util/xorshift.js';
+
+export const FAULT_KINDS = [
+  'kill-worker',
+  'kill-aggregator',
+  'kill-relay',
+  'kill-gateway',
+  'kill-executor',
+  'postgres-outage',
+  'kafka-outage',
+  'temporal-outage',
+  'poison',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+export interface Fault {
+  kind: FaultKind;
+  /** Strikes once the trainer has started this step, after delayMs. */
+  atStep: number;
+  delayMs: number;
+  /** How long the process or service stays down (0 for poison). */
+  downMs: number;
+  /** kill -9 rather than a clean stop (outages of Kafka and Temporal). */
+  hard: boolean;
+  /** kill-aggregator: which of the two instances. */
+  instance: number;
+}
+
+export interface FaultPlanOptions {
+  steps: number;
+  seed: number;
+  /** Faults of each kind; default one per 60 steps, at least one. */
+  perKind?: number;
+  /** The first PostgreSQL outage lasts this long (the issue asks for one of 60 s or more). */
+  longOutageMs?: number;
+}
+
+/** Each kind perKind times at seeded random steps in [2, steps - 1], ordered by step. */
+export function planFaults(opts: FaultPlanOptions): Fault[] {
+  if (opts.steps < 4) throw new Error(`a soak needs at least 4 steps, got ${opts.steps}`);
+  const rand = xorshift32(opts.seed);
+  const between = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
+  const perKind = opts.perKind ?? Math.max(1, Math.round(opts.steps / 60));
+  const faults: Fault[] = [];
+  let longOutage = true;
+  for (let i = 0; i < perKind; i++) {
+    for (const kind of FAULT_KINDS) {
+      let downMs = 0;
+      let hard = true;
+      switch (kind) {
+        case 'postgres-outage':
+          downMs = longOutage ? (opts.longOutageMs ?? 62_000) : between(5_000, 30_000);
+          longOutage = false;
+          hard = false;
+          break;
+        case 'kafka-outage':
+        case 'temporal-outage':
+          downMs = between(5_000, 25_000);
+          hard = rand() < 0.5;
+          break;
+        case 'poison':
+          break;
+        default:
+          downMs = between(500, 6_000);
+      }
+      faults.push({
+        kind,
+        atStep: between(2, opts.steps - 1),
+        delayMs: between(0, 1500),
+        downMs,
+        hard,
+        instance: between(0, 1),
+      });
+    }
+  }
+  return faults.sort((a, b) => a.atStep - b.atStep || a.delayMs - b.delayMs);
+}
+
+export function countByKind(faults: { kind: FaultKind }[]): Record<FaultKind, number> {
+  const out = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
+  for (const f of faults) out[f.kind]++;
+  return out;
+}

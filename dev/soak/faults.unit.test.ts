@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { countByKind, FAULT_KINDS, planFaults } from './faults.js';
+
+describe('the soak fault plan', () => {
+  it('strikes every kind the asked number of times, inside the run, in step order', () => {
+    const plan = planFaults({ steps: 300, seed: 1 });
+    expect(Object.values(countByKind(plan))).toEqual(FAULT_KINDS.map(() => 5));
+    for (const f of plan) {
+      expect(f.atStep).toBeGreaterThanOrEqual(2);
+      expect(f.atStep).toBeLessThanOrEqual(299);
+    }
+    expect(plan.map((f) => f.atStep)).toEqual([...plan.map((f) => f.atStep)].sort((a, b) => a - b));
+  });
+
+  it('has one PostgreSQL outage of the long length, the others shorter', () => {
+    const pg = planFaults({ steps: 300, seed: 9, longOutageMs: 65_000 }).filter(
+      (f) => f.kind === 'postgres-outage',
+    );
+    expect(pg.filter((f) => f.downMs === 65_000)).toHaveLength(1);
+    expect(pg.filter((f) => f.downMs < 65_000)).toHaveLength(4);
+  });
+
+  it('is the same plan for the same seed and another for another seed', () => {
+    expect(planFaults({ steps: 30, seed: 4 })).toEqual(planFaults({ steps: 30, seed: 4 }));
+    expect(planFaults({ steps: 30, seed: 4 })).not.toEqual(planFaults({ steps: 30, seed: 5 }));
+    expect(countByKind(planFaults({ steps: 30, seed: 4 }))).toEqual(
+      Object.fromEntries(FAULT_KINDS.map((k) => [k, 1])),
+    );
+  });
+
+  it('refuses a run too short to hold a fault', () => {
+    expect(() => planFaults({ steps: 3, seed: 1 })).toThrow(/at least 4 steps/);
+  });
+});

@@ -1,0 +1,220 @@
+// What a soak run checks at the end, each as a named invariant with the evidence that decided it.
+import type pg from 'pg';
+import { queryStats } from '../../aggregator/stats-query.js';
+import { referenceStats, type TraceGroup } from '../../aggregator/trace.js';
+import { decode } from '../../codec/registry.js';
+import { campaignStreamPrefixes } from '../../domain/ids.js';
+import { openKafka, readUntil } from '../../kafka/client.js';
+import { DLQ_TOPIC } from '../../kafka/dlq.js';
+import { replayCampaign } from '../../replay/replay.js';
+import { verifyChains } from '../../store/audit.js';
+import type { BatchLogEntry } from './trainer.js';
+
+export interface Invariant {
+  ok: boolean;
+  detail: string;
+}
+
+const relDiff = (a: number, b: number) => Math.abs(a - b) / Math.max(Math.abs(b), 1e-12);
+
+/**
+ * The groups the campaign accepted, from the trainer's log: batches answered 2xx, and batches
+ * whose answer was lost (a 5xx or a dropped connection to a client that does not retry) that the
+ * gateway's ingestion_batches table holds: those were committed before the failure.
+ */
+export async function acceptedGroups(
+  db: pg.Pool,
+  campaignId: string,
+  log: BatchLogEntry[],
+): Promise<{ groups: TraceGroup[]; unknownCommitted: number; unknownLost: number }> {
+  const { rows } = await db.query<{ step: string; batch_id: string }>(
+    'select step, batch_id from ingestion_batches where campaign_id = $1',
+    [campaignId],
+  );
+  const stored = new Set(rows.map((r) => `${r.step}/${r.batch_id}`));
+  const seen = new Set<string>();
+  const groups: TraceGroup[] = [];
+  let unknownCommitted = 0;
+  let unknownLost = 0;
+  for (const e of log) {
+    const key = `${e.step}/${e.batchId}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const committed = stored.has(key);
+    if (e.outcome === 'unknown') committed ? unknownCommitted++ : unknownLost++;
+    if (e.outcome === 'accepted' || e.outcome === 'duplicate' || (e.outcome === 'unknown' && committed)) {
+      e.groups.forEach((g, i) => {
+        groups.push({
+          eventId: `${key}/${i}`,
+          campaignId,
+          taskId: g.taskId,
+          step: e.step,
+          rewards: g.rewards,
+        });
+      });
+    }
+  }
+  return { groups, unknownCommitted, unknownLost };
+}
+
+/** Statistics equal the offline reference: identical counts, means and variances to 1e-9. */
+export async function exactlyOnce(db: pg.Pool, campaignId: string, groups: TraceGroup[]): Promise<Invariant> {
+  const ref = referenceStats(groups);
+  const rows = await queryStats(db, { campaignId });
+  const problems: string[] = [];
+  const live = new Map(rows.map((r) => [r.taskId, r]));
+  for (const [task, e] of ref) {
+    const r = live.get(task);
+    if (!r) problems.push(`${task}: no statistics, expected ${e.groups} groups`);
+    else if (r.groups !== e.groups || r.rollouts !== e.rollouts)
+      problems.push(
+        `${task}: ${r.groups} groups / ${r.rollouts} rollouts, expected ${e.groups} / ${e.rollouts}`,
+      );
+    else if (relDiff(r.mean, e.mean) > 1e-9 || Math.abs(r.variance - e.variance) > 1e-9)
+      problems.push(`${task}: mean ${r.mean} variance ${r.variance}, expected ${e.mean} / ${e.variance}`);
+  }
+  for (const r of rows)
+    if (!ref.has(r.taskId) && r.groups > 0) problems.push(`${r.taskId}: counted but never accepted`);
+  return {
+    ok: problems.length === 0,
+    detail: problems.length
+      ? `${problems.length} tasks differ: ${problems.slice(0, 5).join('; ')}`
+      : `${ref.size} tasks, ${groups.length} groups: counts equal, mean and variance within 1e-9`,
+  };
+}
+
+/** Steps 1..N all closed, each no earlier than the one before, and step N planned. */
+export async function stepsClosedInOrder(db: pg.Pool, campaignId: string, steps: number): Promise<Invariant> {
+  const { rows } = await db.query<{ step: string; closed_at: Date | null }>(
+    'select step, closed_at from steps where campaign_id = $1 and step <= $2 order by step',
+    [campaignId, steps],
+  );
+  const plan = await db.query<{ step: string | null }>(
+    'select max(step) as step from campaign_plans where campaign_id = $1',
+    [campaignId],
+  );
+  const problems: string[] = [];
+  const byStep = new Map(rows.map((r) => [Number(r.step), r.closed_at]));
+  let prev = 0;
+  for (let s = 1; s <= steps; s++) {
+    const at = byStep.get(s);
+    if (!at) {
+      problems.push(`step ${s} not closed`);
+      continue;
+    }
+    if (at.getTime() < prev) problems.push(`step ${s} closed before step ${s - 1}`);
+    prev = at.getTime();
+  }
+  const planned = Number(plan.rows[0]?.step ?? 0);
+  if (planned < steps) problems.push(`the campaign planned step ${planned}, not ${steps}`);
+  return {
+    ok: problems.length === 0,
+    detail: problems.length
+      ? problems.slice(0, 5).join('; ')
+      : `steps 1..${steps} closed in order; step ${planned} planned`,
+  };
+}
+
+/** Every validated candidate validated once, injected at most once, and injected or still queued. */
+export async function candidatesOnce(db: pg.Pool, campaignId: string): Promise<Invariant> {
+  const { rows } = await db.query<{
+    candidate_id: string;
+    validated: number;
+    injected: number;
+    status: string | null;
+  }>(
+    `with v as (
+       select payload->>'candidateId' as candidate_id, count(*)::int as n from events
+        where type = 'CandidateValidated' and payload->>'campaignId' = $1 group by 1),
+     i as (
+       select payload->>'candidateId' as candidate_id, count(*)::int as n from events
+        where type = 'TaskInjected' and payload->>'campaignId' = $1 and payload->>'candidateId' is not null group by 1)
+     select coalesce(v.candidate_id, i.candidate_id) as candidate_id, coalesce(v.n, 0) as validated,
+            coalesce(i.n, 0) as injected, c.status
+       from v full join i on i.candidate_id = v.candidate_id
+       left join candidates c on c.campaign_id = $1 and c.candidate_id = coalesce(v.candidate_id, i.candidate_id)`,
+    [campaignId],
+  );
+  const problems: string[] = [];
+  let injected = 0;
+  let queued = 0;
+  for (const r of rows) {
+    if (r.validated !== 1) problems.push(`${r.candidate_id}: validated ${r.validated} times`);
+    if (r.injected > 1) problems.push(`${r.candidate_id}: injected ${r.injected} times`);
+    if (r.injected === 1) injected++;
+    else if (r.status === 'validated') queued++;
+    else problems.push(`${r.candidate_id}: neither injected nor queued (status ${r.status})`);
+  }
+  return {
+    ok: problems.length === 0,
+    detail: problems.length
+      ? problems.slice(0, 5).join('; ')
+      : `${rows.length} validated candidates: ${injected} injected once, ${queued} queued`,
+  };
+}
+
+export async function replayEqualsLive(db: pg.Pool, campaignId: string): Promise<Invariant> {
+  const r = await replayCampaign(db, { campaignId, fresh: true });
+  const differing = r.tables.filter((t) => !(t as { equal?: boolean }).equal);
+  return {
+    ok: r.equal,
+    detail: r.equal
+      ? `${r.events} events replayed; ${r.tables.length} projections equal`
+      : `differs: ${JSON.stringify(differing).slice(0, 400)}`,
+  };
+}
+
+export async function auditClean(db: pg.Pool, campaignId: string): Promise<Invariant> {
+  let events = 0;
+  for (const prefix of campaignStreamPrefixes(campaignId)) {
+    const a = await verifyChains(db, { streamPrefix: prefix });
+    if (!a.ok) return { ok: false, detail: JSON.stringify(a).slice(0, 400) };
+    events += a.events;
+  }
+  return { ok: true, detail: `${events} events, every hash chain intact` };
+}
+
+export interface PoisonRecord {
+  kind: string;
+  partition: number;
+  offset: string;
+}
+
+/** The dead-letter topic holds one record per poison record written, and nothing else. */
+export async function deadLettersExact(rewardsTopic: string, poison: PoisonRecord[]): Promise<Invariant> {
+  const kafka = openKafka({ clientId: 'rods-soak-check' });
+  const ends = await kafka.admin().then(async (a) => {
+    try {
+      return await a.fetchTopicOffsets(DLQ_TOPIC);
+    } finally {
+      await a.disconnect();
+    }
+  });
+  const total = ends.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
+  const found: { reasonCode: string; sourceTopic: string; partition: number; offset: string }[] = [];
+  if (total > 0) {
+    await readUntil(
+      DLQ_TOPIC,
+      (r) => {
+        found.push(decode(r.value!).payload as never);
+        return found.length >= total;
+      },
+      { client: kafka, timeoutMs: 120_000 },
+    );
+  }
+  const want = new Set(poison.map((p) => `${rewardsTopic}/${p.partition}/${p.offset}`));
+  const got = found.map((d) => `${d.sourceTopic}/${d.partition}/${d.offset}`);
+  const extra = found.filter((_, i) => !want.has(got[i]!));
+  const missing = [...want].filter((k) => !got.includes(k));
+  const dupes = got.length - new Set(got).size;
+  const ok = extra.length === 0 && missing.length === 0 && dupes === 0;
+  return {
+    ok,
+    detail: ok
+      ? `${found.length} dead letters, exactly the ${poison.length} poison records (${[...new Set(found.map((d) => d.reasonCode))].join(', ')})`
+      : `extra ${extra.length} (${extra
+          .slice(0, 3)
+          .map((d) => `${d.reasonCode} ${d.sourceTopic}/${d.partition}/${d.offset}`)
+          .join('; ')}), missing ${missing.length}, duplicated ${dupes}`,
+  };
+}

@@ -1,0 +1,68 @@
+// A private copy of the local stack for the soak: its own PostgreSQL cluster, Kafka broker,
+// Temporal dev server and executor, on free ports, with data under .stack/soak/<run>. The fault
+// injector stops and kills these, never the shared stack other tests use. Installed artifacts
+// (the temporal binary, Kafka's jars, the executor's venv) are linked from the shared stack, so
+// only the data is fresh.
+import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { freePort } from '../../util/free-port.js';
+
+export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+export interface PrivateStackLayout {
+  dir: string;
+  env: Record<string, string>;
+}
+
+/**
+ * Chooses ports and a folder and returns the environment that points every rods module at them.
+ * It must be applied to process.env before infra/stack is imported (its paths are read at load).
+ */
+export async function layoutPrivateStack(sharedStack: string, run: string): Promise<PrivateStackLayout> {
+  const dir = path.join(sharedStack, 'soak', run);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(path.join(dir, 'kafka'), { recursive: true });
+  // Share what install() builds or downloads; a fresh checkout has built it in the shared stack.
+  for (const [from, to] of [
+    ['bin', 'bin'],
+    ['cache', 'cache'],
+    ['venv', 'venv'],
+    [path.join('kafka', 'libs'), path.join('kafka', 'libs')],
+  ] as const) {
+    const src = path.join(sharedStack, from);
+    if (existsSync(src)) symlinkSync(src, path.join(dir, to));
+  }
+  const ports: number[] = [];
+  const port = async () => {
+    for (;;) {
+      const p = await freePort();
+      // Kafka's controller and Temporal's extra ports are chosen next to each other: keep apart.
+      if (!ports.includes(p)) {
+        ports.push(p);
+        return p;
+      }
+    }
+  };
+  const pg = await port();
+  const kafka = await port();
+  const controller = await port();
+  const temporal = await port();
+  const temporalHttp = await port();
+  const temporalMetrics = await port();
+  const executor = await port();
+  return {
+    dir,
+    env: {
+      RODS_STACK_DIR: dir,
+      DATABASE_URL: `postgres://rods:rods@127.0.0.1:${pg}/rods`,
+      KAFKA_BROKERS: `127.0.0.1:${kafka}`,
+      RODS_KAFKA_CONTROLLER_PORT: String(controller),
+      RODS_KAFKA_HEAP: '512m',
+      TEMPORAL_ADDRESS: `127.0.0.1:${temporal}`,
+      RODS_TEMPORAL_HTTP_PORT: String(temporalHttp),
+      RODS_TEMPORAL_METRICS_PORT: String(temporalMetrics),
+      RODS_EXECUTOR_URL: `http://127.0.0.1:${executor}`,
+    },
+  };
+}

@@ -1,0 +1,438 @@
+// The chaos soak (`npm run soak`): a campaign through the gateway with the chaos trainer and the
+// stand-in generator with its faults on, while a seeded injector kills rods processes, stops
+// PostgreSQL, Kafka and Temporal, and writes poison to the reward topic. At the end it checks
+// the invariants and returns one JSON report. Runs on a private stack (see private-stack.ts):
+// process.env must already point at it when this module is imported.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { encode } from '../../codec/registry.js';
+import { workflowIds } from '../../domain/ids.js';
+import { services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
+import { openKafka, withAdmin } from '../../kafka/client.js';
+import { REWARDS_TOPIC } from '../../kafka/topology.js';
+import { createPool } from '../../store/db.js';
+import { temporalClient } from '../../temporal/connect.js';
+import { freePort } from '../../util/free-port.js';
+import type { CampaignStatus } from '../../workflows/campaign.js';
+import { countByKind, type Fault, type FaultKind, planFaults } from './faults.js';
+import {
+  acceptedGroups,
+  auditClean,
+  candidatesOnce,
+  deadLettersExact,
+  exactlyOnce,
+  type Invariant,
+  type PoisonRecord,
+  replayEqualsLive,
+  stepsClosedInOrder,
+} from './invariants.js';
+import { Supervisor } from './processes.js';
+import { ChaosTrainer } from './trainer.js';
+
+export interface SoakOptions {
+  steps: number;
+  seed: number;
+  out: string;
+  root: string;
+  perCategory: number;
+  batchesPerStep: number;
+  perKind?: number;
+  longOutageMs?: number;
+  log: (line: string) => void;
+}
+
+export interface FaultRecord {
+  kind: FaultKind;
+  atStep: number;
+  target: string;
+  downS: number;
+  startedAt: number;
+  endedAt: number;
+  error?: string;
+}
+
+export interface SoakReport {
+  steps: number;
+  seed: number;
+  campaignId: string;
+  faults_by_kind: Record<FaultKind, number>;
+  invariants: Record<string, boolean>;
+  evidence: Record<string, string>;
+  max_step_stall_s: number;
+  max_step_stall_step: number;
+  max_step_stall_cause: string;
+  median_step_s: number;
+  wall_s: number;
+  trainer: {
+    batches: number;
+    sends: number;
+    one_shot_batches: number;
+    unknown_committed: number;
+    unknown_lost: number;
+    groups_accepted: number;
+  };
+  process_starts: Record<string, number>;
+  unexpected_exits: { name: string; code: number | null; signal: string | null; atStep: number }[];
+  faults: FaultRecord[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Retries `f` through outages until it answers or the deadline passes. */
+async function patiently<T>(what: string, f: () => Promise<T>, timeoutMs = 10 * 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await f();
+    } catch (e) {
+      if (Date.now() > deadline) throw new Error(`${what}: ${(e as Error).message}`);
+      await sleep(1000);
+    }
+  }
+}
+
+export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
+  const t0 = Date.now();
+  const logDir = path.join(opts.out, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const log = opts.log;
+  const plan = planFaults({
+    steps: opts.steps,
+    seed: opts.seed,
+    perKind: opts.perKind,
+    longOutageMs: opts.longOutageMs,
+  });
+  log(`fault plan: ${plan.length} faults over ${opts.steps} steps (${JSON.stringify(countByKind(plan))})`);
+
+  log('starting the private stack (PostgreSQL, Kafka, Temporal, executor) ...');
+  const services = new Map(stackServices().map((s) => [s.name, s]));
+  await stackUp([...services.values()]);
+
+  const token = randomBytes(16).toString('hex');
+  const gatewayPort = await freePort();
+  const standinPort = await freePort();
+  const taskQueue = `rods-soak-${randomUUID().slice(0, 8)}`;
+  const sup = new Supervisor(opts.root, logDir, {
+    RODS_TASK_QUEUE: taskQueue,
+    RODS_GATEWAY_TOKENS: token,
+    RODS_SINK_DIR: path.join(opts.out, 'pool-sink'),
+  });
+  const db = createPool({ application: 'rods-soak', max: 4 });
+  let trainerStep = 0;
+  const stepTimes: { step: number; start: number; end: number }[] = [];
+  const faults: FaultRecord[] = [];
+  const poison: PoisonRecord[] = [];
+  try {
+    // The generator answers some requests with 503, 429 or malformed JSON, as a loaded vLLM would.
+    sup.start({
+      name: 'standin',
+      args: [
+        'standin-generator',
+        '--port',
+        String(standinPort),
+        '--seed',
+        String(opts.seed),
+        '--fail-rate',
+        '0.05',
+        '--rate-limit-rate',
+        '0.05',
+        '--malformed-rate',
+        '0.05',
+        '--quiet',
+      ],
+    });
+    sup.start({ name: 'worker', args: ['worker', '--task-queue', taskQueue] });
+    for (const i of [0, 1])
+      sup.start({ name: `aggregator-${i}`, args: ['aggregator', '--session-timeout-ms', '6000'] });
+    sup.start({ name: 'relay', args: ['relay', '--name', 'soak'] });
+    sup.start({
+      name: 'gateway',
+      args: ['gateway', '--port', String(gatewayPort), '--task-queue', taskQueue],
+    });
+    const gw = `http://127.0.0.1:${gatewayPort}`;
+    await patiently('the gateway did not come up', async () => {
+      const r = await fetch(`${gw}/healthz`);
+      if (!r.ok) throw new Error(`healthz ${r.status}`);
+    });
+    await patiently('the stand-in generator did not come up', async () => {
+      const r = await fetch(`http://127.0.0.1:${standinPort}/v1/models`);
+      if (!r.ok) throw new Error(`models ${r.status}`);
+    });
+
+    const example = JSON.parse(
+      readFileSync(path.join(opts.root, 'dev/examples/campaign.standin.json'), 'utf8'),
+    ) as Record<string, unknown>;
+    const { campaignId: _c, name: _n, ...config } = example;
+    (config as { seeds: { perCategory: number } }).seeds = { perCategory: opts.perCategory };
+    (config as { generator: { baseUrl: string } }).generator.baseUrl = `http://127.0.0.1:${standinPort}/v1`;
+    const campaignId = `soak-${opts.seed}-${randomUUID().slice(0, 6)}`;
+    await patiently('creating the campaign', async () => {
+      const r = await fetch(`${gw}/v1/campaigns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ campaignId, name: 'chaos soak', config }),
+      });
+      if (r.status !== 201) throw new Error(`${r.status} ${await r.text()}`);
+    });
+    log(`campaign ${campaignId}: seeding ${opts.perCategory * 4} BFCL tasks ...`);
+    const trainer = new ChaosTrainer({
+      gatewayUrl: gw,
+      token,
+      campaignId,
+      seed: opts.seed,
+      batchesPerStep: opts.batchesPerStep,
+    });
+    await patiently('the pool was not seeded', async () => {
+      if ((await trainer.pool()).length === 0) throw new Error('empty pool');
+    });
+
+    const producer = await openKafka({ clientId: 'rods-soak-poison' }).producer({ idempotent: true });
+    const writePoison = async (n: number): Promise<string> => {
+      const kinds = ['bad-magic', 'non-finite-reward', 'unknown-campaign'] as const;
+      const kind = kinds[n % kinds.length]!;
+      const value =
+        kind === 'bad-magic'
+          ? randomBytes(64)
+          : encode('RolloutGroupScored', {
+              eventId: randomUUID(),
+              campaignId: kind === 'unknown-campaign' ? `no-such-campaign-${n}` : campaignId,
+              taskId: `poison-task-${n}`,
+              step: 1,
+              policyVersion: 'poison',
+              rewards: kind === 'non-finite-reward' ? [0.5, Number.NaN] : [0.5, 0.25],
+              producedAt: Date.now(),
+            } as never);
+      const sent = await patiently('writing poison', () =>
+        producer.send(REWARDS_TOPIC, [{ key: `poison-${n}`, value }]),
+      );
+      const s = sent[0]!;
+      poison.push({ kind, partition: s.partition, offset: s.baseOffset! });
+      return `${kind} at ${s.partition}/${s.baseOffset}`;
+    };
+
+    const faultRun = async (f: Fault, n: number): Promise<FaultRecord> => {
+      const rec: FaultRecord = {
+        kind: f.kind,
+        atStep: f.atStep,
+        target: '',
+        downS: f.downMs / 1000,
+        startedAt: Date.now(),
+        endedAt: 0,
+      };
+      const kill = async (name: string) => {
+        rec.target = name;
+        await sup.kill9(name);
+        await sleep(f.downMs);
+        sup.restart(name);
+      };
+      const outage = async (name: string) => {
+        const s = services.get(name)!;
+        rec.target = `${name} (${f.hard ? 'kill -9' : 'stop'})`;
+        const pid = s.pid();
+        if (f.hard && pid) {
+          process.kill(pid, 'SIGKILL');
+          while (s.pid()) await sleep(100);
+        } else await s.stop();
+        await sleep(f.downMs);
+        await stackUp([s]);
+      };
+      try {
+        switch (f.kind) {
+          case 'kill-worker':
+            await kill('worker');
+            break;
+          case 'kill-aggregator':
+            await kill(`aggregator-${f.instance}`);
+            break;
+          case 'kill-relay':
+            await kill('relay');
+            break;
+          case 'kill-gateway':
+            await kill('gateway');
+            break;
+          case 'kill-executor':
+            await outage('executor');
+            rec.target = 'executor (kill -9)';
+            break;
+          case 'postgres-outage':
+            await outage('postgres');
+            break;
+          case 'kafka-outage':
+            await outage('kafka');
+            break;
+          case 'temporal-outage':
+            await outage('temporal');
+            break;
+          case 'poison':
+            rec.target = await writePoison(n);
+            break;
+        }
+      } catch (e) {
+        rec.error = (e as Error).message.slice(0, 300);
+      }
+      rec.endedAt = Date.now();
+      return rec;
+    };
+
+    let trainerDone = false;
+    const injector = (async () => {
+      let n = 0;
+      for (const f of plan) {
+        while (trainerStep < f.atStep && !trainerDone) await sleep(100);
+        await sleep(f.delayMs);
+        const rec = await faultRun(f, n++);
+        faults.push(rec);
+        log(
+          `  fault ${n}/${plan.length} at step ${f.atStep}: ${f.kind} ${rec.target}${f.downMs ? ` for ${(f.downMs / 1000).toFixed(1)} s` : ''}${rec.error ? ` FAILED: ${rec.error}` : ''}`,
+        );
+      }
+    })();
+
+    const planned = async (): Promise<number> => {
+      const r = await db.query<{ step: string | null }>(
+        'select max(step) as step from campaign_plans where campaign_id = $1',
+        [campaignId],
+      );
+      return Number(r.rows[0]?.step ?? 0);
+    };
+    try {
+      for (let step = 1; step <= opts.steps; step++) {
+        const start = Date.now();
+        trainerStep = step;
+        const r = await trainer.step(step);
+        await patiently(
+          `step ${step} was not planned`,
+          async () => {
+            if ((await planned()) < step) throw new Error('not yet');
+          },
+          20 * 60_000,
+        );
+        stepTimes.push({ step, start, end: Date.now() });
+        log(
+          `step ${step}/${opts.steps}: ${r.groups} groups in ${r.batches} batches, ${((Date.now() - start) / 1000).toFixed(1)} s`,
+        );
+      }
+    } finally {
+      trainerDone = true;
+      await injector;
+      await producer.disconnect().catch(() => {});
+    }
+
+    // Stop the campaign: running syntheses finish, then the workflow completes. A leaked slot
+    // would keep it running for ever.
+    log('stopping the campaign and waiting for it to complete ...');
+    const final = await patiently(
+      'the campaign did not complete after stop',
+      async () => {
+        const { client, close } = await temporalClient();
+        try {
+          const h = client.workflow.getHandle(workflowIds.campaign(campaignId));
+          const d = await h.describe();
+          if (d.status.name === 'RUNNING') {
+            await h.executeUpdate('stop', { args: [{ reason: 'soak over' }] }).catch(() => {});
+            throw new Error('still running');
+          }
+          return {
+            status: d.status.name,
+            result: (await h.result().catch(() => null)) as CampaignStatus | null,
+          };
+        } finally {
+          await close();
+        }
+      },
+      10 * 60_000,
+    ).catch((e: Error) => ({ status: `not completed: ${e.message}`, result: null }));
+
+    // Let both aggregators drain the reward topic, so every poison record has been judged.
+    await patiently('the aggregators did not drain the reward topic', async () => {
+      const lag = await withAdmin(async (a) => {
+        const ends = await a.fetchTopicOffsets(REWARDS_TOPIC);
+        const done = await a.fetchCommittedOffsets('rods-aggregator', REWARDS_TOPIC);
+        return ends.reduce((n, e) => {
+          const c = done.find((d) => d.partition === e.partition)?.offset;
+          return n + Number(e.high) - Number(c ?? e.low);
+        }, 0);
+      });
+      if (lag > 0) throw new Error(`lag ${lag}`);
+    });
+
+    log('checking the invariants ...');
+    const acc = await acceptedGroups(db, campaignId, trainer.log);
+    const running = final.result?.running;
+    const inv: Record<string, Invariant> = {
+      every_group_counted_once: await exactlyOnce(db, campaignId, acc.groups),
+      steps_closed_in_order: await stepsClosedInOrder(db, campaignId, opts.steps),
+      no_leaked_synthesis_slot: {
+        ok: final.status === 'COMPLETED' && Object.keys(running ?? {}).length === 0,
+        detail: `campaign workflow ${final.status}; running syntheses at the end: ${JSON.stringify(running ?? null)}`,
+      },
+      candidates_injected_or_queued_once: await candidatesOnce(db, campaignId),
+      replay_equals_live: await replayEqualsLive(db, campaignId),
+      audit_clean: await auditClean(db, campaignId),
+      dead_letters_exactly_the_poison: await deadLettersExact(REWARDS_TOPIC, poison),
+      no_batch_refused: {
+        ok: !trainer.log.some((e) => e.outcome === 'refused'),
+        detail: `${trainer.log.filter((e) => e.outcome === 'refused').length} of ${trainer.log.length} batches refused${trainer.log
+          .filter((e) => e.outcome === 'refused')
+          .slice(0, 3)
+          .map((e) => `; ${e.batchId}: ${e.error}`)
+          .join('')}`,
+      },
+      every_fault_injected: {
+        ok: faults.length === plan.length && faults.every((f) => !f.error),
+        detail: `${faults.length}/${plan.length} faults carried out${
+          faults.some((f) => f.error)
+            ? `; failed: ${faults
+                .filter((f) => f.error)
+                .map((f) => `${f.kind}: ${f.error}`)
+                .join('; ')}`
+            : ''
+        }`,
+      },
+    };
+
+    // The longest step, start of rollouts to its plan, and what was broken meanwhile.
+    const spans = stepTimes.map((s) => ({ ...s, d: (s.end - s.start) / 1000 }));
+    const worst = spans.reduce((a, b) => (b.d > a.d ? b : a), spans[0]!);
+    const during = faults.filter((f) => f.startedAt <= worst.end && f.endedAt >= worst.start - 5000);
+    const sorted = spans.map((s) => s.d).sort((a, b) => a - b);
+    const atStep = (t: number) => stepTimes.find((s) => s.start <= t && t <= s.end)?.step ?? trainerStep;
+    const batches = new Set(trainer.log.map((e) => `${e.step}/${e.batchId}`));
+    return {
+      steps: opts.steps,
+      seed: opts.seed,
+      campaignId,
+      faults_by_kind: countByKind(faults.filter((f) => !f.error)),
+      invariants: Object.fromEntries(Object.entries(inv).map(([k, v]) => [k, v.ok])),
+      evidence: Object.fromEntries(Object.entries(inv).map(([k, v]) => [k, v.detail])),
+      max_step_stall_s: Number(worst.d.toFixed(1)),
+      max_step_stall_step: worst.step,
+      max_step_stall_cause: during.length
+        ? during.map((f) => `${f.kind} ${f.target}${f.downS ? ` (${f.downS.toFixed(1)} s)` : ''}`).join(', ')
+        : 'no fault (the step itself)',
+      median_step_s: Number((sorted[Math.floor(sorted.length / 2)] ?? 0).toFixed(2)),
+      wall_s: Math.round((Date.now() - t0) / 1000),
+      trainer: {
+        batches: batches.size,
+        sends: trainer.log.reduce((n, e) => n + e.attempts, 0),
+        one_shot_batches: trainer.log.filter((e) => e.client === 'one-shot').length,
+        unknown_committed: acc.unknownCommitted,
+        unknown_lost: acc.unknownLost,
+        groups_accepted: acc.groups.length,
+      },
+      process_starts: Object.fromEntries(sup.starts),
+      unexpected_exits: sup.unexpectedExits.map((e) => ({
+        name: e.name,
+        code: e.code,
+        signal: e.signal,
+        atStep: atStep(e.at),
+      })),
+      faults,
+    };
+  } finally {
+    await sup.stopAll();
+    await db.end().catch(() => {});
+    writeFileSync(path.join(opts.out, 'faults.json'), `${JSON.stringify(faults, null, 2)}\n`);
+  }
+}

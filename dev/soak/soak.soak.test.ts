@@ -1,0 +1,51 @@
+// The CI-sized chaos soak: about 30 steps with every fault kind at least once, on its own private
+// stack. It runs after the rest of `npm test`, alone (vitest.soak.config.ts), because it stops
+// and kills services and loads the machine.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FAULT_KINDS } from './faults.js';
+import type { SoakReport } from './run.js';
+
+const STEPS = Number(process.env.RODS_SOAK_STEPS ?? 30);
+
+describe('chaos soak', () => {
+  it(
+    `${STEPS} steps through kill -9 of every process, outages of PostgreSQL, Kafka and Temporal, and poison: every invariant holds`,
+    async () => {
+      const out = mkdtempSync(path.join(tmpdir(), 'rods-soak-'));
+      const code = await new Promise<number>((resolve) => {
+        const child = spawn(
+          process.execPath,
+          [
+            '--import',
+            'tsx',
+            'dev/soak/cli.ts',
+            '--steps',
+            String(STEPS),
+            '--seed',
+            '7',
+            '--json',
+            '--out',
+            out,
+          ],
+          { stdio: ['ignore', 'ignore', 'inherit'] },
+        );
+        child.on('exit', (c) => resolve(c ?? 1));
+      });
+      const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')) as SoakReport;
+      for (const [name, ok] of Object.entries(report.invariants))
+        expect({ name, ok, evidence: report.evidence[name] }).toEqual({
+          name,
+          ok: true,
+          evidence: report.evidence[name],
+        });
+      for (const kind of FAULT_KINDS) expect(report.faults_by_kind[kind], kind).toBeGreaterThanOrEqual(1);
+      expect(report.steps).toBe(STEPS);
+      expect(code).toBe(0);
+    },
+    40 * 60_000,
+  );
+});

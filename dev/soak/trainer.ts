@@ -1,0 +1,122 @@
+// The soak's trainer: the simulated GRPO trainer's rollouts, sent the way real trainers send
+// them when things break. A step goes out as several batches; some are sent twice; most clients
+// retry 5xx, 429 and network errors with backoff (honouring Retry-After) until answered, and
+// some never retry after a 5xx (that batch's fate is then unknown to the trainer). The closing
+// batch always comes from a retrying client, after the others are answered. Every send and its
+// outcome goes into the trainer's log, from which the soak computes its offline reference.
+
+import { xorshift32 } from '../../util/xorshift.js';
+import { GatewayError, SimulatedTrainer, type TaskRecord } from '../simulator/trainer.js';
+
+export type BatchOutcome = 'accepted' | 'duplicate' | 'refused' | 'unknown';
+
+export interface BatchLogEntry {
+  step: number;
+  batchId: string;
+  close: boolean;
+  client: 'retrying' | 'one-shot';
+  groups: { taskId: string; rewards: number[] }[];
+  outcome: BatchOutcome;
+  attempts: number;
+  status: number | null;
+  error?: string;
+}
+
+export interface ChaosTrainerOptions {
+  gatewayUrl: string;
+  token: string;
+  campaignId: string;
+  seed: number;
+  batchesPerStep?: number;
+  /** Share of batches sent a second time. */
+  duplicateRate?: number;
+  /** Share of non-closing batches sent by a client that never retries after a 5xx. */
+  oneShotRate?: number;
+  /** A retrying client gives up after this long (the soak then fails, naming the batch). */
+  retryForMs?: number;
+}
+
+export class ChaosTrainer {
+  readonly sim: SimulatedTrainer;
+  readonly log: BatchLogEntry[] = [];
+  private readonly rand: () => number;
+
+  constructor(private readonly opts: ChaosTrainerOptions) {
+    this.sim = new SimulatedTrainer({
+      gatewayUrl: opts.gatewayUrl,
+      token: opts.token,
+      campaignId: opts.campaignId,
+      retryForMs: opts.retryForMs,
+    });
+    this.rand = xorshift32(opts.seed ^ 0x5eed);
+  }
+
+  async pool(): Promise<TaskRecord[]> {
+    return this.sim.fetchPool();
+  }
+
+  /** Sends a batch as its client would: retrying through errors, or once. */
+  private async send(entry: BatchLogEntry): Promise<void> {
+    entry.attempts++;
+    try {
+      const value = await this.sim.postBatch(
+        entry.step,
+        {
+          batchId: entry.batchId,
+          policyVersion: `soak-policy-${entry.step}`,
+          groups: entry.groups,
+          close: entry.close,
+        },
+        { retry: entry.client === 'retrying' },
+      );
+      entry.status = value.status;
+      if (entry.outcome !== 'accepted') entry.outcome = value.duplicate ? 'duplicate' : 'accepted';
+    } catch (e) {
+      entry.error = (e as Error).message.slice(0, 300);
+      if (entry.outcome === 'accepted' || entry.outcome === 'duplicate') return;
+      if (e instanceof GatewayError && e.status < 500 && e.status !== 429) {
+        entry.status = e.status;
+        entry.outcome = 'refused';
+        return;
+      }
+      // A 5xx or a lost connection: the gateway may or may not have committed the batch.
+      entry.outcome = 'unknown';
+      if (entry.client === 'retrying') throw e;
+    }
+  }
+
+  /** One step: rollouts of the pool, sent as several batches, the closing one last. */
+  async step(step: number): Promise<{ groups: number; batches: number }> {
+    const tasks = await this.pool();
+    const { groups } = this.sim.rollouts(step, tasks);
+    const n = Math.max(1, Math.min(this.opts.batchesPerStep ?? 3, groups.length));
+    const parts: BatchLogEntry['groups'][] = Array.from({ length: n }, () => []);
+    groups.forEach((g, i) => {
+      parts[i % n]!.push(g);
+    });
+    const entries = parts.map(
+      (p, i): BatchLogEntry => ({
+        step,
+        batchId: `soak-${step}-${i}`,
+        close: i === n - 1,
+        client: i < n - 1 && this.rand() < (this.opts.oneShotRate ?? 0.2) ? 'one-shot' : 'retrying',
+        groups: p,
+        outcome: 'unknown',
+        attempts: 0,
+        status: null,
+      }),
+    );
+    this.log.push(...entries);
+    const open = entries.slice(0, -1);
+    const closing = entries[entries.length - 1]!;
+    await Promise.all(
+      open.map(async (e) => {
+        await this.send(e);
+        if (this.rand() < (this.opts.duplicateRate ?? 0.2)) await this.send(e);
+      }),
+    );
+    await this.send(closing);
+    if (this.rand() < (this.opts.duplicateRate ?? 0.2)) await this.send(closing);
+    return { groups: groups.length, batches: n };
+  }
+}
