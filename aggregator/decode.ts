@@ -2,7 +2,7 @@
 // that says why the record cannot be read. Pure CPU, done outside the batch's transaction.
 import type { SchemaRegistry } from '../codec/registry.js';
 import { decodeOrReason } from '../kafka/dlq.js';
-import { eventIdProblem } from './validate.js';
+import { eventIdProblem, unstorableProblem } from './validate.js';
 
 /** What the aggregator needs of a consumed record. */
 export interface RewardRecord {
@@ -75,7 +75,9 @@ export function decodeBatch(
     const d = r.decoded;
     if (d.name === 'RolloutGroupScored') {
       const p = d.payload;
-      const problem = eventIdProblem(p.eventId);
+      const problem =
+        eventIdProblem(p.eventId) ??
+        unstorableProblem({ campaignId: p.campaignId, taskId: p.taskId, policyVersion: p.policyVersion });
       if (problem) {
         out.dead.push(deadLetterNote(m, problem.code, problem.reason));
         continue;
@@ -92,6 +94,11 @@ export function decodeBatch(
         value: m.value,
       });
     } else if (d.name === 'StepClosed') {
+      const problem = unstorableProblem({ campaignId: d.payload.campaignId });
+      if (problem) {
+        out.dead.push(deadLetterNote(m, problem.code, problem.reason));
+        continue;
+      }
       out.closings.push({
         offset: m.offset,
         campaignId: d.payload.campaignId,

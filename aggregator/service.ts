@@ -5,7 +5,8 @@
 //
 // A lost PostgreSQL connection is waited out: the failed batch transaction rolled back, so the
 // same batch is applied again with backoff (it starts from the stored offset, as any
-// redelivery does); /readyz answers 503 meanwhile.
+// redelivery does); /readyz answers 503 meanwhile. Any other failure of a batch is narrowed down
+// to its record, which is dead-lettered after a few attempts (aggregator/isolate.ts).
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
@@ -26,6 +27,7 @@ import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLo
 import { installNodeSha256 } from '../util/node-sha256.js';
 import { type DeadLetterNote, processBatch } from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
+import { applyOneByOne, DEFAULT_MAX_RECORD_ATTEMPTS, DeadLetterSendError, isTransient } from './isolate.js';
 import { storedNextOffsets } from './state-store.js';
 import { closeReadySteps } from './steps.js';
 
@@ -40,6 +42,8 @@ export interface AggregatorOptions {
   concurrency?: number;
   /** Consumer group session timeout: how long a dead member keeps its partitions. */
   sessionTimeoutMs?: number;
+  /** Failed attempts at one record before it is dead-lettered (aggregator/isolate.ts); default 3. */
+  maxRecordAttempts?: number;
 }
 
 export class AggregatorService {
@@ -163,9 +167,32 @@ export class AggregatorService {
         databaseStatus(this.pool).restored();
         break;
       } catch (e) {
-        if (!isConnectionError(e)) throw e;
-        // Rolled back: nothing of the batch is stored; apply it again once the database is back.
-        databaseStatus(this.pool).lost(e);
+        if (!isTransient(e)) {
+          // A record of the batch fails its transaction: find it, and never stall the partition on it.
+          this.log.warn(
+            { partition: batch.partition, records: batch.records.length, err: (e as Error).message },
+            'batch failed; applying its records one at a time',
+          );
+          const one = await applyOneByOne(
+            deps,
+            {
+              maxAttempts: this.opts.maxRecordAttempts ?? DEFAULT_MAX_RECORD_ATTEMPTS,
+              log: this.log,
+              heartbeat: () => ctx.heartbeat(),
+              abandoned: () => !ctx.isRunning() || ctx.isStale(),
+            },
+            batch.topic,
+            batch.partition,
+            batch.records,
+          );
+          if (!one) return;
+          r = one;
+          break;
+        }
+        // Rolled back: nothing of the batch is stored; apply it again once the database (or the
+        // dead-letter topic) is back.
+        if (isConnectionError(e)) databaseStatus(this.pool).lost(e);
+        else this.log.warn({ partition: batch.partition, err: (e as Error).message }, 'batch retried');
         await sleep(backoffMs(attempt));
         // Keeps the membership alive; throws (to rejoin) when the group rebalances.
         await ctx.heartbeat();
@@ -212,7 +239,11 @@ export class AggregatorService {
 
   private async sendDeadLetters(topic: string, partition: number, notes: DeadLetterNote[]): Promise<void> {
     for (const n of notes) {
-      await deadLetter(this.producer!, { ...n, topic, partition }, { registry: this.registry });
+      try {
+        await deadLetter(this.producer!, { ...n, topic, partition }, { registry: this.registry });
+      } catch (e) {
+        throw new DeadLetterSendError(e);
+      }
       this.dlq.inc({ code: n.code });
       this.log.warn(
         { topic, partition, offset: n.offset, code: n.code, reason: n.reason },

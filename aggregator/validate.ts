@@ -1,8 +1,10 @@
-// Why a decoded record may not reach the statistics: a group's event id that is not a UUID, a
-// campaign that is not registered, or a group the campaign's reward limits refuse (the rules
-// themselves are the domain's checkGroup). Each answer becomes a dead letter's code and reason.
+// Why a decoded record may not reach the statistics: a group's event id that is not a UUID, an id
+// PostgreSQL cannot store, a campaign that is not registered, or a group the campaign's reward
+// limits refuse (the rules themselves are the domain's checkGroup). Each answer becomes a dead
+// letter's code and reason.
 import type { CampaignConfig } from '../domain/campaign-config.js';
 import { checkGroup } from '../domain/reward-group.js';
+import { unstorableCharacter } from '../domain/storable-text.js';
 import type { CampaignRow } from '../store/campaigns.js';
 import type { Closing, DeadLetterNote, Group } from './decode.js';
 
@@ -18,6 +20,20 @@ export function eventIdProblem(eventId: string): Problem | null {
   return UUID.test(eventId)
     ? null
     : { code: 'bad-event-id', reason: `eventId ${JSON.stringify(eventId)} is not a UUID` };
+}
+
+/**
+ * A string PostgreSQL cannot store (U+0000, a lone surrogate) would fail every transaction it
+ * reaches, so it is refused before any query sees it. Control characters it can store pass.
+ */
+export function unstorableProblem(fields: Readonly<Record<string, string>>): Problem | null {
+  for (const [name, value] of Object.entries(fields)) {
+    const why = unstorableCharacter(value, { controls: false });
+    // JSON.stringify escapes U+0000 and lone surrogates: the reason itself is storable text.
+    if (why)
+      return { code: 'unstorable-text', reason: `${name} ${JSON.stringify(value.slice(0, 200))} ${why}` };
+  }
+  return null;
 }
 
 export function unknownCampaign(campaignId: string): Problem {

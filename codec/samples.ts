@@ -1,5 +1,6 @@
 // One valid sample payload per event, for tests and demos. The mapped type makes tsc fail when
 // an event schema is added without a sample.
+import { streams } from '../domain/ids.js';
 import type { EventName, EventPayloads, TaskStats } from '../schemas/types.generated.js';
 
 const campaignId = 'campaign-7b1f';
@@ -221,6 +222,18 @@ export const SAMPLE_EVENTS: { [N in EventName]: EventPayloads[N] } = {
     ],
     poolVersion: 20,
     step: 64,
+    occurredAt: at,
+  },
+  EventReferenced: {
+    eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a15',
+    campaignId,
+    eventType: 'CampaignStarted',
+    fingerprint: '0ca27d646253ed7f',
+    streamId: streams.campaign(campaignId),
+    streamVersion: 1,
+    position: 4242,
+    valueBytes: 11_534_336,
+    valueSha256: 'a'.repeat(64),
     occurredAt: at,
   },
   DeadLettered: {

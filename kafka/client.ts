@@ -7,6 +7,7 @@ import type { BatchConsumerOptions, ConsumedRecord, KafkaClient, KafkaOptions, T
 import { type TopicSpec, topology } from './topology.js';
 
 export type * from './port.js';
+export { RecordTooLargeError } from './port.js';
 
 /** A client for the configured brokers (KAFKA_BROKERS unless opts.brokers). */
 export function openKafka(opts: KafkaOptions = {}): KafkaClient {

@@ -1,12 +1,16 @@
 // The dead-letter path: a record that a consumer cannot decode (or does not expect) goes to
 // rods.dlq.v1 as a DeadLettered record with the reason, its source topic, partition and offset
 // and the original key and value bytes, keyed by the source topic. Nothing is dropped silently
-// and nothing undecodable reaches the statistics.
+// and nothing undecodable reaches the statistics. A dead letter always fits under the broker's
+// record limit: originals too big for it keep their first bytes, with size and SHA-256 in the
+// reason (a dead letter that cannot be sent would stall its consumer for good).
+import { createHash } from 'node:crypto';
 import { DecodeError } from '../codec/errors.js';
 import { type DecodedEvent, defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
 import { eventIds } from '../domain/ids.js';
 import type { DeadLettered, EventName } from '../schemas/types.generated.js';
 import type { ConsumedRecord, RecordSender, SentBatch } from './port.js';
+import { maxRecordBytes } from './topology.js';
 
 export const DLQ_TOPIC = 'rods.dlq.v1';
 
@@ -34,6 +38,44 @@ export interface DeadLetterOptions {
   dlqTopic?: string;
   /** Clock for occurredAt (milliseconds since the epoch). */
   now?: () => number;
+  /** The largest record the DLQ takes; default maxRecordBytes() (kafka/topology.ts). */
+  maxRecordBytes?: number;
+}
+
+/** Bytes of an original key or value a dead letter keeps when the whole would not fit. */
+export const DLQ_KEPT_BYTES = 64 * 1024;
+/** Longest reason kept, in characters (an error text can quote a whole payload). */
+const REASON_CHARS = 4000;
+/** Room for the record's other fields, headers and batch overhead. */
+const OVERHEAD_BYTES = 4096;
+
+/** Key, value and reason cut so that the DeadLettered record fits in `limit` bytes. */
+export function fitDeadLetter(
+  input: Pick<DeadLetterInput, 'key' | 'value' | 'reason'>,
+  limit: number,
+): { key: Buffer | null; value: Buffer | null; reason: string } {
+  let reason =
+    input.reason.length > REASON_CHARS
+      ? `${input.reason.slice(0, REASON_CHARS)}... (reason cut)`
+      : input.reason;
+  const size = (b: Buffer | null) => b?.length ?? 0;
+  if (size(input.key) + size(input.value) + Buffer.byteLength(reason) * 2 + OVERHEAD_BYTES <= limit) {
+    return { key: input.key, value: input.value, reason };
+  }
+  // Reason (up to 4 bytes a character in UTF-8) and both prefixes fit together.
+  const keep = Math.max(
+    0,
+    Math.min(DLQ_KEPT_BYTES, Math.floor((limit - OVERHEAD_BYTES - REASON_CHARS * 4 - 512) / 2)),
+  );
+  const cut = (what: string, b: Buffer | null): Buffer | null => {
+    if (b === null || b.length <= keep) return b;
+    const sha = createHash('sha256').update(b).digest('hex');
+    reason += `; ${what}: first ${keep} of ${b.length} bytes kept, sha256 ${sha}`;
+    return b.subarray(0, keep);
+  };
+  const key = cut('key', input.key);
+  const value = cut('value', input.value);
+  return { key, value, reason };
 }
 
 function offsetNumber(offset: string | number): number {
@@ -48,16 +90,17 @@ export async function deadLetter(
   input: DeadLetterInput,
   opts: DeadLetterOptions = {},
 ): Promise<{ record: DeadLettered; metadata: SentBatch[] }> {
+  const fit = fitDeadLetter(input, opts.maxRecordBytes ?? maxRecordBytes());
   const record: DeadLettered = {
     // Derived from the source position: a dead letter re-sent after a crash carries the same id.
     eventId: eventIds.deadLettered(input.topic, input.partition, input.offset, input.code),
     reasonCode: input.code,
-    reason: input.reason,
+    reason: fit.reason,
     sourceTopic: input.topic,
     partition: input.partition,
     offset: offsetNumber(input.offset),
-    key: input.key,
-    value: input.value,
+    key: fit.key,
+    value: fit.value,
     occurredAt: (opts.now ?? Date.now)(),
   };
   const registry = opts.registry ?? defaultRegistry();

@@ -40,6 +40,15 @@ export interface ConsumedRecord {
   timestamp: string;
 }
 
+/**
+ * The broker refused a send because a record (or a partition's batch of them) is over the
+ * topic's size limit (message.max.bytes / max.message.bytes). Sending it again cannot succeed:
+ * make it smaller. Inside a transaction the transaction must be aborted.
+ */
+export class RecordTooLargeError extends Error {
+  override name = 'RecordTooLargeError';
+}
+
 /** Anything that can send records: a producer or an open transaction. */
 export interface RecordSender {
   /**

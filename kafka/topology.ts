@@ -24,6 +24,19 @@ export const TASK_STATS_TOPIC = 'rods.task-stats.v1';
 export const DECISIONS_TOPIC = 'rods.decisions.v1';
 export const RELAY_CHECKPOINT_TOPIC = 'rods.relay-checkpoints.v1';
 
+/**
+ * The largest record (key, value and headers) the project writes, from RODS_KAFKA_MAX_RECORD_BYTES
+ * (default 1,000,000: under Kafka's default message.max.bytes of 1,048,588, so records fit a broker
+ * left at its defaults). Bigger payloads are cut (dead letters) or referenced (the relay).
+ */
+export function maxRecordBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const v = Number(env.RODS_KAFKA_MAX_RECORD_BYTES);
+  return Number.isSafeInteger(v) && v >= MIN_RECORD_BYTES ? v : 1_000_000;
+}
+
+/** Below this a dead letter could not keep a useful prefix of the original bytes. */
+export const MIN_RECORD_BYTES = 64 * 1024;
+
 export function topology(opts: TopologyOptions = {}): TopicSpec[] {
   const partitions = opts.partitions ?? Number(process.env.RODS_KAFKA_PARTITIONS ?? 6);
   const replicationFactor = opts.replicationFactor ?? Number(process.env.RODS_KAFKA_REPLICATION ?? 1);

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { createPool } from '../store/db.js';
 import { append, type Cursor, headCursor, type NewEvent } from '../store/event-store.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
+import { freePort } from '../util/free-port.js';
 import { headerNames, Relay, relayCheckpoint } from './relay.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -18,7 +20,7 @@ const pool = createPool({ application: 'rods-relay-test', max: 4 });
 const registry = defaultRegistry();
 const fingerprint = registry.current('TaskSeeded')!.fingerprint;
 
-function taskSeeded(streamId: string, n: number): NewEvent {
+function taskSeeded(streamId: string, n: number, task?: string): NewEvent {
   const eventId = randomUUID();
   return {
     eventId,
@@ -30,12 +32,19 @@ function taskSeeded(streamId: string, n: number): NewEvent {
       campaignId: streamId,
       taskId: `task-${n}`,
       poolVersion: n,
+      ...(task !== undefined ? { task } : {}),
     },
     metadata: { producer: 'relay-test' },
   };
 }
 
-function startRelay(name: string, topic: string, startAfter: Cursor, extra: string[] = []): ChildProcess {
+function startRelay(
+  name: string,
+  topic: string,
+  startAfter: Cursor,
+  extra: string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
+): ChildProcess {
   return spawn(
     process.execPath,
     [
@@ -56,7 +65,7 @@ function startRelay(name: string, topic: string, startAfter: Cursor, extra: stri
       `relay-${name}`,
       ...extra,
     ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: process.env },
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env },
   );
 }
 
@@ -268,4 +277,152 @@ describe('outbox relay', () => {
     expect(byOffset.get(r.positions[1]!)?.reason).toContain('poolVersion');
     expect(byOffset.has(r.positions[2]!)).toBe(false);
   });
+
+  it('publishes an event larger than the broker limit as an EventReferenced record that fits, and keeps publishing what follows', async () => {
+    const name = `test-big-${randomUUID().slice(0, 8)}`;
+    const topic = `relay.test.${name}`;
+    topics.push(topic);
+    // The topic takes 128 KiB records: below the relay's default limit (1 MB), so the middle
+    // event is refused by the broker first and the relay must lower its limit itself.
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        {
+          name: topic,
+          key: 'campaign',
+          partitions: 1,
+          replicationFactor: 1,
+          config: { 'max.message.bytes': String(128 * 1024) },
+          doc: 'relay test',
+        },
+      ]),
+    );
+    const stream = `relay-${name}`;
+    const start = await headCursor(pool);
+    const events = [
+      taskSeeded(stream, 1),
+      taskSeeded(stream, 2, 'x'.repeat(11 * 1024 * 1024)), // over the broker's 10 MiB message.max.bytes
+      taskSeeded(stream, 3, 'y'.repeat(300 * 1024)), // over the topic's 128 KiB only
+      taskSeeded(stream, 4),
+    ];
+    await append(pool, stream, 'no-stream', events.slice(0, 2));
+    await append(pool, stream, 2, events.slice(2));
+
+    const relay = new Relay(pool, {
+      name,
+      startAfter: start,
+      streamPrefix: stream,
+      route: (e) => ({ topic, key: e.streamId }),
+    });
+    const ac = new AbortController();
+    let failure: unknown;
+    const running = relay.run({ signal: ac.signal }).catch((e: unknown) => {
+      failure = e;
+    });
+    const got: { version: number; name: string; payload: Record<string, unknown>; referenced: string }[] = [];
+    try {
+      await readUntil(
+        topic,
+        (m) => {
+          if (failure) throw failure;
+          const d = registry.decode(m.value!);
+          got.push({
+            version: Number(m.headers[headerNames.version]?.toString()),
+            name: d.name,
+            payload: d.payload as unknown as Record<string, unknown>,
+            referenced: m.headers[headerNames.referenced]?.toString() ?? '',
+          });
+          return got.length >= events.length;
+        },
+        { timeoutMs: 60_000 },
+      ).catch((e: Error) => {
+        throw new Error(
+          `${got.length} of ${events.length} events relayed (${(failure as Error) ?? e.message})`,
+        );
+      });
+    } finally {
+      ac.abort();
+      await running;
+      await relay.stop();
+    }
+    expect(got.map((g) => [g.version, g.name, g.referenced])).toEqual([
+      [1, 'TaskSeeded', ''],
+      [2, 'EventReferenced', '1'],
+      [3, 'EventReferenced', '1'],
+      [4, 'TaskSeeded', ''],
+    ]);
+    expect(relay.stats.referenced).toBe(2);
+    for (const i of [1, 2]) {
+      const ref = got[i]!.payload;
+      const e = events[i]!;
+      const value = registry.encodeWith(e.fingerprint, e.payload);
+      expect(ref).toMatchObject({
+        eventId: e.eventId,
+        campaignId: stream,
+        eventType: 'TaskSeeded',
+        fingerprint: e.fingerprint,
+        streamId: stream,
+        streamVersion: i + 1,
+        valueBytes: value.length,
+        valueSha256: createHash('sha256').update(value).digest('hex'),
+      });
+    }
+    expect(got[1]!.payload.valueBytes).toBeGreaterThan(10 * 1024 * 1024);
+  }, 180_000);
+
+  it('keeps retrying with backoff while Kafka cannot be reached, instead of exiting, and publishes once it can', async () => {
+    const name = `test-away-${randomUUID().slice(0, 8)}`;
+    const topic = `relay.test.${name}`;
+    topics.push(topic);
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        { name: topic, key: 'campaign', partitions: 1, replicationFactor: 1, config: {}, doc: 'relay test' },
+      ]),
+    );
+    const stream = `relay-${name}`;
+    const start = await headCursor(pool);
+    const event = taskSeeded(stream, 1);
+    await append(pool, stream, 'no-stream', [event]);
+
+    // The relay bootstraps through a port where nothing listens yet, then through a proxy to the
+    // real broker (which it then reaches directly, at its advertised address).
+    const port = await freePort();
+    const real = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',')[0]!;
+    const [host, realPort] = [
+      real.slice(0, real.lastIndexOf(':')),
+      Number(real.slice(real.lastIndexOf(':') + 1)),
+    ];
+    const child = startRelay(name, topic, start, [], { ...process.env, KAFKA_BROKERS: `127.0.0.1:${port}` });
+    let stderr = '';
+    child.stderr!.on('data', (d) => {
+      stderr += d;
+    });
+    const proxy = net.createServer((socket) => {
+      const upstream = net.connect(realPort, host);
+      socket.pipe(upstream).pipe(socket);
+      const close = () => {
+        socket.destroy();
+        upstream.destroy();
+      };
+      socket.on('error', close);
+      upstream.on('error', close);
+    });
+    try {
+      await waitUntil(
+        () => {
+          if (child.exitCode !== null) throw new Error(`relay exited with ${child.exitCode}: ${stderr}`);
+          return /restarting the session \(2,/.test(stderr);
+        },
+        { what: () => `the relay to retry its session twice (stderr: ${stderr})`, timeoutMs: 240_000 },
+      );
+      await new Promise<void>((resolve) => proxy.listen(port, '127.0.0.1', resolve));
+      await readUntil(topic, (m) => m.headers[headerNames.eventId]?.toString() === event.eventId, {
+        timeoutMs: 120_000,
+      });
+      expect(child.exitCode).toBeNull();
+    } finally {
+      child.kill('SIGTERM');
+      await exited(child);
+      await new Promise((r) => proxy.close(r));
+    }
+  }, 420_000);
 });

@@ -13,11 +13,17 @@
 //
 // An event that cannot be encoded (no published schema with its fingerprint, or a payload that
 // does not match it) is not dropped: it goes to rods.dlq.v1 with the reason, in the same
-// transaction, and the relay moves on.
+// transaction, and the relay moves on. An event too large for a Kafka record (maxRecordBytes,
+// kafka/topology.ts) is published as an EventReferenced record in its place: stream, version,
+// position, size and SHA-256, the body staying in the event store. Sends are cut so that no
+// partition's batch is over the limit either, and a broker that refuses a size anyway (a topic
+// with a lower limit) halves the relay's limit for the next try. No event stops the relay.
 //
 // A lost PostgreSQL connection (a restart, an outage) is waited out: reading the page is retried
 // with backoff, and when the lock's connection is gone the lock is taken again and the session
-// reopened (another relay may have led meanwhile) before anything more is published.
+// reopened (another relay may have led meanwhile) before anything more is published. Any other
+// failure (Kafka away, a fenced session) reopens the session with backoff, for as long as it takes.
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { EncodeError } from '../codec/errors.js';
@@ -25,11 +31,18 @@ import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
 import {
   type OutgoingRecord,
   openKafka,
+  RecordTooLargeError,
   type TopicAdmin,
   type TransactionalProducer,
 } from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
-import { DECISIONS_TOPIC, RELAY_CHECKPOINT_TOPIC, TASK_STATS_TOPIC } from '../kafka/topology.js';
+import {
+  DECISIONS_TOPIC,
+  MIN_RECORD_BYTES,
+  maxRecordBytes,
+  RELAY_CHECKPOINT_TOPIC,
+  TASK_STATS_TOPIC,
+} from '../kafka/topology.js';
 import { backoffMs, databaseStatus, isConnectionError, retryOnConnectionLoss } from '../store/db.js';
 import { type Cursor, cursorOf, type RecordedEvent, readPage, START } from '../store/event-store.js';
 
@@ -61,14 +74,21 @@ export interface RelayOptions {
   /** Where to start when the relay has no checkpoint yet; default the start of the log. */
   startAfter?: Cursor;
   /** Called after each committed page (for progress and tests). */
-  onCommit?: (info: { cursor: Cursor; events: number; deadLettered: number }) => void;
+  onCommit?: (info: { cursor: Cursor; events: number; deadLettered: number; referenced: number }) => void;
+  /** The largest record sent (key, value, headers); default maxRecordBytes() (kafka/topology.ts). */
+  maxRecordBytes?: number;
 }
 
 export interface RelayStats {
+  /** Events published, as themselves or as an EventReferenced record. */
   published: number;
   deadLettered: number;
+  /** Events too large for a record, published as EventReferenced. */
+  referenced: number;
   transactions: number;
   cursor: Cursor;
+  /** The last failure that restarted the session, until a page commits again. */
+  lastError?: string;
 }
 
 const HEADER = {
@@ -77,7 +97,40 @@ const HEADER = {
   version: 'rods-stream-version',
   eventId: 'rods-event-id',
   type: 'rods-event-type',
+  /** "1" on an EventReferenced record standing in for the event. */
+  referenced: 'rods-referenced',
 } as const;
+
+// Batch header and per-record framing: what a record costs beyond its key, value and headers.
+const RECORD_OVERHEAD = 96;
+const BATCH_OVERHEAD = 128;
+
+function recordBytes(r: OutgoingRecord): number {
+  const len = (x: Buffer | string | null | undefined) =>
+    x == null ? 0 : typeof x === 'string' ? Buffer.byteLength(x) : x.length;
+  let n = RECORD_OVERHEAD + len(r.key) + len(r.value);
+  for (const [k, v] of Object.entries(r.headers ?? {})) n += Buffer.byteLength(k) + len(v) + 8;
+  return n;
+}
+
+/** Consecutive runs of records, each under `limit` bytes in all (one send, one batch a partition). */
+function chunks(records: OutgoingRecord[], limit: number): OutgoingRecord[][] {
+  const out: OutgoingRecord[][] = [];
+  let chunk: OutgoingRecord[] = [];
+  let size = BATCH_OVERHEAD;
+  for (const r of records) {
+    const n = recordBytes(r);
+    if (chunk.length > 0 && size + n > limit) {
+      out.push(chunk);
+      chunk = [];
+      size = BATCH_OVERHEAD;
+    }
+    chunk.push(r);
+    size += n;
+  }
+  if (chunk.length > 0) out.push(chunk);
+  return out;
+}
 
 export const headerNames = HEADER;
 
@@ -112,7 +165,15 @@ export class Relay {
     databaseStatus(this.pool).lost(err);
   };
   private stopping = false;
-  readonly stats: RelayStats = { published: 0, deadLettered: 0, transactions: 0, cursor: { ...START } };
+  /** The record size limit in force (lowered when the broker refuses a size). */
+  private recordLimit: number;
+  readonly stats: RelayStats = {
+    published: 0,
+    deadLettered: 0,
+    referenced: 0,
+    transactions: 0,
+    cursor: { ...START },
+  };
 
   constructor(
     private readonly pool: pg.Pool,
@@ -123,6 +184,7 @@ export class Relay {
     this.pollMs = opts.pollMs ?? 200;
     this.route = opts.route ?? defaultRoute;
     this.registry = opts.registry ?? defaultRegistry();
+    this.recordLimit = Math.max(MIN_RECORD_BYTES, opts.maxRecordBytes ?? maxRecordBytes());
   }
 
   /** Takes the leadership lock, fences older instances and reads the committed cursor. */
@@ -166,6 +228,7 @@ export class Relay {
    * coordinator finish or abort the open transaction; only then is the committed cursor read.
    */
   private async openSession(): Promise<Cursor> {
+    this.producer = undefined;
     const k = openKafka({ clientId: `rods-relay-${this.name}` });
     this.producer = await k.transactionalProducer({
       transactionalId: `rods-relay-${this.name}`,
@@ -188,7 +251,9 @@ export class Relay {
     const page = await readPage(this.pool, this.stats.cursor, this.batchSize);
     if (page.length === 0) return 0;
     const tx = await this.producer.transaction();
+    const limit = this.recordLimit;
     let dead = 0;
+    let referenced = 0;
     try {
       const byTopic = new Map<string, OutgoingRecord[]>();
       for (const e of page) {
@@ -199,33 +264,45 @@ export class Relay {
         } catch (err) {
           if (!(err instanceof EncodeError)) throw err;
           dead++;
-          await deadLetter(tx, {
-            reason: `event store position ${e.position} (${e.type}, stream ${e.streamId} v${e.version}): ${err.message}`,
-            code: `relay-${err.code}`,
-            topic: 'event-store',
-            partition: 0,
-            offset: String(e.position),
-            key: Buffer.from(e.streamId),
-            value: Buffer.from(JSON.stringify({ eventId: e.eventId, type: e.type, payload: e.payload })),
-          });
+          await deadLetter(
+            tx,
+            {
+              reason: `event store position ${e.position} (${e.type}, stream ${e.streamId} v${e.version}): ${err.message}`,
+              code: `relay-${err.code}`,
+              topic: 'event-store',
+              partition: 0,
+              offset: String(e.position),
+              key: Buffer.from(e.streamId),
+              value: Buffer.from(JSON.stringify({ eventId: e.eventId, type: e.type, payload: e.payload })),
+            },
+            { registry: this.registry, maxRecordBytes: limit },
+          );
           continue;
         }
         const r = this.route(e);
+        const headers: Record<string, string> = {
+          [HEADER.position]: String(e.position),
+          [HEADER.stream]: e.streamId,
+          [HEADER.version]: String(e.version),
+          [HEADER.eventId]: e.eventId,
+          [HEADER.type]: e.type,
+        };
+        let record: OutgoingRecord = { key: r.key, value, headers };
+        if (recordBytes(record) + BATCH_OVERHEAD > limit) {
+          referenced++;
+          record = {
+            key: r.key,
+            value: this.reference(e, value),
+            headers: { ...headers, [HEADER.referenced]: '1' },
+          };
+        }
         const list = byTopic.get(r.topic) ?? [];
-        list.push({
-          key: r.key,
-          value,
-          headers: {
-            [HEADER.position]: String(e.position),
-            [HEADER.stream]: e.streamId,
-            [HEADER.version]: String(e.version),
-            [HEADER.eventId]: e.eventId,
-            [HEADER.type]: e.type,
-          },
-        });
+        list.push(record);
         byTopic.set(r.topic, list);
       }
-      for (const [topic, records] of byTopic) await tx.send(topic, records);
+      for (const [topic, records] of byTopic) {
+        for (const chunk of chunks(records, limit)) await tx.send(topic, chunk);
+      }
       const last = cursorOf(page[page.length - 1]!);
       await tx.sendOffsets(groupOf(this.name), [
         {
@@ -243,60 +320,86 @@ export class Relay {
     }
     this.stats.published += page.length - dead;
     this.stats.deadLettered += dead;
+    this.stats.referenced += referenced;
     this.stats.transactions++;
-    this.opts.onCommit?.({ cursor: this.stats.cursor, events: page.length, deadLettered: dead });
+    this.opts.onCommit?.({ cursor: this.stats.cursor, events: page.length, deadLettered: dead, referenced });
     return page.length;
+  }
+
+  /** The EventReferenced record that stands in for an event too large to publish. */
+  private reference(e: RecordedEvent, value: Buffer): Buffer {
+    const p = (e.payload ?? {}) as Record<string, unknown>;
+    return this.registry.encode('EventReferenced', {
+      eventId: e.eventId,
+      campaignId: typeof p.campaignId === 'string' ? p.campaignId : '',
+      eventType: e.type,
+      fingerprint: e.fingerprint,
+      streamId: e.streamId,
+      streamVersion: e.version,
+      position: e.position,
+      valueBytes: value.length,
+      valueSha256: createHash('sha256').update(value).digest('hex'),
+      occurredAt: e.recordedAt.getTime(),
+    });
   }
 
   /**
    * Relays until stopped (or, with untilCaughtUp, until a page comes back empty). A failed page
-   * (e.g. the coordinator still finishing a fenced instance's transaction) restarts the session:
-   * nothing of the page is visible, and the cursor is read back from Kafka, so nothing is lost or
-   * published twice.
+   * (e.g. the coordinator still finishing a fenced instance's transaction, Kafka away) restarts
+   * the session with backoff: nothing of the page is visible, and the cursor is read back from
+   * Kafka, so nothing is lost or published twice. It keeps trying for as long as it takes
+   * (maxRestarts, for callers that want to give up: consecutive failures before rethrowing).
+   * Takes the lock and opens the session itself when start() was not called.
    */
   async run(
     opts: { untilCaughtUp?: boolean; signal?: AbortSignal; maxRestarts?: number } = {},
   ): Promise<RelayStats> {
     let restarts = 0;
     let dbFailures = 0;
-    while (!this.stopping && !opts.signal?.aborted) {
-      if (this.lockLost) {
-        // Lead again only under the lock, then fence whoever led meanwhile and re-read the cursor.
-        try {
-          await this.takeLock(opts.signal);
-        } catch (e) {
-          if (this.stopping || opts.signal?.aborted) break;
-          throw e;
-        }
-        await this.producer?.disconnect().catch(() => {});
-        await this.openSession();
-        continue;
-      }
+    const stopped = () => this.stopping || opts.signal?.aborted === true;
+    while (!stopped()) {
       let n: number;
       try {
+        if (this.lockLost || !this.lockClient) {
+          // Lead again only under the lock, then fence whoever led meanwhile and re-read the cursor.
+          await this.takeLock(opts.signal);
+          await this.producer?.disconnect().catch(() => {});
+          this.producer = undefined;
+        }
+        if (!this.producer) await this.openSession();
         n = await this.step();
         restarts = 0;
         dbFailures = 0;
+        this.stats.lastError = undefined;
         databaseStatus(this.pool).restored();
       } catch (e) {
-        // Reading the page failed before any Kafka transaction began: wait and read again.
-        if (isConnectionError(e)) {
+        if (stopped()) break;
+        // Reading the page (or taking the lock) failed on the database: wait and try again.
+        if (isConnectionError(e) && this.producer) {
           databaseStatus(this.pool).lost(e);
           await sleep(backoffMs(dbFailures++), undefined, { signal: opts.signal }).catch(() => {});
           continue;
         }
-        if (++restarts > (opts.maxRestarts ?? 20)) throw e;
+        if (e instanceof RecordTooLargeError && this.recordLimit > MIN_RECORD_BYTES) {
+          // The topic takes less than assumed: smaller records (and references) next time.
+          this.recordLimit = Math.max(MIN_RECORD_BYTES, Math.floor(this.recordLimit / 2));
+        }
+        restarts++;
+        if (opts.maxRestarts !== undefined && restarts > opts.maxRestarts) throw e;
+        this.stats.lastError = (e as Error).message;
         process.stderr.write(
-          `relay ${this.name}: ${(e as Error).message}; restarting the session (${restarts})\n`,
+          `relay ${this.name}: ${(e as Error).message}; restarting the session (${restarts}, record limit ${this.recordLimit} bytes)\n`,
         );
         await this.producer?.disconnect().catch(() => {});
-        await new Promise((r) => setTimeout(r, Math.min(5000, 200 * 2 ** restarts)));
-        await this.openSession();
+        this.producer = undefined;
+        await sleep(Math.min(30_000, 200 * 2 ** Math.min(restarts, 8)), undefined, {
+          signal: opts.signal,
+        }).catch(() => {});
         continue;
       }
       if (n === 0) {
         if (opts.untilCaughtUp) break;
-        await new Promise((r) => setTimeout(r, this.pollMs));
+        await sleep(this.pollMs, undefined, { signal: opts.signal }).catch(() => {});
       }
     }
     return this.stats;

@@ -2,6 +2,7 @@
 // rules as the aggregator (dedupe by event id, reward validation, stale steps) and the same pure
 // statistics code. Shared by `rods replay --source kafka` and `rods whatif`.
 import { randomUUID } from 'node:crypto';
+import { eventIdProblem, unstorableProblem } from '../aggregator/validate.js';
 import { decode } from '../codec/registry.js';
 import type { DetectorConfig } from '../domain/band.js';
 import { checkGroup, type RewardLimits } from '../domain/reward-group.js';
@@ -34,7 +35,13 @@ export async function readCampaignGroups(topic: string, campaignId: string): Pro
         for (const m of batch.records) {
           try {
             const d = decode(m.value!);
-            if (d.name === 'RolloutGroupScored' && d.payload.campaignId === campaignId) {
+            if (
+              d.name === 'RolloutGroupScored' &&
+              d.payload.campaignId === campaignId &&
+              // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
+              !eventIdProblem(d.payload.eventId) &&
+              !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
+            ) {
               out.push({
                 eventId: d.payload.eventId.toLowerCase(),
                 taskId: d.payload.taskId,

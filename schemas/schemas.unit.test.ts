@@ -14,7 +14,7 @@ import { GENERATED_TYPES_FILE, generateTypes } from '../codec/typegen.js';
 
 const { published, current } = loadSchemaSources();
 
-// The event catalogue of docs/architecture.md §2, plus the DLQ record.
+// The event catalogue of docs/architecture.md §2, plus the DLQ record and the relay's reference.
 const CATALOGUE = [
   'RolloutGroupScored',
   'StepClosed',
@@ -36,6 +36,7 @@ const CATALOGUE = [
   'TaskRetired',
   'PoolPruned',
   'DeadLettered',
+  'EventReferenced',
 ];
 
 type Json = Record<string, unknown>;

@@ -152,6 +152,30 @@ export interface DeadLettered {
   occurredAt: number;
 }
 
+/** Relay: an event-store event too large for its Kafka topic, published in its place. The event itself stays in the event store (read it by stream and version, or by event id); size and SHA-256 are those of the record it would have been. */
+export interface EventReferenced {
+  /** Id of the stored event this record stands for; consumers deduplicate on it as on the event itself. */
+  eventId: string;
+  /** Id of the campaign the stored event belongs to (empty when its payload names none). */
+  campaignId: string;
+  /** Type of the stored event, e.g. CampaignStarted. */
+  eventType: string;
+  /** CRC-64-AVRO fingerprint (16 hex digits) of the schema the stored event is written with. */
+  fingerprint: string;
+  /** Event-store stream of the event. */
+  streamId: string;
+  /** Version of the event in its stream (1, 2, ...). */
+  streamVersion: number;
+  /** Global position of the event in the event store. */
+  position: number;
+  /** Size in bytes of the Avro single-object record the event would have been. */
+  valueBytes: number;
+  /** SHA-256 (hex) of that record: encode the stored event with its fingerprint's schema to check it. */
+  valueSha256: string;
+  /** When the event was recorded in the event store, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
 /** A generated task removed by pruning. */
 export interface PrunedTask {
   /** Id of the pruned task. */
@@ -450,6 +474,7 @@ export type EventName =
   | 'CandidateRejected'
   | 'CandidateValidated'
   | 'DeadLettered'
+  | 'EventReferenced'
   | 'PoolPruned'
   | 'RolloutGroupScored'
   | 'SeedSelected'
@@ -473,6 +498,7 @@ export interface EventPayloads {
   CandidateRejected: CandidateRejected;
   CandidateValidated: CandidateValidated;
   DeadLettered: DeadLettered;
+  EventReferenced: EventReferenced;
   PoolPruned: PoolPruned;
   RolloutGroupScored: RolloutGroupScored;
   SeedSelected: SeedSelected;
@@ -497,6 +523,7 @@ export const EVENT_NAMES: readonly EventName[] = [
   'CandidateRejected',
   'CandidateValidated',
   'DeadLettered',
+  'EventReferenced',
   'PoolPruned',
   'RolloutGroupScored',
   'SeedSelected',

@@ -1,11 +1,21 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { AggregatorService } from '../../aggregator/service.js';
 import { queryStats } from '../../aggregator/stats-query.js';
 import { WatermarkTimeout, waitForWatermark, watermark } from '../../aggregator/steps.js';
 import { BANDS, type Band } from '../../domain/band.js';
 import { loadCampaign } from '../../store/campaigns.js';
-import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
+import { backoffMs, createPool, isConnectionError } from '../../store/db.js';
+import { migrateWhenReachable } from '../../store/migrate.js';
+
+/** A failure to reach Kafka or PostgreSQL (as opposed to a configuration error). */
+function isUnreachable(e: unknown): boolean {
+  const text = `${(e as Error)?.name ?? ''} ${(e as Error)?.message ?? ''}`;
+  return (
+    isConnectionError(e) || /KafkaJS|Connection error|ECONNREFUSED|ECONNRESET|coordinator|leader/i.test(text)
+  );
+}
+
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 
@@ -50,6 +60,12 @@ export function register(program: Command): void {
       int('--session-timeout-ms'),
       30_000,
     )
+    .option(
+      '--max-record-attempts <n>',
+      'failed attempts at one record before it goes to the dead-letter topic and its partition moves on (>= 1)',
+      int('--max-record-attempts'),
+      3,
+    )
     .action(
       async (opts: {
         group: string;
@@ -57,21 +73,46 @@ export function register(program: Command): void {
         metricsPort?: number;
         dedupeWindow: number;
         sessionTimeoutMs: number;
+        maxRecordAttempts: number;
       }) => {
-        await migrate();
+        if (opts.maxRecordAttempts < 1) throw new UsageError('--max-record-attempts must be at least 1');
+        await migrateWhenReachable();
         const pool = createPool({ application: 'rods-aggregator', max: 6 });
-        const svc = new AggregatorService(pool, {
-          groupId: opts.group,
-          topic: opts.topic,
-          metricsPort: opts.metricsPort,
-          dedupeWindow: opts.dedupeWindow,
-          sessionTimeoutMs: opts.sessionTimeoutMs,
+        const service = () =>
+          new AggregatorService(pool, {
+            groupId: opts.group,
+            topic: opts.topic,
+            metricsPort: opts.metricsPort,
+            dedupeWindow: opts.dedupeWindow,
+            sessionTimeoutMs: opts.sessionTimeoutMs,
+            maxRecordAttempts: opts.maxRecordAttempts,
+          });
+        let stopping = false;
+        const stopped = new Promise<void>((resolve) => {
+          const stop = () => {
+            stopping = true;
+            resolve();
+          };
+          process.once('SIGTERM', stop);
+          process.once('SIGINT', stop);
         });
-        await svc.start();
-        await new Promise<void>((resolve) => {
-          process.once('SIGTERM', resolve);
-          process.once('SIGINT', resolve);
-        });
+        // Started during a Kafka outage (or a restart of the broker), the consumer cannot join its
+        // group: wait and start again instead of exiting. Once running, the client rides it out.
+        let svc = service();
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await svc.start();
+            break;
+          } catch (e) {
+            await svc.stop();
+            if (stopping || !isUnreachable(e)) throw e;
+            console.error(`aggregator: cannot start (${(e as Error).message}); retrying ...`);
+            await Promise.race([stopped, sleep(backoffMs(attempt, 10_000))]);
+            if (stopping) break;
+            svc = service();
+          }
+        }
+        await stopped;
         await svc.stop();
         await pool.end();
       },

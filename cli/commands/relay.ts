@@ -60,13 +60,12 @@ export function register(program: Command): void {
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
         try {
-          const from = await relay.start();
-          if (!opts.json) console.error(`relay ${opts.name}: resuming after position ${from.position}`);
+          // run() takes the lock and opens the session itself, retrying while Kafka or the database is away.
           const stats = await relay.run({ untilCaughtUp: opts.untilCaughtUp, signal: ac.signal });
           if (opts.json) printJson(stats);
           else
             console.error(
-              `relay ${opts.name}: ${stats.published} published, ${stats.deadLettered} dead-lettered, cursor ${stats.cursor.position}`,
+              `relay ${opts.name}: ${stats.published} published (${stats.referenced} as references), ${stats.deadLettered} dead-lettered, cursor ${stats.cursor.position}`,
             );
         } finally {
           await relay.stop();

@@ -31,6 +31,7 @@ import type {
   TransactionalProducer,
   TransactionalProducerOptions,
 } from '../../port.js';
+import { RecordTooLargeError } from '../../port.js';
 import type { TopicSpec } from '../../topology.js';
 
 /** A kafkajs-backed client: allowAutoTopicCreation is always off (topics come from kafka/topology.ts). */
@@ -110,12 +111,27 @@ async function send(
   acks: number,
 ): Promise<SentBatch[]> {
   if (records.length === 0) return [];
-  const meta = await sender.send({ topic, acks, messages: records.map(toMessage) });
+  let meta: Awaited<ReturnType<Producer['send']>>;
+  try {
+    meta = await sender.send({ topic, acks, messages: records.map(toMessage) });
+  } catch (e) {
+    if (tooLarge(e)) throw new RecordTooLargeError(`${topic}: ${(e as Error).message}`, { cause: e });
+    throw e;
+  }
   return meta.map((m) => ({
     topic: m.topicName,
     partition: m.partition,
     ...(m.baseOffset !== undefined ? { baseOffset: m.baseOffset } : {}),
   }));
+}
+
+/** A broker refusal for size, possibly wrapped by kafkajs' retrier. */
+function tooLarge(e: unknown, depth = 0): boolean {
+  if (!e || typeof e !== 'object' || depth > 4) return false;
+  const { type, originalError, cause, errors } = e as Record<string, unknown>;
+  if (type === 'MESSAGE_TOO_LARGE' || type === 'RECORD_LIST_TOO_LARGE') return true;
+  if (Array.isArray(errors) && errors.some((x) => tooLarge(x, depth + 1))) return true;
+  return tooLarge(originalError, depth + 1) || tooLarge(cause, depth + 1);
 }
 
 /** kafkajs' offset commit shape; metadata passes through to the broker (typed away by kafkajs). */
@@ -152,7 +168,7 @@ function recordOf(m: KafkaMessage): ConsumedRecord {
   };
 }
 
-function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer {
+export function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer {
   const session = o.sessionTimeoutMs ?? 30_000;
   const c = k.consumer({
     groupId: o.groupId,
@@ -174,37 +190,58 @@ function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer {
       await onAssigned(assignment);
     });
   }
+  const start = async (handler: BatchHandler) => {
+    await c.connect();
+    await c.subscribe({ topics: o.topics, fromBeginning: o.fromBeginning ?? true });
+    await c.run({
+      autoCommit: false,
+      // Resolved below only when the handler returned: a stopped or stale batch comes again.
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: o.concurrency ?? 1,
+      eachBatch: async ({ batch, heartbeat, resolveOffset, isRunning, isStale }) => {
+        if (!isRunning() || isStale()) return;
+        if (batch.messages.length > 0) {
+          const high = batch.highWatermark;
+          const last = batch.messages[batch.messages.length - 1]!;
+          await handler(
+            {
+              topic: batch.topic,
+              partition: batch.partition,
+              records: batch.messages.map(recordOf),
+              highWatermark: high,
+              lag: Math.max(0, Number(BigInt(high) - BigInt(last.offset) - 1n)),
+            },
+            { heartbeat, isRunning, isStale },
+          );
+          if (!isRunning() || isStale()) return;
+        }
+        // The batch's last offset, past any transaction marker after the last record.
+        resolveOffset(batch.lastOffset());
+        await heartbeat();
+      },
+    });
+  };
+  // kafkajs restarts a crashed consumer only after errors it deems retriable; after others (no
+  // group coordinator while the broker restarts, a connection refused after its retries) it
+  // disconnects for good. A consumer that runs for weeks starts again, with backoff, until
+  // disconnect() is called: the group then resumes from its committed offsets.
+  let stopping = false;
+  let restart: (() => Promise<void>) | undefined;
+  c.on(c.events.CRASH, (e) => {
+    if (e.payload.restart || stopping || !restart) return;
+    const again = (attempt: number) =>
+      setTimeout(
+        () => {
+          if (!stopping) restart!().catch(() => again(attempt + 1));
+        },
+        Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5)),
+      );
+    again(0);
+  });
   return {
     async run(handler: BatchHandler) {
-      await c.connect();
-      await c.subscribe({ topics: o.topics, fromBeginning: o.fromBeginning ?? true });
-      await c.run({
-        autoCommit: false,
-        // Resolved below only when the handler returned: a stopped or stale batch comes again.
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: o.concurrency ?? 1,
-        eachBatch: async ({ batch, heartbeat, resolveOffset, isRunning, isStale }) => {
-          if (!isRunning() || isStale()) return;
-          if (batch.messages.length > 0) {
-            const high = batch.highWatermark;
-            const last = batch.messages[batch.messages.length - 1]!;
-            await handler(
-              {
-                topic: batch.topic,
-                partition: batch.partition,
-                records: batch.messages.map(recordOf),
-                highWatermark: high,
-                lag: Math.max(0, Number(BigInt(high) - BigInt(last.offset) - 1n)),
-              },
-              { heartbeat, isRunning, isStale },
-            );
-            if (!isRunning() || isStale()) return;
-          }
-          // The batch's last offset, past any transaction marker after the last record.
-          resolveOffset(batch.lastOffset());
-          await heartbeat();
-        },
-      });
+      restart = () => start(handler);
+      await start(handler);
     },
     async commit(offsets: GroupOffset[]) {
       await c.commitOffsets(
@@ -219,7 +256,10 @@ function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer {
     seek: (topic, partition, offset) => c.seek({ topic, partition, offset }),
     pause: (topic, partitions) => c.pause([{ topic, partitions }]),
     resume: (topic, partitions) => c.resume([{ topic, partitions }]),
-    disconnect: () => c.disconnect(),
+    disconnect: () => {
+      stopping = true;
+      return c.disconnect();
+    },
   };
 }
 
