@@ -5,12 +5,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
 import { probeTemporal } from '../infra/stack/temporal.js';
-import { executeUpdateWithRetry, installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
+import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
 import { waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
 import type { CampaignStatus } from './campaign.js';
@@ -164,36 +164,15 @@ describe('campaign continue-as-new', () => {
 
     await loop.client.workflow.getHandle(synthesisId!).terminate('chaos: terminated after a continue-as-new');
 
-    const freed = await waitUntil(
-      async () => {
-        // A query can time out on a busy machine; the next poll asks again.
-        const now = await loop.status().catch(() => undefined);
-        return now && !(synthesisId! in now.running) ? now : undefined;
-      },
-      { what: `the current run to free the slot of ${synthesisId}`, timeoutMs: 60_000, intervalMs: 200 },
-    );
+    const freed = await loop.waitSlotFreed(synthesisId!);
     expect(Object.values(freed.running)).not.toContain(seed);
     expect(freed.totals.validated + freed.totals.rejected).toBe(freed.totals.selected);
-    const { rows } = await loop.pool.query<{ reason_code: string }>(
-      `select payload->>'reasonCode' as reason_code from events
-        where type = 'CandidateRejected' and payload->>'synthesisId' = $1`,
-      [synthesisId],
-    );
-    expect(rows).toEqual([{ reason_code: 'synthesis-terminated' }]);
+    expect(await loop.rejections(synthesisId!)).toEqual([{ reason_code: 'synthesis-terminated', seed }]);
 
-    const handle = loop.client.workflow.getHandle(loop.workflowId);
-    await executeUpdateWithRetry(handle, 'stop', [{ reason: 'test' }]);
-    await waitUntil(async () => (await workflowEnd(loop.client, loop.workflowId)) === 'completed', {
-      what: `the stopped campaign ${loop.campaignId} to complete`,
-      timeoutMs: 60_000,
-      intervalMs: 200,
-    });
-    expect(await handle.result()).toMatchObject({ status: 'stopped', running: {} });
-    // The current run's history (the watcher's activity, the patch marker) replays against the same code.
-    const history = await handle.fetchHistory();
-    expect(history.events?.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toBe(
-      true,
-    );
-    await Worker.runReplayHistory({ workflowBundle: bundle }, history, loop.workflowId);
+    // The stopped campaign completes; the current run's history (the watcher's activity, the
+    // patch marker) replays against the same code.
+    const { result, patched } = await loop.stopAndReplay(bundle);
+    expect(result).toMatchObject({ status: 'stopped', running: {} });
+    expect(patched).toBe(true);
   }, 600_000);
 });

@@ -2,12 +2,11 @@
 // report leaves no entry in the campaign's running set, its seed is no longer in flight, the
 // outcome is an event in the store, and a stopped campaign completes.
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
-import { executeUpdateWithRetry, installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
-import { waitUntil } from '../test/support/wait.js';
+import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
 import type { CampaignStatus } from './campaign.js';
 
 let bundle: WorkflowBundleWithSourceMap;
@@ -63,42 +62,15 @@ describe('synthesis slots', () => {
     await loop.client.workflow.getHandle(synthesisId!).terminate('chaos: terminated right after it started');
 
     // The slot is freed: the running set no longer holds the run, nor its seed.
-    const freed = await waitUntil(
-      async () => {
-        // A query can time out on a busy machine; the next poll asks again.
-        const now = await loop.status().catch(() => undefined);
-        return now && !(synthesisId! in now.running) ? now : undefined;
-      },
-      {
-        what: `campaign ${loop.campaignId} to free the slot of ${synthesisId}`,
-        timeoutMs: 60_000,
-        intervalMs: 200,
-      },
-    );
+    const freed = await loop.waitSlotFreed(synthesisId!);
     expect(Object.values(freed.running)).not.toContain(seed);
     expect(freed.totals.validated + freed.totals.rejected).toBe(freed.totals.selected);
-    const { rows } = await loop.pool.query<{ reason_code: string; seed: string }>(
-      `select payload->>'reasonCode' as reason_code, payload->>'seedTaskId' as seed from events
-        where type = 'CandidateRejected' and payload->>'synthesisId' = $1`,
-      [synthesisId],
-    );
-    expect(rows).toEqual([{ reason_code: 'synthesis-terminated', seed }]);
+    expect(await loop.rejections(synthesisId!)).toEqual([{ reason_code: 'synthesis-terminated', seed }]);
 
-    // A stopped campaign completes (it waits for its running syntheses, and none is left).
-    const handle = loop.client.workflow.getHandle(loop.workflowId);
-    await executeUpdateWithRetry(handle, 'stop', [{ reason: 'test' }]);
-    await waitUntil(async () => (await workflowEnd(loop.client, loop.workflowId)) === 'completed', {
-      what: `the stopped campaign ${loop.campaignId} to complete`,
-      timeoutMs: 60_000,
-      intervalMs: 200,
-    });
-    const result = (await handle.result()) as CampaignStatus;
+    // A stopped campaign completes (it waits for its running syntheses, and none is left), and
+    // the history with the freed slot replays against the same code (the patch marker is in it).
+    const { result, patched } = await loop.stopAndReplay(bundle);
     expect(result).toMatchObject({ status: 'stopped', running: {} });
-    // The history with the freed slot replays against the same code (the patch marker is in it).
-    const history = await handle.fetchHistory();
-    expect(history.events?.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toBe(
-      true,
-    );
-    await Worker.runReplayHistory({ workflowBundle: bundle }, history, loop.workflowId);
+    expect(patched).toBe(true);
   }, 300_000);
 });

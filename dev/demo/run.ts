@@ -12,6 +12,7 @@ import { workflowIds } from '../../domain/ids.js';
 import { campaignStatus } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
 import { bounded } from '../../status/temporal.js';
+import { retryOnConnectionLoss } from '../../store/db.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { freePort } from '../../util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
@@ -225,7 +226,8 @@ export async function runDemo(
     for (let step = 1; step <= opts.steps; step++) {
       const rep = await trainer.step(step);
       await trainer.waitPlanned(step);
-      const row = await stepRow(db, campaignId, rep);
+      // A database restart mid-demo is waited out, like the trainer's requests (it retries them).
+      const row = await retryOnConnectionLoss(db, () => stepRow(db, campaignId, rep));
       rows.push(row);
       bar?.update(step, {
         bands: `${row.hard}/${row.boundary}/${row.mastered}`,

@@ -12,7 +12,7 @@ import { eventIds, workflowIds } from '../../domain/ids.js';
 import { openKafka, type RecordProducer, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
-import { temporalClient } from '../../temporal/connect.js';
+import { executeUpdateWithRetry, temporalClient, workflowEnd } from '../../temporal/connect.js';
 import { createRodsWorker } from '../../temporal/worker.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
@@ -187,6 +187,57 @@ export class LoopHarness {
         intervalMs: 200,
       },
     );
+  }
+
+  /** Waits until the campaign's running set no longer holds this synthesis (its slot is free). */
+  async waitSlotFreed(synthesisId: string, timeoutMs = 60_000): Promise<CampaignStatus> {
+    return waitUntil(
+      async () => {
+        // A query can time out on a busy machine; the next poll asks again.
+        const now = await this.status().catch(() => undefined);
+        return now && !(synthesisId in now.running) ? now : undefined;
+      },
+      { what: `campaign ${this.campaignId} to free the slot of ${synthesisId}`, timeoutMs, intervalMs: 200 },
+    );
+  }
+
+  /** The reason codes of the CandidateRejected events of one synthesis, with their seeds. */
+  async rejections(synthesisId: string): Promise<{ reason_code: string; seed: string }[]> {
+    const { rows } = await this.pool.query<{ reason_code: string; seed: string }>(
+      `select payload->>'reasonCode' as reason_code, payload->>'seedTaskId' as seed from events
+        where type = 'CandidateRejected' and payload->>'synthesisId' = $1`,
+      [synthesisId],
+    );
+    return rows;
+  }
+
+  /**
+   * Stops the campaign, waits until its workflow completes (it waits for its running syntheses)
+   * and returns its result; then replays the history of its current run against the bundle.
+   */
+  async stopAndReplay(
+    bundle: WorkflowBundleWithSourceMap,
+    timeoutMs = 60_000,
+  ): Promise<{
+    result: CampaignStatus;
+    patched: boolean;
+  }> {
+    const handle = this.client.workflow.getHandle(this.workflowId);
+    await executeUpdateWithRetry(handle, 'stop', [{ reason: 'test' }]);
+    await waitUntil(async () => (await workflowEnd(this.client, this.workflowId)) === 'completed', {
+      what: `the stopped campaign ${this.campaignId} to complete`,
+      timeoutMs,
+      intervalMs: 200,
+    });
+    const result = (await handle.result()) as CampaignStatus;
+    const history = await handle.fetchHistory();
+    const { Worker } = await import('@temporalio/worker');
+    await Worker.runReplayHistory({ workflowBundle: bundle }, history, this.workflowId);
+    return {
+      result,
+      patched:
+        history.events?.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch') ?? false,
+    };
   }
 
   /** Waits until no synthesis is running. */

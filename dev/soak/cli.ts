@@ -64,6 +64,19 @@ async function main(): Promise<number> {
     process.stderr.write(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
   const { runSoak } = await import('./run.js');
   const { down } = await import('../../infra/stack/cli.js');
+  const { supervisors } = await import('./processes.js');
+  // Interrupted: take down what this run started (its processes and its private stack) first.
+  for (const sig of ['SIGINT', 'SIGTERM'] as const)
+    process.once(sig, () => {
+      log(`${sig}: stopping the soak's processes and its private stack ...`);
+      for (const s of supervisors) s.killAll();
+      down()
+        .catch(() => {})
+        .finally(() => {
+          if (!o.keepStack) rmSync(layout.dir, { recursive: true, force: true });
+          process.exit(130);
+        });
+    });
   try {
     const report = await runSoak({
       steps: o.steps,

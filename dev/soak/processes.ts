@@ -18,6 +18,9 @@ export interface ExitRecord {
   signal: string | null;
 }
 
+/** Every supervisor of this process, so an interrupted soak can take its processes down. */
+export const supervisors = new Set<Supervisor>();
+
 export class Supervisor {
   private readonly children = new Map<string, ChildProcess>();
   private readonly specs = new Map<string, ProcessSpec>();
@@ -31,7 +34,15 @@ export class Supervisor {
     private readonly root: string,
     private readonly logDir: string,
     private readonly env: Record<string, string>,
-  ) {}
+  ) {
+    supervisors.add(this);
+  }
+
+  /** SIGKILL to every child, at once (an interrupted soak). */
+  killAll(): void {
+    this.stopping = true;
+    for (const c of this.children.values()) if (c.exitCode === null) c.kill('SIGKILL');
+  }
 
   start(spec: ProcessSpec): void {
     this.specs.set(spec.name, spec);
