@@ -324,68 +324,78 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
     }): Promise<StepPlan> {
       const cfg: CampaignConfig = parseCampaignConfig(input.config);
       const { campaignId, step } = input;
-      return inTransaction(deps.pool, async (c) => {
-        await lock(c, campaignId);
-        const again = await recordedPlan<StepPlan>(c, campaignId, step);
-        if (again) return again;
-        const prev = await latestState(c, campaignId);
-        if (!prev) throw new Error(`campaign ${campaignId} has no seeded pool; seed it first`);
-        if (prev.step >= step)
-          throw new Error(
-            `campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`,
-          );
-        const stats = await loadTaskStats(c, campaignId);
-        const cands = await c.query<CandidateRow>(
-          `select candidate_id, candidate_hash, seed_task_id, candidate, lineage from candidates
+      // Heartbeats while it plans, so a worker killed mid-plan is noticed within the heartbeat
+      // timeout (seconds) rather than at the start-to-close timeout; the retry finds the plan
+      // recorded or plans afresh.
+      const ctx = Context.current();
+      const beat = setInterval(() => ctx.heartbeat(), 3000);
+      try {
+        return await inTransaction(deps.pool, async (c) => {
+          await lock(c, campaignId);
+          const again = await recordedPlan<StepPlan>(c, campaignId, step);
+          if (again) return again;
+          const prev = await latestState(c, campaignId);
+          if (!prev) throw new Error(`campaign ${campaignId} has no seeded pool; seed it first`);
+          if (prev.step >= step)
+            throw new Error(
+              `campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`,
+            );
+          const stats = await loadTaskStats(c, campaignId);
+          const cands = await c.query<CandidateRow>(
+            `select candidate_id, candidate_hash, seed_task_id, candidate, lineage from candidates
             where campaign_id = $1 and status = 'validated' order by created_at, candidate_id`,
-          [campaignId],
-        );
-        const decided = decideStep({
-          campaignId,
-          step,
-          config: cfg,
-          pool: prev.state,
-          stats,
-          candidates: cands.rows,
-          inFlight: input.inFlight,
-          runningSyntheses: input.runningSyntheses,
-          now,
-        });
-        const { state } = decided.decisions;
+            [campaignId],
+          );
+          const decided = decideStep({
+            campaignId,
+            step,
+            config: cfg,
+            pool: prev.state,
+            stats,
+            candidates: cands.rows,
+            inFlight: input.inFlight,
+            runningSyntheses: input.runningSyntheses,
+            now,
+          });
+          const { state } = decided.decisions;
 
-        // The selected seeds' tasks, for their synthesis runs.
-        const selectedOut: SelectedSeed[] = [];
-        for (const d of decided.decisions.selected) {
-          const t = await c.query<{ task: TaskRecord; policy_version: string | null }>(
-            `select m.task, s.last_policy_version as policy_version from pool_members m
+          // The selected seeds' tasks, for their synthesis runs.
+          const selectedOut: SelectedSeed[] = [];
+          for (const d of decided.decisions.selected) {
+            const t = await c.query<{ task: TaskRecord; policy_version: string | null }>(
+              `select m.task, s.last_policy_version as policy_version from pool_members m
                left join task_stats s on s.campaign_id = m.campaign_id and s.task_id = m.task_id
               where m.campaign_id = $1 and m.task_id = $2`,
-            [campaignId, d.taskId],
-          );
-          const task = t.rows[0]?.task;
-          if (task) {
-            selectedOut.push({
-              taskId: d.taskId,
-              category: d.category,
-              phi: d.phi,
-              quotaSlot: d.quotaSlot,
-              stats: d.stats,
-              rootSeedId: d.rootSeedId,
-              depth: d.depth,
-              selectionEventId: eventIds.seedSelected(campaignId, d.taskId, step),
-              policyVersion: t.rows[0]?.policy_version ?? null,
-              task: typeof task === 'string' ? (JSON.parse(task) as TaskRecord) : task,
-            });
+              [campaignId, d.taskId],
+            );
+            const task = t.rows[0]?.task;
+            if (task) {
+              selectedOut.push({
+                taskId: d.taskId,
+                category: d.category,
+                phi: d.phi,
+                quotaSlot: d.quotaSlot,
+                stats: d.stats,
+                rootSeedId: d.rootSeedId,
+                depth: d.depth,
+                selectionEventId: eventIds.seedSelected(campaignId, d.taskId, step),
+                policyVersion: t.rows[0]?.policy_version ?? null,
+                task: typeof task === 'string' ? (JSON.parse(task) as TaskRecord) : task,
+              });
+            }
           }
-        }
-        if (decided.events.length > 0) await recordEventsIn(c, streams.campaign(campaignId), decided.events);
-        const plan: StepPlan = { ...decided.plan, selected: selectedOut };
-        await c.query(
-          'insert into campaign_plans (campaign_id, step, state, result) values ($1, $2, $3, $4)',
-          [campaignId, step, JSON.stringify(state), JSON.stringify(plan)],
-        );
-        return plan;
-      });
+          if (decided.events.length > 0)
+            await recordEventsIn(c, streams.campaign(campaignId), decided.events);
+          const plan: StepPlan = { ...decided.plan, selected: selectedOut };
+          await c.query(
+            'insert into campaign_plans (campaign_id, step, state, result) values ($1, $2, $3, $4)',
+            [campaignId, step, JSON.stringify(state), JSON.stringify(plan)],
+          );
+          return plan;
+        });
+      } finally {
+        clearInterval(beat);
+      }
     },
   };
 }

@@ -16,7 +16,11 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
-const log = pino({ level: process.env.RODS_LOG_LEVEL ?? 'info', base: { component: 'db' } });
+// On stderr: commands that print JSON on stdout (status, replay, the soak) share this logger.
+const log = pino(
+  { level: process.env.RODS_LOG_LEVEL ?? 'info', base: { component: 'db' } },
+  pino.destination(2),
+);
 
 // Connection exceptions (class 08), the server shutting down or starting (57P01-57P03), too
 // many connections (53300), and socket-level failures: the statement is not at fault.

@@ -82,6 +82,13 @@ const plan = proxyActivities<CurriculumActivities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
+// Planning heartbeats every few seconds: a worker killed mid-plan costs the heartbeat timeout,
+// not the 2-minute start-to-close (seen in the soak as a 125 s step).
+const planning = proxyActivities<CurriculumActivities>({
+  startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
 const camp = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
@@ -294,7 +301,7 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     const interrupted = await waitForStep(campaignId, next, () => s.status !== 'running');
     if (interrupted) continue;
 
-    const p = await plan.planStep({
+    const p = await planning.planStep({
       campaignId,
       step: next,
       config: s.config,

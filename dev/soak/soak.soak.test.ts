@@ -16,6 +16,7 @@ describe('chaos soak', () => {
     `${STEPS} steps through kill -9 of every process, outages of PostgreSQL, Kafka and Temporal, and poison: every invariant holds`,
     async () => {
       const out = mkdtempSync(path.join(tmpdir(), 'rods-soak-'));
+      let stdout = '';
       const code = await new Promise<number>((resolve) => {
         const child = spawn(
           process.execPath,
@@ -31,10 +32,15 @@ describe('chaos soak', () => {
             '--out',
             out,
           ],
-          { stdio: ['ignore', 'ignore', 'inherit'] },
+          { stdio: ['ignore', 'pipe', 'inherit'] },
         );
+        child.stdout.on('data', (d) => {
+          stdout += d;
+        });
         child.on('exit', (c) => resolve(c ?? 1));
       });
+      // --json: stdout is the report and nothing else (progress and logs go to stderr).
+      expect(JSON.parse(stdout)).toEqual(JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')));
       const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')) as SoakReport;
       for (const [name, ok] of Object.entries(report.invariants))
         expect({ name, ok, evidence: report.evidence[name] }).toEqual({
