@@ -263,7 +263,26 @@ export function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer 
   };
 }
 
-function topicAdmin(a: Admin): TopicAdmin {
+// Group coordinator errors that pass once the coordinator has moved or finished loading (a busy
+// or restarting broker); kafkajs's admin throws them at once on an offset fetch.
+const COORDINATOR_MOVING = new Set([
+  'NOT_COORDINATOR',
+  'COORDINATOR_LOAD_IN_PROGRESS',
+  'COORDINATOR_NOT_AVAILABLE',
+]);
+
+async function coordinatorRetry<T>(f: () => Promise<T>, attempts = 6): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await f();
+    } catch (e) {
+      if (i >= attempts || !COORDINATOR_MOVING.has((e as { type?: string }).type ?? '')) throw e;
+      await new Promise((r) => setTimeout(r, 100 * 2 ** i));
+    }
+  }
+}
+
+export function topicAdmin(a: Admin): TopicAdmin {
   return {
     listTopics: () => a.listTopics(),
     async createTopics(specs: TopicSpec[]) {
@@ -299,7 +318,7 @@ function topicAdmin(a: Admin): TopicAdmin {
         .sort((x, y) => x.partition - y.partition);
     },
     async fetchCommittedOffsets(groupId: string, topic: string): Promise<CommittedOffset[]> {
-      const r = await a.fetchOffsets({ groupId, topics: [topic] });
+      const r = await coordinatorRetry(() => a.fetchOffsets({ groupId, topics: [topic] }));
       return (r[0]?.partitions ?? [])
         .map((p) => ({
           partition: p.partition,
