@@ -8,7 +8,12 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import {
+  hangingSynthesisConfig,
+  type StandinProcess,
+  standinGenerator,
+  startStandin,
+} from '../dev/harness/standin.js';
 import { probeTemporal } from '../infra/stack/temporal.js';
 import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
 import { waitUntil } from '../test/support/wait.js';
@@ -62,11 +67,7 @@ beforeAll(async () => {
 const children = new Set<string>();
 
 afterAll(async () => {
-  for (const id of children)
-    await loop?.client.workflow
-      .getHandle(id)
-      .terminate('test over')
-      .catch(() => {});
+  await loop?.terminate(children);
   await loop?.close();
   await standin?.stop();
   server?.kill('SIGTERM');
@@ -132,20 +133,8 @@ describe('campaign continue-as-new', () => {
     await loop?.close();
     loop = new LoopHarness({
       workflowBundle: bundle,
-      config: {
-        seeds: { perCategory: 3 },
-        selection: {
-          budgetPerStep: 2,
-          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
-          cooldownSteps: 0,
-          maxConcurrentSyntheses: 1,
-        },
-        // Every generator call hangs: the synthesis stays running until it is terminated.
-        generator: standinGenerator(standin.url, {
-          timeoutMs: 120_000,
-          headers: { 'x-rods-fault': 'timeout' },
-        }),
-      },
+      // Every generator call hangs: the synthesis stays running until it is terminated.
+      config: hangingSynthesisConfig(standin.url),
     });
     await loop.start();
     let step = 0;

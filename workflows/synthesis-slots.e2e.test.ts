@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import { hangingSynthesisConfig, type StandinProcess, startStandin } from '../dev/harness/standin.js';
 import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
 import type { CampaignStatus } from './campaign.js';
 
@@ -22,32 +22,14 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // Children left hanging on the generator are terminated, not left on the shared server.
-  for (const id of started)
-    await loop?.client.workflow
-      .getHandle(id)
-      .terminate('test over')
-      .catch(() => {});
+  await loop?.terminate(started);
   await loop?.close();
   await standin?.stop();
 });
 
-/** A campaign whose every generator call hangs, so a synthesis child stays running until terminated. */
-function hangingCampaign(url: string): Record<string, unknown> {
-  return {
-    seeds: { perCategory: 3 },
-    selection: {
-      budgetPerStep: 2,
-      perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
-      cooldownSteps: 0,
-      maxConcurrentSyntheses: 1,
-    },
-    generator: standinGenerator(url, { timeoutMs: 120_000, headers: { 'x-rods-fault': 'timeout' } }),
-  };
-}
-
 describe('synthesis slots', () => {
   it('frees the slot of a child terminated before it reports, and a stopped campaign completes', async () => {
-    loop = new LoopHarness({ workflowBundle: bundle, config: hangingCampaign(standin.url) });
+    loop = new LoopHarness({ workflowBundle: bundle, config: hangingSynthesisConfig(standin.url) });
     await loop.start();
     let s: CampaignStatus | undefined;
     for (let step = 1; step <= 10 && Object.keys(s?.running ?? {}).length === 0; step++) {

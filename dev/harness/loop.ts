@@ -189,6 +189,15 @@ export class LoopHarness {
     );
   }
 
+  /** Terminates these workflows (children a test left hanging); ids already closed are skipped. */
+  async terminate(workflowIds: Iterable<string>): Promise<void> {
+    for (const id of workflowIds)
+      await this.client.workflow
+        .getHandle(id)
+        .terminate('test over')
+        .catch(() => {});
+  }
+
   /** Waits until the campaign's running set no longer holds this synthesis (its slot is free). */
   async waitSlotFreed(synthesisId: string, timeoutMs = 60_000): Promise<CampaignStatus> {
     return waitUntil(

@@ -61,3 +61,20 @@ export async function startStandin(flags: string[] = []): Promise<StandinProcess
 export function standinGenerator(url: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { baseUrl: url, model: 'rods-standin-generator', judgeModel: 'rods-standin-generator', ...extra };
 }
+
+/**
+ * A small campaign whose every generator call hangs on the stand-in, so a synthesis child stays
+ * running until it is terminated (the slot tests); one synthesis at a time.
+ */
+export function hangingSynthesisConfig(url: string): Record<string, unknown> {
+  return {
+    seeds: { perCategory: 3 },
+    selection: {
+      budgetPerStep: 2,
+      perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
+      cooldownSteps: 0,
+      maxConcurrentSyntheses: 1,
+    },
+    generator: standinGenerator(url, { timeoutMs: 120_000, headers: { 'x-rods-fault': 'timeout' } }),
+  };
+}
