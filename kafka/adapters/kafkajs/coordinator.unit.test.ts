@@ -1,5 +1,5 @@
 // Reading a group's committed offsets rides out a coordinator that is moving or loading (kafkajs
-// throws NOT_COORDINATOR at once), and still throws other errors at once.
+// throws NOT_COORDINATOR_FOR_GROUP at once), and still throws other errors at once.
 import type { Admin } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { topicAdmin } from './index.js';
@@ -18,8 +18,8 @@ function adminFailing(errors: { type: string }[]) {
 }
 
 describe('committed offsets through a moving coordinator', () => {
-  it('retries NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS until the fetch answers', async () => {
-    const f = adminFailing([{ type: 'NOT_COORDINATOR' }, { type: 'COORDINATOR_LOAD_IN_PROGRESS' }]);
+  it('retries NOT_COORDINATOR_FOR_GROUP and GROUP_LOAD_IN_PROGRESS (kafkajs names) until the fetch answers', async () => {
+    const f = adminFailing([{ type: 'NOT_COORDINATOR_FOR_GROUP' }, { type: 'GROUP_LOAD_IN_PROGRESS' }]);
     await expect(f.admin.fetchCommittedOffsets('g', 't')).resolves.toEqual([
       { partition: 0, offset: '7', metadata: 'm' },
     ]);

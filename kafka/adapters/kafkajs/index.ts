@@ -265,10 +265,11 @@ export function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer 
 
 // Group coordinator errors that pass once the coordinator has moved or finished loading (a busy
 // or restarting broker); kafkajs's admin throws them at once on an offset fetch.
+// (kafkajs's names for Kafka's error codes 14, 15 and 16.)
 const COORDINATOR_MOVING = new Set([
-  'NOT_COORDINATOR',
-  'COORDINATOR_LOAD_IN_PROGRESS',
-  'COORDINATOR_NOT_AVAILABLE',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'GROUP_LOAD_IN_PROGRESS',
+  'GROUP_COORDINATOR_NOT_AVAILABLE',
 ]);
 
 async function coordinatorRetry<T>(f: () => Promise<T>, attempts = 6): Promise<T> {
