@@ -220,6 +220,55 @@ describe('outbox relay', () => {
     // outlasts the default test timeout.
   }, 300_000);
 
+  it('run untilCaughtUp waits for events hidden behind a transaction still open elsewhere, then publishes them', async () => {
+    const name = `test-caught-up-${randomUUID().slice(0, 8)}`;
+    const topic = `relay.test.${name}`;
+    topics.push(topic);
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        { name: topic, key: 'campaign', partitions: 1, replicationFactor: 1, config: {}, doc: 'relay test' },
+      ]),
+    );
+    const stream = `relay-${name}`;
+    const start = await headCursor(pool);
+    // An open transaction holding a transaction id (as a slow writer elsewhere would): events
+    // committed after it began are invisible to readers until it ends.
+    const holder = await pool.connect();
+    let routed = 0;
+    let finished = false;
+    try {
+      await holder.query('begin');
+      await holder.query('select pg_current_xact_id()');
+      await append(pool, stream, 'no-stream', [taskSeeded(stream, 1), taskSeeded(stream, 2)]);
+      const relay = new Relay(pool, {
+        name,
+        startAfter: start,
+        streamPrefix: stream,
+        route: (e) => {
+          if (e.streamId === stream) routed++;
+          return { topic, key: e.streamId };
+        },
+      });
+      await relay.start();
+      const run = relay.run({ untilCaughtUp: true }).finally(() => {
+        finished = true;
+      });
+      try {
+        await staysFalse(() => finished, 1500, {
+          what: 'the relay stopping before the hidden events are visible',
+        });
+        await holder.query('commit');
+        await run;
+      } finally {
+        await relay.stop();
+      }
+    } finally {
+      await holder.query('rollback').catch(() => {});
+      holder.release();
+    }
+    expect(routed).toBe(2);
+  });
+
   it('sends a stored event it cannot encode to the DLQ with the reason, in the same transaction, and moves on', async () => {
     const name = `test-dlq-${randomUUID().slice(0, 8)}`;
     const topic = `relay.test.${name}`;

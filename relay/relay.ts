@@ -44,7 +44,15 @@ import {
   TASK_STATS_TOPIC,
 } from '../kafka/topology.js';
 import { backoffMs, databaseStatus, isConnectionError, retryOnConnectionLoss } from '../store/db.js';
-import { type Cursor, cursorOf, type RecordedEvent, readPage, START } from '../store/event-store.js';
+import {
+  type Cursor,
+  committedHeadCursor,
+  compareCursors,
+  cursorOf,
+  type RecordedEvent,
+  readPage,
+  START,
+} from '../store/event-store.js';
 
 export interface Route {
   topic: string;
@@ -344,7 +352,9 @@ export class Relay {
   }
 
   /**
-   * Relays until stopped (or, with untilCaughtUp, until a page comes back empty). A failed page
+   * Relays until stopped (or, with untilCaughtUp, until every event committed when run() was
+   * called is published: an empty page alone is not enough, since a transaction still open
+   * anywhere hides the events committed after it began). A failed page
    * (e.g. the coordinator still finishing a fenced instance's transaction, Kafka away) restarts
    * the session with backoff: nothing of the page is visible, and the cursor is read back from
    * Kafka, so nothing is lost or published twice. It keeps trying for as long as it takes
@@ -357,6 +367,7 @@ export class Relay {
     let restarts = 0;
     let dbFailures = 0;
     const stopped = () => this.stopping || opts.signal?.aborted === true;
+    const target = opts.untilCaughtUp ? await committedHeadCursor(this.pool) : undefined;
     while (!stopped()) {
       let n: number;
       try {
@@ -398,7 +409,7 @@ export class Relay {
         continue;
       }
       if (n === 0) {
-        if (opts.untilCaughtUp) break;
+        if (target && compareCursors(this.stats.cursor, target) >= 0) break;
         await sleep(this.pollMs, undefined, { signal: opts.signal }).catch(() => {});
       }
     }

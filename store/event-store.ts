@@ -485,6 +485,18 @@ export async function headCursor(db: Queryable): Promise<Cursor> {
   return rows[0] ?? { ...START };
 }
 
+/**
+ * The cursor of the last event committed now, visible to readers or not yet (an older
+ * transaction still open elsewhere hides it from readPage until that transaction ends).
+ */
+export async function committedHeadCursor(db: Queryable): Promise<Cursor> {
+  const { rows } = await db.query<Cursor>(
+    `select transaction_id::text as "transactionId", position from events
+      order by transaction_id desc, position desc limit 1`,
+  );
+  return rows[0] ?? { ...START };
+}
+
 export interface SubscribeOptions {
   after?: number | Cursor;
   /** Events per query; default 1000. */

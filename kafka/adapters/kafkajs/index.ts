@@ -272,13 +272,19 @@ const COORDINATOR_MOVING = new Set([
   'GROUP_COORDINATOR_NOT_AVAILABLE',
 ]);
 
-async function coordinatorRetry<T>(f: () => Promise<T>, attempts = 6): Promise<T> {
+// A new topic's metadata reaches every broker a moment after the create returns: until then a
+// metadata request answers "unknown topic" or "no leader" (kafkajs's own waitForLeaders gives up
+// at once on the first, which failed test setup on a busy CI machine).
+const TOPIC_PROPAGATING = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE']);
+
+/** Runs f again (with a capped backoff) while it throws a Kafka error whose type is in `passing`. */
+async function retryWhile<T>(passing: Set<string>, f: () => Promise<T>, attempts = 6): Promise<T> {
   for (let i = 1; ; i++) {
     try {
       return await f();
     } catch (e) {
-      if (i >= attempts || !COORDINATOR_MOVING.has((e as { type?: string }).type ?? '')) throw e;
-      await new Promise((r) => setTimeout(r, 100 * 2 ** i));
+      if (i >= attempts || !passing.has((e as { type?: string }).type ?? '')) throw e;
+      await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** i, 2_000)));
     }
   }
 }
@@ -289,7 +295,7 @@ export function topicAdmin(a: Admin): TopicAdmin {
     async createTopics(specs: TopicSpec[]) {
       if (specs.length === 0) return;
       await a.createTopics({
-        waitForLeaders: true,
+        waitForLeaders: false,
         topics: specs.map((s) => ({
           topic: s.name,
           numPartitions: s.partitions,
@@ -297,6 +303,22 @@ export function topicAdmin(a: Admin): TopicAdmin {
           configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
         })),
       });
+      const topics = specs.map((s) => s.name);
+      await retryWhile(
+        TOPIC_PROPAGATING,
+        async () => {
+          const md = await a.fetchTopicMetadata({ topics });
+          const leaderless = md.topics.find(
+            (t) => t.partitions.length === 0 || t.partitions.some((p) => p.leader < 0),
+          );
+          if (leaderless) {
+            throw Object.assign(new Error(`topic ${leaderless.name} has no leader yet`), {
+              type: 'LEADER_NOT_AVAILABLE',
+            });
+          }
+        },
+        20,
+      );
     },
     async deleteTopics(topics: string[]) {
       // kafkajs retries and then fails on an unknown topic: delete only those that exist.
@@ -319,7 +341,7 @@ export function topicAdmin(a: Admin): TopicAdmin {
         .sort((x, y) => x.partition - y.partition);
     },
     async fetchCommittedOffsets(groupId: string, topic: string): Promise<CommittedOffset[]> {
-      const r = await coordinatorRetry(() => a.fetchOffsets({ groupId, topics: [topic] }));
+      const r = await retryWhile(COORDINATOR_MOVING, () => a.fetchOffsets({ groupId, topics: [topic] }));
       return (r[0]?.partitions ?? [])
         .map((p) => ({
           partition: p.partition,
