@@ -159,6 +159,33 @@ export const SelectionConfigSchema = z.strictObject({
     .int('selection.maxConcurrentSyntheses must be a whole number')
     .min(1, 'selection.maxConcurrentSyntheses must be >= 1; set budgetPerStep to 0 to stop selecting')
     .default(4),
+  /**
+   * A seed whose latest reward group was flat (every rollout scored alike) gives GRPO no gradient
+   * however close its mean is to 0.5: `skip` leaves such seeds out, `rank` orders the boundary
+   * by the latest group's measured variance instead of φ, `off` is the paper's pure φ ranking.
+   */
+  varianceGuard: z.enum(['skip', 'rank', 'off']).default('skip'),
+  /** Latest-group reward variance at or below which the guard calls a group flat (0.001: a standard deviation of about 0.03). */
+  minGroupVariance: z
+    .number()
+    .min(0, 'selection.minGroupVariance must be in [0, 0.25]')
+    .max(
+      0.25,
+      'selection.minGroupVariance must be in [0, 0.25] (0.25 is the largest variance of a [0, 1] reward)',
+    )
+    .default(0.001),
+  /** Reward groups a task needs before it may be selected: one group is a noisy estimate of its band. */
+  minGroups: z
+    .number()
+    .int('selection.minGroups must be a whole number of reward groups')
+    .min(1, 'selection.minGroups must be >= 1')
+    .default(2),
+  /** A task whose latest group is more than this many steps old is not selected on it; 0: no limit. */
+  maxStaleSteps: z
+    .number()
+    .int('selection.maxStaleSteps must be a whole number of steps')
+    .min(0, 'selection.maxStaleSteps must be >= 0 (0: statistics never go stale)')
+    .default(20),
 });
 
 const range = (what: string, min: number, max: number, floor: number) =>
@@ -218,10 +245,46 @@ export const SynthesisConfigSchema = z.strictObject({
     .prefault({}),
 });
 
-/** The generator and judge endpoint: any OpenAI-compatible server (vLLM in production). Loose. */
+/** Name of an operator's generator endpoint (the worker's configuration, never the campaign's). */
+export const GENERATOR_ENDPOINT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const DEFAULT_GENERATOR_ENDPOINT = 'default';
+
+/**
+ * Generator settings a campaign may not carry: where to send requests and with which
+ * credentials are the operator's (the worker's named endpoints), and a campaign config is
+ * recorded in the hash-chained log, Temporal histories and exports.
+ */
+const OPERATOR_ONLY = new Set([
+  'baseurl',
+  'url',
+  'endpointurl',
+  'apikey',
+  'apikeyenv',
+  'key',
+  'headers',
+  'header',
+  'authorization',
+  'token',
+  'bearer',
+  'password',
+  'secret',
+]);
+const operatorOnly = (key: string) => OPERATOR_ONLY.has(key.toLowerCase().replace(/[_-]/g, ''));
+
+/**
+ * The generator and judge: a named endpoint of the operator (its URL, key and headers are the
+ * worker's configuration) and the non-secret knobs. Loose: other knobs pass through to the
+ * client. Operator-only keys of configs recorded before endpoints existed are dropped when read.
+ */
 export const GeneratorConfigSchema = z
   .object({
-    baseUrl: z.string().min(1, 'generator.baseUrl must not be empty').default('http://127.0.0.1:8000/v1'),
+    endpoint: z
+      .string()
+      .regex(
+        GENERATOR_ENDPOINT_NAME,
+        'generator.endpoint must be an endpoint name (letters, digits, ".", "_", "-"; at most 64)',
+      )
+      .default(DEFAULT_GENERATOR_ENDPOINT),
     model: z.string().min(1, 'generator.model must not be empty').default('Qwen/Qwen3-32B'),
     judgeModel: z.string().min(1, 'generator.judgeModel must not be empty').default('Qwen/Qwen3-32B'),
     temperature: z
@@ -235,7 +298,8 @@ export const GeneratorConfigSchema = z
       .max(1, 'generator.topP must be in (0, 1]')
       .default(0.7),
   })
-  .passthrough();
+  .passthrough()
+  .transform((g) => Object.fromEntries(Object.entries(g).filter(([k]) => !operatorOnly(k))) as typeof g);
 
 /** What the gateway accepts from the trainer beyond the reward limits. */
 export const IngestionConfigSchema = z.strictObject({
@@ -320,6 +384,55 @@ export function parseCampaignConfig(input: unknown): CampaignConfig {
   const r = CampaignConfigSchema.safeParse(input ?? {});
   if (!r.success) throw new CampaignConfigError(issuesOf(r.error));
   return r.data;
+}
+
+/**
+ * Where a config given for a new campaign (or a reconfiguration) carries what only the operator
+ * configures: a URL, key or header of the generator. Empty when it carries none. Configs already
+ * recorded stay readable (parseCampaignConfig drops these keys), so this runs where configs enter.
+ */
+export function operatorOnlyIssues(input: unknown): { path: string[]; message: string }[] {
+  if (!isPlainObject(input) || !isPlainObject(input.generator)) return [];
+  return Object.keys(input.generator)
+    .filter(operatorOnly)
+    .sort()
+    .map((k) => ({
+      path: ['generator', k],
+      message: `generator.${k} is not a campaign setting: generator URLs, API keys and headers are the operator's, configured on the worker as named endpoints (RODS_GENERATOR_ENDPOINTS_FILE, RODS_GENERATOR_BASE_URL); name one with generator.endpoint`,
+    }));
+}
+
+/** A campaign config as it may enter: valid, and free of operator-only generator settings. */
+export const NewCampaignConfigSchema = z.unknown().superRefine((v, ctx) => {
+  for (const i of operatorOnlyIssues(v)) ctx.addIssue({ code: 'custom', path: i.path, message: i.message });
+  const r = CampaignConfigSchema.safeParse(v ?? {});
+  if (!r.success)
+    for (const i of r.error.issues) ctx.addIssue({ code: 'custom', path: i.path, message: i.message });
+});
+
+/** parseCampaignConfig for a config entering the system (operatorOnlyIssues refused); throws CampaignConfigError. */
+export function parseNewCampaignConfig(input: unknown): CampaignConfig {
+  const secret = operatorOnlyIssues(input);
+  if (secret.length) throw new CampaignConfigError(secret.map((i) => `${i.path.join('.')}: ${i.message}`));
+  return parseCampaignConfig(input);
+}
+
+/**
+ * A recorded config (object or its JSON text) fit to show: operator-only generator settings of
+ * configs recorded before endpoints existed are left out. Anything else is returned as it is.
+ */
+export function redactCampaignConfig<T>(config: T): T {
+  if (typeof config === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(config);
+      return (isPlainObject(parsed) ? JSON.stringify(redactCampaignConfig(parsed)) : config) as T;
+    } catch {
+      return config;
+    }
+  }
+  if (!isPlainObject(config) || !isPlainObject(config.generator)) return config;
+  const generator = Object.fromEntries(Object.entries(config.generator).filter(([k]) => !operatorOnly(k)));
+  return { ...config, generator } as T;
 }
 
 /**

@@ -49,6 +49,10 @@ describe('campaign config defaults', () => {
         perCategoryQuota: { base: 2, miss_func: 2, miss_param: 2, long_context: 2 },
         cooldownSteps: 5,
         maxConcurrentSyntheses: 4,
+        varianceGuard: 'skip',
+        minGroupVariance: 0.001,
+        minGroups: 2,
+        maxStaleSteps: 20,
       },
       synthesis: {
         maxConfigRepairs: 3,
@@ -60,7 +64,7 @@ describe('campaign config defaults', () => {
         augment: { missingFunction: false, missingParameter: false },
       },
       generator: {
-        baseUrl: 'http://127.0.0.1:8000/v1',
+        endpoint: 'default',
         model: 'Qwen/Qwen3-32B',
         judgeModel: 'Qwen/Qwen3-32B',
         temperature: 1,

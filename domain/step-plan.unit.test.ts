@@ -9,7 +9,7 @@ import { statsOf } from './testing/task-stats.js';
 
 const config = (over: CampaignConfigInput = {}): CampaignConfig => parseCampaignConfig(over);
 
-const stats = (m: number, groups = 1, lastStep = 1) => statsOf(m, { groups, lastStep });
+const stats = (m: number, groups = 4, lastStep = 1) => statsOf(m, { groups, lastStep });
 
 function seeded(ids: string[], category = 'base'): PoolState {
   return applyDecisions(

@@ -3,9 +3,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import {
+  type StandinProcess,
+  standinEndpoints,
+  standinGenerator,
+  startStandin,
+} from '../dev/harness/standin.js';
+import { createPool } from '../store/db.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
 import { kafkaStatsCheck } from './kafka-source.js';
 import { replayCampaign } from './replay.js';
@@ -15,6 +21,12 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const execFileP = promisify(execFile);
 let standin: StandinProcess;
 let loop: LoopHarness;
+// Replays build scratch schemas, which only the owner role may (store/migrate.ts).
+const endpoints = inject('endpoints');
+const ownerPool = createPool({
+  connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl,
+  max: 4,
+});
 
 async function rods(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -35,6 +47,7 @@ beforeAll(async () => {
   });
   standin = await startStandin(['--seed', '9', '--quiet']);
   loop = new LoopHarness({
+    endpoints: standinEndpoints(standin.url),
     workflowBundle,
     config: {
       seeds: { perCategory: 4 },
@@ -45,7 +58,7 @@ beforeAll(async () => {
         maxConcurrentSyntheses: 4,
       },
       pool: { injectionCadence: 'steps:2', injectionShare: 1 },
-      generator: standinGenerator(standin.url),
+      generator: standinGenerator(),
     },
   });
   await loop.start();
@@ -59,6 +72,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await loop?.close();
   await standin?.stop();
+  await ownerPool.end();
 });
 
 describe('replay', () => {
@@ -68,7 +82,7 @@ describe('replay', () => {
       [loop.campaignId],
     );
     expect(injected.rowCount).toBeGreaterThan(0);
-    const r = await replayCampaign(loop.pool, { campaignId: loop.campaignId, fresh: true });
+    const r = await replayCampaign(ownerPool, { campaignId: loop.campaignId, fresh: true });
     expect(r.tables.map((t) => [t.table, t.equal])).toEqual([
       ['campaigns', true],
       ['pool_members', true],
@@ -82,14 +96,14 @@ describe('replay', () => {
       r.tables.find((t) => t.table === 'pool_members')!.liveRows,
     );
     // A second run resumes from its checkpoint and replays nothing new.
-    const again = await replayCampaign(loop.pool, { campaignId: loop.campaignId });
+    const again = await replayCampaign(ownerPool, { campaignId: loop.campaignId });
     expect(again.resumedFrom).toBe(r.events);
     expect(again.equal).toBe(true);
   });
 
   it('--to-step S equals the pool version and members recorded at step S', async () => {
     for (const step of [2, 3]) {
-      const r = await replayCampaign(loop.pool, { campaignId: loop.campaignId, toStep: step, fresh: true });
+      const r = await replayCampaign(ownerPool, { campaignId: loop.campaignId, toStep: step, fresh: true });
       expect(r.tables[0]!.table).toBe(`pool at step ${step}`);
       expect(r.equal).toBe(true);
     }
@@ -113,7 +127,7 @@ describe('replay', () => {
       [loop.campaignId, victim],
     );
     try {
-      const r = await replayCampaign(loop.pool, { campaignId: loop.campaignId, fresh: true });
+      const r = await replayCampaign(ownerPool, { campaignId: loop.campaignId, fresh: true });
       const members = r.tables.find((t) => t.table === 'pool_members')!;
       expect(members.equal).toBe(false);
       expect(members.onlyLive[0]).toMatchObject({ task_id: victim });
@@ -157,5 +171,26 @@ describe('replay', () => {
     expect(bad.code).toBe(2);
     expect((await rods(['whatif', '--campaign', loop.campaignId, '--low', '1.5'])).code).toBe(2);
     expect((await rods(['whatif', '--campaign', 'no-such-campaign'])).code).toBe(2);
+
+    // Pure φ (the paper's selection) against the campaign, which ran with the variance guard.
+    const pure = await rods([
+      'whatif',
+      '--campaign',
+      loop.campaignId,
+      '--variance-guard',
+      'off',
+      '--min-groups',
+      '1',
+      '--max-stale',
+      '0',
+      '--json',
+    ]);
+    expect(pure.code).toBe(0);
+    const report = JSON.parse(pure.stdout);
+    expect(report.config).toMatchObject({ varianceGuard: 'off', minGroups: 1, maxStaleSteps: 0 });
+    expect(own.config).toMatchObject({ varianceGuard: 'skip', minGroups: 2, maxStaleSteps: 20 });
+    expect(report.steps).toHaveLength(6);
+    expect((await rods(['whatif', '--campaign', loop.campaignId, '--variance-guard', 'maybe'])).code).toBe(2);
+    expect((await rods(['whatif', '--campaign', loop.campaignId, '--min-groups', '0'])).code).toBe(2);
   });
 });

@@ -26,6 +26,10 @@ export interface WhatIfOverrides {
   retire?: number;
   budget?: number;
   window?: string;
+  /** Seed selection that sees variance (selection.varianceGuard, minGroups, maxStaleSteps). */
+  varianceGuard?: 'skip' | 'rank' | 'off';
+  minGroups?: number;
+  maxStaleSteps?: number;
 }
 
 /** The parts of a recorded plan (activities/curriculum.ts StepPlan) a what-if compares and re-uses. */
@@ -54,7 +58,16 @@ export interface WhatIfStep {
 
 export interface WhatIfReport {
   campaignId: string;
-  config: { low: number; high: number; retire: number; budget: number; window: string };
+  config: {
+    low: number;
+    high: number;
+    retire: number;
+    budget: number;
+    window: string;
+    varianceGuard: string;
+    minGroups: number;
+    maxStaleSteps: number;
+  };
   steps: WhatIfStep[];
   totals: Record<
     'selected' | 'retired' | 'injected',
@@ -93,6 +106,9 @@ export function whatIfConfig(raw: unknown, o: WhatIfOverrides): CampaignConfig {
   if (o.window !== undefined) base.detector.window = o.window;
   if (o.retire !== undefined) base.pool.retireMasteredAbove = o.retire;
   if (o.budget !== undefined) base.selection.budgetPerStep = o.budget;
+  if (o.varianceGuard !== undefined) base.selection.varianceGuard = o.varianceGuard;
+  if (o.minGroups !== undefined) base.selection.minGroups = o.minGroups;
+  if (o.maxStaleSteps !== undefined) base.selection.maxStaleSteps = o.maxStaleSteps;
   try {
     return parseCampaignConfig(base);
   } catch (e) {
@@ -206,6 +222,9 @@ export function whatIfReport(campaignId: string, cfg: CampaignConfig, record: Ca
       retire: cfg.pool.retireMasteredAbove,
       budget: cfg.selection.budgetPerStep,
       window: windowSpec(cfg.detector.window),
+      varianceGuard: cfg.selection.varianceGuard,
+      minGroups: cfg.selection.minGroups,
+      maxStaleSteps: cfg.selection.maxStaleSteps,
     },
     steps,
     totals: { selected: total('selected'), retired: total('retired'), injected: total('injected') },

@@ -11,6 +11,13 @@ const unit = (name: string) => (v: string) => {
   return n;
 };
 
+const count = (name: string, min: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new UsageError(`${name} must be an integer >= ${min}, got ${v}`);
+  return n;
+};
+
 export function register(program: Command): void {
   program
     .command('whatif')
@@ -21,13 +28,27 @@ export function register(program: Command): void {
     .option('--low <x>', 'hard/boundary threshold', unit('--low'))
     .option('--high <x>', 'boundary/mastered threshold', unit('--high'))
     .option('--retire <x>', 'retire mastered tasks above this', unit('--retire'))
-    .option('--budget <n>', 'seeds per step (M)', (v) => {
-      const n = Number(v);
-      if (!Number.isSafeInteger(n) || n < 0)
-        throw new UsageError(`--budget must be a non-negative integer, got ${v}`);
-      return n;
-    })
+    .option('--budget <n>', 'seeds per step (M)', count('--budget', 0))
     .option('--window <w>', 'detector window: latest | ewma:ALPHA | last:K')
+    .option(
+      '--variance-guard <mode>',
+      "seeds whose latest group was flat: skip | rank (by measured variance) | off (pure φ, the paper's)",
+      (v) => {
+        if (v !== 'skip' && v !== 'rank' && v !== 'off')
+          throw new UsageError(`--variance-guard must be skip, rank or off, got ${JSON.stringify(v)}`);
+        return v;
+      },
+    )
+    .option(
+      '--min-groups <n>',
+      'reward groups a task needs before it may be a seed',
+      count('--min-groups', 1),
+    )
+    .option(
+      '--max-stale <n>',
+      'steps after which statistics are too old to select on (0: never)',
+      count('--max-stale', 0),
+    )
     .option('--topic <topic>', 'the reward topic the trainer wrote', 'rods.rewards.v1')
     .option('--json', 'JSON report')
     .action(
@@ -38,6 +59,9 @@ export function register(program: Command): void {
         retire?: number;
         budget?: number;
         window?: string;
+        varianceGuard?: 'skip' | 'rank' | 'off';
+        minGroups?: number;
+        maxStale?: number;
         topic: string;
         json?: boolean;
       }) => {
@@ -54,6 +78,9 @@ export function register(program: Command): void {
               retire: opts.retire,
               budget: opts.budget,
               window: opts.window,
+              varianceGuard: opts.varianceGuard,
+              minGroups: opts.minGroups,
+              maxStaleSteps: opts.maxStale,
             },
           });
           if (opts.json) printJson(r);

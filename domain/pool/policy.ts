@@ -19,7 +19,10 @@
 // - Selection (selectSeeds). Candidates are the pool members (human seeds and generated tasks)
 //   in the boundary band, not in flight, and out of cooldown: a task selected at step s may be
 //   selected again from step s + c + 1 on (c = selection.cooldownSteps), so never twice in a step.
-//   They are ranked by φ (highest first, ties by task id) and taken greedily while the category's
+//   Beyond the paper (seedIneligibility): a task needs selection.minGroups reward groups, its
+//   latest group at most selection.maxStaleSteps old, and (varianceGuard `skip`) a latest group
+//   whose variance is above selection.minGroupVariance: a flat group gives GRPO no gradient.
+//   They are ranked by φ (or, varianceGuard `rank`, by the latest group's variance) (highest first, ties by task id) and taken greedily while the category's
 //   quota M_τ has room (a category without a quota entry gets none; unused quota does not move
 //   to other categories) and the step's capacity lasts: min(M, maxConcurrentSyntheses − running).
 // - Injection (planInjection). Only at an injection boundary (isInjectionBoundary). At most
@@ -39,7 +42,7 @@
 //   evolve.ts for how versions fold).
 import type { TaskStats } from '../../schemas/types.generated.js';
 import { bandOf, phi as phiOf } from '../band.js';
-import { type CampaignConfig, isInjectionBoundary } from '../campaign-config.js';
+import { type CampaignConfig, isInjectionBoundary, type SelectionConfig } from '../campaign-config.js';
 import { childLineage, type Lineage } from '../lineage.js';
 import type {
   DiscardDecision,
@@ -196,11 +199,14 @@ export interface SelectOptions {
   ranking?: SeedRanking;
 }
 
-/** A boundary task the ranking considered, whether or not it was selected (for explanations). */
+/**
+ * The boundary tasks, best first: by φ, or (varianceGuard `rank`) by the latest group's measured
+ * variance with φ breaking ties. Whether a ranked task may be selected is seedIneligibility's.
+ */
 export function boundaryRanking(
   pool: PoolState,
   statsByTask: TaskLookup<TaskStats> | undefined,
-  cfg: Pick<CampaignConfig, 'detector'>,
+  cfg: Pick<CampaignConfig, 'detector'> & { selection?: Pick<SelectionConfig, 'varianceGuard'> },
 ): RankedSeed[] {
   const out: RankedSeed[] = [];
   for (const m of pool.members) {
@@ -208,7 +214,30 @@ export function boundaryRanking(
     if (!s || bandOf(s.signal, cfg.detector) !== 'boundary') continue;
     out.push({ member: m, stats: s, phi: phiOf(s.signal) });
   }
-  return out.sort((a, b) => b.phi - a.phi || compareIds(a.member.taskId, b.member.taskId));
+  const byVariance = cfg.selection?.varianceGuard === 'rank';
+  return out.sort(
+    (a, b) =>
+      (byVariance ? b.stats.latestGroupVariance - a.stats.latestGroupVariance : 0) ||
+      b.phi - a.phi ||
+      compareIds(a.member.taskId, b.member.taskId),
+  );
+}
+
+/**
+ * Why a ranked task may not be a seed at this step on its statistics, or undefined: too few
+ * groups to trust its band, statistics too old, or (guard `skip`) a flat latest group.
+ */
+export function seedIneligibility(
+  stats: TaskStats,
+  step: number,
+  sel: Pick<SelectionConfig, 'varianceGuard' | 'minGroupVariance' | 'minGroups' | 'maxStaleSteps'>,
+): string | undefined {
+  if (stats.groupCount < sel.minGroups) return `${stats.groupCount} of ${sel.minGroups} reward groups`;
+  if (sel.maxStaleSteps > 0 && step - stats.lastStep > sel.maxStaleSteps)
+    return `statistics from step ${stats.lastStep}, older than ${sel.maxStaleSteps} steps`;
+  if (sel.varianceGuard === 'skip' && stats.latestGroupVariance <= sel.minGroupVariance)
+    return `latest group variance ${stats.latestGroupVariance} <= ${sel.minGroupVariance} (no gradient)`;
+  return undefined;
 }
 
 /** Whether a task selected at lastSelectedStep is still cooling down at step. */
@@ -244,6 +273,7 @@ export function selectSeeds(
     if (out.length >= capacity) break;
     if (inFlight.has(m.taskId)) continue;
     if (inCooldown(m.lastSelectedStep, step, sel.cooldownSteps)) continue;
+    if (seedIneligibility(stats, step, sel) !== undefined) continue;
     const quota = Object.hasOwn(sel.perCategoryQuota, m.category) ? sel.perCategoryQuota[m.category]! : 0;
     const slot = used.get(m.category) ?? 0;
     if (slot >= quota) continue;

@@ -12,6 +12,7 @@ import {
   planInjection,
   queueCandidate,
   retire,
+  seedIneligibility,
   seedTasks,
   selectSeeds,
 } from './policy.js';
@@ -279,6 +280,83 @@ describe('retire', () => {
     });
     expect(manualRetirement(p, 'g-unseen', 9).stats).toBeNull();
     expect(() => manualRetirement(p, 'nope', 9)).toThrow(PoolDecisionError);
+  });
+});
+
+describe('seed selection that sees variance', () => {
+  const pool = () =>
+    seeded([
+      ['flat-half', 'base'],
+      ['spread-third', 'base'],
+      ['spread-quarter', 'base'],
+    ]);
+  // flat-half: mean 0.5 (φ = 1) but every rollout of its latest group scored alike.
+  const s = new Map([
+    ['flat-half', stats(0.5, 9, { latestGroupVariance: 0 })],
+    ['spread-third', stats(0.3, 9, { latestGroupVariance: 0.2 })],
+    ['spread-quarter', stats(0.25, 9, { latestGroupVariance: 0.05 })],
+  ]);
+  const base = { perCategoryQuota: { base: 8 } };
+
+  it('skips a seed whose latest group was flat by default, whatever its φ', () => {
+    const d = selectSeeds(pool(), s, 10, config({ selection: base }));
+    expect(d.map((x) => x.taskId)).toEqual(['spread-third', 'spread-quarter']);
+  });
+
+  it('ranks by the measured variance with `rank`, recording φ as before', () => {
+    const d = selectSeeds(pool(), s, 10, config({ selection: { ...base, varianceGuard: 'rank' } }));
+    expect(d.map((x) => x.taskId)).toEqual(['spread-third', 'spread-quarter', 'flat-half']);
+    expect(d.map((x) => x.phi)).toEqual([0.84, 0.75, 1].map((v) => expect.closeTo(v, 12)));
+  });
+
+  it("is the paper's pure φ ranking with `off`", () => {
+    const d = selectSeeds(pool(), s, 10, config({ selection: { ...base, varianceGuard: 'off' } }));
+    expect(d.map((x) => x.taskId)).toEqual(['flat-half', 'spread-third', 'spread-quarter']);
+  });
+
+  it('calls a group flat up to minGroupVariance', () => {
+    const d = selectSeeds(pool(), s, 10, config({ selection: { ...base, minGroupVariance: 0.05 } }));
+    expect(d.map((x) => x.taskId)).toEqual(['spread-third']);
+  });
+
+  it('waits for minGroups reward groups before a task may be a seed', () => {
+    const one = new Map([
+      ['spread-third', statsOf(0.3, { groups: 1, lastStep: 1 }, { latestGroupVariance: 0.2 })],
+    ]);
+    expect(selectSeeds(pool(), one, 2, config({ selection: base }))).toEqual([]);
+    const d = selectSeeds(pool(), one, 2, config({ selection: { ...base, minGroups: 1 } }));
+    expect(d.map((x) => x.taskId)).toEqual(['spread-third']);
+  });
+
+  it('does not select on statistics older than maxStaleSteps (0: never stale)', () => {
+    expect(selectSeeds(pool(), s, 30, config({ selection: base })).map((x) => x.taskId)).toEqual([]);
+    expect(selectSeeds(pool(), s, 29, config({ selection: base })).map((x) => x.taskId)).toEqual([
+      'spread-third',
+      'spread-quarter',
+    ]);
+    const never = config({ selection: { ...base, maxStaleSteps: 0 } });
+    expect(selectSeeds(pool(), s, 500, never).map((x) => x.taskId)).toEqual([
+      'spread-third',
+      'spread-quarter',
+    ]);
+  });
+
+  it('names why a task is not eligible', () => {
+    const sel = config({}).selection;
+    expect(seedIneligibility(statsOf(0.5, { groups: 1 }), 1, sel)).toBe('1 of 2 reward groups');
+    expect(seedIneligibility(statsOf(0.5, { lastStep: 1 }), 22, sel)).toBe(
+      'statistics from step 1, older than 20 steps',
+    );
+    expect(seedIneligibility(statsOf(0.5, {}, { latestGroupVariance: 0 }), 2, sel)).toBe(
+      'latest group variance 0 <= 0.001 (no gradient)',
+    );
+    expect(seedIneligibility(statsOf(0.5), 2, sel)).toBeUndefined();
+  });
+
+  it('refuses out-of-range knobs with the field named', () => {
+    expect(() => config({ selection: { minGroupVariance: 0.3 } })).toThrow(/selection.minGroupVariance/);
+    expect(() => config({ selection: { minGroups: 0 } })).toThrow(/selection.minGroups/);
+    expect(() => config({ selection: { varianceGuard: 'sometimes' as 'off' } })).toThrow(/varianceGuard/);
   });
 });
 

@@ -10,7 +10,7 @@ export function statsOf(
   opts: { groups?: number; lastStep?: number } = {},
   over: Partial<TaskStats> = {},
 ): TaskStats {
-  const groups = opts.groups ?? 1;
+  const groups = opts.groups ?? 4;
   return {
     groupCount: groups,
     count: 16 * groups,
