@@ -214,6 +214,16 @@ export const SynthesisConfigSchema = z.strictObject({
     .int('synthesis.maxConfigRepairs must be a whole number')
     .min(0, 'synthesis.maxConfigRepairs must be >= 0')
     .default(3),
+  /**
+   * A validated candidate this similar (mean Jaccard of question trigrams and call sequence,
+   * domain/near-duplicate.ts) to one of the campaign's seeds or earlier candidates is rejected as
+   * a near-duplicate; 1 rejects only feature-identical copies.
+   */
+  nearDuplicateThreshold: z
+    .number()
+    .gt(0, 'synthesis.nearDuplicateThreshold must be in (0, 1]')
+    .max(1, 'synthesis.nearDuplicateThreshold must be in (0, 1] (1: only feature-identical copies)')
+    .default(0.9),
   /** Classify-and-rewrite refinements of a rejected candidate before it is dropped. */
   maxRefinements: z
     .number()
@@ -314,6 +324,23 @@ export const IngestionConfigSchema = z.strictObject({
     .default(16),
 });
 
+/**
+ * Switches for the paper's comparisons on the live pipeline (all on: the method as published).
+ * Recorded in CampaignStarted with the rest of the config, so a campaign says what it ablated.
+ */
+export const AblationConfigSchema = z.strictObject({
+  /** The LLM quality judge; off: a candidate that passes the gates and re-executes is validated. */
+  judge: z.boolean().default(true),
+  /** `boundary` (φ, the method) or `random`: seeds drawn uniformly among observed members, seeded. */
+  selection: z.enum(['boundary', 'random']).default('boundary'),
+  /** Seed of the `random` selection's draws (each step's draw depends only on it and the step). */
+  randomSeed: z.number().int('ablation.randomSeed must be a whole number').default(0),
+  /** Retirement by rule (mastered, burn-in); off: tasks stay until pruned or retired by hand. */
+  retirement: z.boolean().default(true),
+  /** Injection (and pruning); off: a static pool, validated candidates only wait in the queue. */
+  injection: z.boolean().default(true),
+});
+
 export const CampaignConfigSchema = z
   .object({
     /** Rollouts per task (GRPO group size K). */
@@ -325,6 +352,7 @@ export const CampaignConfigSchema = z
     selection: SelectionConfigSchema.prefault({}),
     synthesis: SynthesisConfigSchema.prefault({}),
     generator: GeneratorConfigSchema.prefault({}),
+    ablation: AblationConfigSchema.prefault({}),
   })
   .passthrough()
   .superRefine((c, ctx) => {

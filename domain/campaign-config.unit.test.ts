@@ -35,6 +35,14 @@ describe('campaign config defaults', () => {
       detector: { low: 0.2, high: 0.85, window: { kind: 'latest' }, ewmaAlpha: 0.3 },
       rewards: { maxRollouts: 1024, staleStepTolerance: 2 },
       ingestion: { maxStepsAhead: 16 },
+      ablation: {
+        rewrite: true,
+        judge: true,
+        selection: 'boundary',
+        randomSeed: 0,
+        retirement: true,
+        injection: true,
+      },
       pool: {
         generatedCap: 400,
         injectionShare: 0.2,
@@ -56,6 +64,7 @@ describe('campaign config defaults', () => {
       },
       synthesis: {
         maxConfigRepairs: 3,
+        nearDuplicateThreshold: 0.9,
         maxRefinements: 1,
         turns: { min: 2, max: 5 },
         callsPerTurn: { min: 1, max: 3 },

@@ -26,6 +26,7 @@ import {
   planDecisions,
   planInjection,
   queueCandidate,
+  randomRanking,
   retire,
   type SelectOptions,
   selectSeeds,
@@ -50,7 +51,7 @@ export interface StepInput {
   /** The pool after the previous step's plan. */
   pool: PoolState;
   step: number;
-  config: Pick<CampaignConfig, 'detector' | 'selection' | 'pool'>;
+  config: Pick<CampaignConfig, 'detector' | 'selection' | 'pool'> & Partial<Pick<CampaignConfig, 'ablation'>>;
   /**
    * The latest statistics by task id (tasks outside the pool may be present). Without them the
    * rules read each member's last observed statistics.
@@ -133,10 +134,14 @@ export function planStep(input: StepInput): StepDecisions {
   }
   state = applyDecisions(state, enqueued);
 
-  const retired = retire(state, stats, step, cfg);
+  // Ablations (config.ablation): no retirement by rule; random seed selection.
+  const retired = cfg.ablation?.retirement === false ? [] : retire(state, stats, step, cfg);
   state = applyDecisions(state, retired);
 
-  const selected = selectSeeds(state, stats, step, cfg, input.selection);
+  const ranking =
+    input.selection?.ranking ??
+    (cfg.ablation?.selection === 'random' ? randomRanking(cfg.ablation.randomSeed) : undefined);
+  const selected = selectSeeds(state, stats, step, cfg, { ...input.selection, ranking });
   state = applyDecisions(state, selected);
 
   const injection = planInjection(state, step, cfg, stats ? phiOfStats(stats) : undefined);

@@ -296,3 +296,57 @@ describe('planStep', () => {
     expect(pool).toEqual(snapshot);
   });
 });
+
+describe('planStep ablations (config.ablation)', () => {
+  // Ten boundary seeds and one mastered seed, all observed; a candidate waits for injection.
+  const ids = Array.from({ length: 10 }, (_, i) => `s${i}`);
+  const statsByTask = new Map([
+    ...ids.map((id, i) => [id, stats(0.3 + i * 0.05)] as const),
+    ['old', stats(0.99)] as const,
+  ]);
+  const plan = (ablation: CampaignConfigInput['ablation'], step = 10) =>
+    planStep({
+      pool: seeded([...ids, 'old']),
+      step,
+      config: config({
+        ablation,
+        pool: { retireSeeds: true, epochSteps: 10 },
+        selection: { perCategoryQuota: { base: 4 }, budgetPerStep: 4 },
+      }),
+      stats: statsByTask,
+      candidates: [candidate('n1', 's0')],
+    });
+
+  it('with every switch on is the method: retires, selects by φ, injects', () => {
+    const p = plan(undefined);
+    expect(p.retired.map((d) => d.taskId)).toEqual(['old']);
+    expect(p.selected.map((d) => d.taskId)).toEqual(['s4', 's3', 's5', 's2']);
+    expect(p.injection.inject.map((d) => d.taskId)).toEqual(['n1']);
+  });
+
+  it('retirement off retires nothing by rule', () => {
+    expect(plan({ retirement: false }).retired).toEqual([]);
+  });
+
+  it('injection off keeps a static pool: the candidate waits in the queue, nothing is injected or pruned', () => {
+    const p = plan({ injection: false });
+    expect(p.injection).toMatchObject({ inject: [], prune: [], discard: [] });
+    expect(p.state.queue.map((q) => q.candidateId)).toEqual(['c-n1']);
+  });
+
+  it('random selection draws among observed members whatever their band, the same for the same seed and step', () => {
+    const a = plan({ selection: 'random', randomSeed: 7, retirement: false });
+    const again = plan({ selection: 'random', randomSeed: 7, retirement: false });
+    expect(a.selected.map((d) => d.taskId)).toEqual(again.selected.map((d) => d.taskId));
+    expect(a.selected).toHaveLength(4);
+    const draws = new Set<string>();
+    for (let seed = 0; seed < 20; seed++)
+      for (const d of plan({ selection: 'random', randomSeed: seed, retirement: false }).selected)
+        draws.add(d.taskId);
+    // every member can be drawn, the mastered one included, unlike the φ ranking
+    expect([...draws].sort()).toEqual([...ids, 'old'].sort());
+    expect(plan({ selection: 'random', randomSeed: 7 }, 11).selected.map((d) => d.taskId)).not.toEqual(
+      a.selected.map((d) => d.taskId),
+    );
+  });
+});

@@ -8,6 +8,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -70,6 +71,17 @@ function callName(call: string): string | null {
   return m ? m[1]! : null;
 }
 
+// At most maxConfigRepairs config-patch repairs per candidate in all, as the method budgets them;
+// before this patch each of the up to maxConfigRepairs + 1 plans had that many repairs of its own.
+const REPAIR_BUDGET_PER_CANDIDATE = 'repair-budget-per-candidate';
+
+/** What the critique records when the judge is ablated (config.ablation.judge false). */
+const JUDGE_OFF: { verdict: 'accept'; scores: Record<string, number>; reasons: string[] } = {
+  verdict: 'accept',
+  scores: {},
+  reasons: ['judge off (ablation)'],
+};
+
 export async function synthesisWorkflow(input: SynthesisInput): Promise<SynthesisOutcome> {
   const { campaignId, synthesisId, seed } = input;
   const cfg = parseCampaignConfig(input.config);
@@ -117,16 +129,24 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       let cand: Candidate = drafted.candidate;
       current = cand;
       executed = await env.executeCandidate({ candidate: cand });
-      for (let repair = 1; !executed.ok && repair <= cfg.synthesis.maxConfigRepairs; repair++) {
+      const perCandidate = patched(REPAIR_BUDGET_PER_CANDIDATE);
+      const maxRepairs = cfg.synthesis.maxConfigRepairs;
+      for (
+        let repair = 1;
+        !executed.ok && (perCandidate ? attempt < maxRepairs : repair <= maxRepairs);
+        repair++
+      ) {
         attempt++;
-        const patched: { candidate: Candidate; model: string; promptHash: string; outputHash: string } =
+        const repaired: { candidate: Candidate; model: string; promptHash: string; outputHash: string } =
           await llm.patchConfig({ ...ref(attempt), candidate: cand, failure: executed.failure!, repair });
-        note('config-patch', patched);
-        cand = patched.candidate;
+        note('config-patch', repaired);
+        cand = repaired.candidate;
         current = cand;
         executed = await env.executeCandidate({ candidate: cand });
       }
-      if (!executed.ok && executed.failure) {
+      // Only a function that ran and failed is blocklisted: a call string that did not parse, or
+      // named an unknown function, says nothing against a valid function.
+      if (!executed.ok && executed.failure?.kind === 'execution') {
         const failed = callName(executed.failure.call);
         if (failed && !blocklist.includes(failed)) blocklist.push(failed);
       }
@@ -155,7 +175,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
 
     // Critique: deterministic gates and a fresh re-execution, then the judge; one refinement.
     stage = 'critique';
-    let judgement: Judgement | null = null;
+    let judgement: Judgement | typeof JUDGE_OFF | null = null;
     let judgeModel = '';
     let refined = false;
     for (let round = 0; ; round++) {
@@ -169,6 +189,11 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
           `fresh re-execution failed: ${again.failure?.reason}`,
           cand.id,
         );
+      }
+      if (!cfg.ablation.judge) {
+        judgement = JUDGE_OFF;
+        judgeModel = 'none';
+        break;
       }
       const judged = await llm.judgeCandidate({ ...ref(round), candidate: cand, execution: { ok: true } });
       note(round === 0 ? 'judge' : `judge-${round}`, judged);

@@ -240,6 +240,48 @@ export function seedIneligibility(
   return undefined;
 }
 
+/**
+ * The `random` selection ablation: the members observed at least once, whatever their band or φ,
+ * in a uniform order (Fisher–Yates) drawn from a generator seeded by (seed, step) alone, so a
+ * replay or a what-if draws the same. Selection's cooldown, eligibility, quota and capacity rules
+ * still apply.
+ */
+export function randomRanking(seed: number): SeedRanking {
+  return (pool, statsByTask, step) => {
+    const out: RankedSeed[] = [];
+    for (const m of pool.members) {
+      const s = statsFor(m, statsByTask);
+      if (s) out.push({ member: m, stats: s, phi: phiOf(s.signal) });
+    }
+    out.sort((a, b) => compareIds(a.member.taskId, b.member.taskId));
+    const draw = mulberry32(fnv1a(`rods-random-selection:${seed}:${step}`));
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(draw() * (i + 1));
+      [out[i], out[j]] = [out[j]!, out[i]!];
+    }
+    return out;
+  };
+}
+
+// A 32-bit FNV-1a hash and the mulberry32 generator: small, fast, deterministic everywhere
+// (the workflow sandbox included); statistical quality is ample for ordering seeds.
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /** Whether a task selected at lastSelectedStep is still cooling down at step. */
 export function inCooldown(
   lastSelectedStep: number | undefined,
@@ -366,7 +408,11 @@ export function planInjection(
     generatedBefore: generatedNow,
     newVersion: pool.version,
   };
-  if (!isInjectionBoundary(step, cfg)) return empty;
+  if (
+    !isInjectionBoundary(step, cfg) ||
+    (cfg as { ablation?: { injection?: boolean } }).ablation?.injection === false
+  )
+    return empty;
 
   const poolVersion = pool.version + 1;
   const queue = [...pool.queue].sort(compareQueued);
