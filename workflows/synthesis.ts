@@ -178,6 +178,8 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     let judgement: Judgement | typeof JUDGE_OFF | null = null;
     let judgeModel = '';
     let refined = false;
+    // Rounds where the judge's verdict contradicted its scores (the rule decided): lineage.
+    const disagreements: { round: number; judge: string; rule: string }[] = [];
     for (let round = 0; ; round++) {
       const gates = await env.gateCandidate({ candidate: cand, config: input.config });
       if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, cand.id);
@@ -199,6 +201,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       note(round === 0 ? 'judge' : `judge-${round}`, judged);
       judgement = judged.value;
       judgeModel = judged.model;
+      if (judged.disagreement) disagreements.push({ round, ...judged.disagreement });
       if (judgement.verdict === 'accept') break;
       if (round >= cfg.synthesis.maxRefinements) {
         throw new Rejection(
@@ -243,6 +246,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
         stageOutputs: outputs,
         judgeVerdict: judgement.verdict,
         judgeScores: judgement.scores,
+        ...(disagreements.length > 0 ? { judgeDisagreements: disagreements } : {}),
       },
     });
     outcome = { synthesisId, outcome: r.outcome, candidateId: r.candidateId, reasonCode: r.reasonCode };

@@ -18,7 +18,7 @@ export const PROMPT_FILES: Record<PromptName, string> = {
   params: 'params.v1.md',
   'config-patch': 'config-patch.v1.md',
   rewrite: 'rewrite.v1.md',
-  judge: 'judge.v1.md',
+  judge: 'judge.v2.md',
   refine: 'refine.v1.md',
 };
 

@@ -32,7 +32,11 @@ describe('stage prompts', () => {
       const file = path.join(DEFAULT_PROMPTS_DIR, PROMPT_FILES[name]);
       const bytes = readFileSync(file);
       const first = bytes.toString('utf8').split('\n', 1)[0]!;
-      expect(parseStageMarker(first)).toEqual({ stage: name, version: 1 });
+      // the version in the marker is the one in the file name
+      expect(parseStageMarker(first)).toEqual({
+        stage: name,
+        version: Number(/\.v(\d+)\.md$/.exec(PROMPT_FILES[name])![1]),
+      });
       expect(promptVersion(name)).toBe(createHash('sha256').update(bytes).digest('hex'));
       expect(promptVersion(name)).toMatch(/^[0-9a-f]{64}$/);
     }
@@ -60,7 +64,7 @@ describe('stage prompts', () => {
     const file = path.join(dir, PROMPT_FILES.judge);
     writeFileSync(
       file,
-      readFileSync(file, 'utf8').replace('[rods-stage: judge v1]', '[rods-stage: plan v1]'),
+      readFileSync(file, 'utf8').replace('[rods-stage: judge v2]', '[rods-stage: plan v1]'),
     );
     expect(() => loadPrompt('judge', dir)).toThrow(PromptError);
     writeFileSync(file, 'no marker here\n');
