@@ -11,7 +11,7 @@ import { type CampaignConfig, isInjectionBoundary, parseCampaignConfig } from '.
 import { candidateHash } from '../domain/candidate.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { applyDecisions } from '../domain/pool/evolve.js';
-import { seedTasks } from '../domain/pool/policy.js';
+import { type RejectionStreak, seedTasks } from '../domain/pool/policy.js';
 import { EMPTY_POOL, type PoolState } from '../domain/pool/state.js';
 import { planStep, type StepCandidate, type StepDecisions } from '../domain/step-plan.js';
 import type { TaskStats } from '../schemas/types.generated.js';
@@ -55,7 +55,15 @@ export interface StepPlan {
   activeSize: number;
   generated: number;
   /** What the decisions depended on besides the statistics (for what-if re-runs). */
-  inputs: { inFlight: string[]; runningSyntheses: number; enqueued: string[] };
+  inputs: {
+    inFlight: string[];
+    runningSyntheses: number;
+    enqueued: string[];
+    /** Seeds whose latest children were all rejected (selection.rejectionBackoff). */
+    rejectionStreaks?: Record<string, RejectionStreak>;
+  };
+  /** Boundary seeds passed over for their rejected children, with the reason. */
+  passedOver?: { taskId: string; reason: string }[];
 }
 
 /** A validated candidate as the candidates table holds it. */
@@ -115,6 +123,7 @@ export function decideStep(input: {
   candidates: readonly CandidateRow[];
   inFlight: string[];
   runningSyntheses: number;
+  rejectionStreaks?: Record<string, RejectionStreak>;
   now: () => number;
 }): DecidedStep {
   const { campaignId, step, config: cfg, now } = input;
@@ -124,7 +133,11 @@ export function decideStep(input: {
     config: cfg,
     stats: input.stats,
     candidates: input.candidates.map(stepCandidate),
-    selection: { inFlight: input.inFlight, runningSyntheses: input.runningSyntheses },
+    selection: {
+      inFlight: input.inFlight,
+      runningSyntheses: input.runningSyntheses,
+      rejectionStreaks: input.rejectionStreaks,
+    },
   });
   const { retired, selected, injection, state } = decisions;
   const candidateRows = new Map(input.candidates.map((r) => [r.candidate_id, r]));
@@ -224,9 +237,50 @@ export function decideStep(input: {
       inFlight: input.inFlight,
       runningSyntheses: input.runningSyntheses,
       enqueued: decisions.enqueued.map((d) => d.candidate.candidateId),
+      ...(input.rejectionStreaks && Object.keys(input.rejectionStreaks).length > 0
+        ? { rejectionStreaks: input.rejectionStreaks }
+        : {}),
     },
+    ...(decisions.passedOver.length > 0 ? { passedOver: decisions.passedOver } : {}),
   };
   return { decisions, events: ev, plan };
+}
+
+/**
+ * By seed task id, its run of rejected children among its `streak` latest outcomes (validated or
+ * rejected, in the order they were recorded): only seeds whose latest children were all rejected.
+ */
+export async function rejectionStreaks(
+  c: pg.PoolClient,
+  campaignId: string,
+  streak: number,
+): Promise<Record<string, RejectionStreak>> {
+  if (streak === 0) return {};
+  const { rows } = await c.query<{ seed: string; rejected: boolean; reason: string | null }>(
+    `select seed, rejected, reason from (
+       select payload->>'seedTaskId' as seed, type = 'CandidateRejected' as rejected,
+              payload->>'reasonCode' as reason,
+              row_number() over (partition by payload->>'seedTaskId' order by transaction_id desc, position desc) as rn
+         from events
+        where payload->>'campaignId' = $1 and type in ('CandidateValidated', 'CandidateRejected')
+     ) latest where rn <= $2 order by seed, rn`,
+    [campaignId, streak],
+  );
+  const out: Record<string, RejectionStreak> = {};
+  const broken = new Set<string>();
+  for (const r of rows) {
+    if (broken.has(r.seed)) continue;
+    if (!r.rejected) {
+      broken.add(r.seed);
+      continue;
+    }
+    const s = out[r.seed] ?? { count: 0, reasons: [] };
+    out[r.seed] = s;
+    s.count++;
+    s.reasons.push(r.reason ?? 'rejected');
+  }
+  for (const id of broken) delete out[id];
+  return out;
 }
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
@@ -355,6 +409,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
             candidates: cands.rows,
             inFlight: input.inFlight,
             runningSyntheses: input.runningSyntheses,
+            rejectionStreaks: await rejectionStreaks(c, campaignId, cfg.selection.rejectionBackoff.streak),
             now,
           });
           const { state } = decided.decisions;

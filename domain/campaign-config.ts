@@ -180,6 +180,25 @@ export const SelectionConfigSchema = z.strictObject({
     .int('selection.minGroups must be a whole number of reward groups')
     .min(1, 'selection.minGroups must be >= 1')
     .default(2),
+  /**
+   * A seed whose `streak` most recent children were all rejected (duplicates, failed validation)
+   * is passed over until `steps` steps after its last selection: synthesis spent on it yields
+   * nothing. streak 0 turns this off (the paper's selection).
+   */
+  rejectionBackoff: z
+    .strictObject({
+      streak: z
+        .number()
+        .int('selection.rejectionBackoff.streak must be a whole number of children')
+        .min(0, 'selection.rejectionBackoff.streak must be >= 0 (0: off)')
+        .default(3),
+      steps: z
+        .number()
+        .int('selection.rejectionBackoff.steps must be a whole number of steps')
+        .min(1, 'selection.rejectionBackoff.steps must be >= 1')
+        .default(10),
+    })
+    .prefault({}),
   /** A task whose latest group is more than this many steps old is not selected on it; 0: no limit. */
   maxStaleSteps: z
     .number()

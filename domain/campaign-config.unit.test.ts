@@ -60,6 +60,7 @@ describe('campaign config defaults', () => {
         minGroupVariance: 0.001,
         minGroups: 2,
         maxStaleSteps: 20,
+        rejectionBackoff: { streak: 3, steps: 10 },
       },
       synthesis: {
         maxConfigRepairs: 3,

@@ -70,6 +70,8 @@ export interface StepDecisions {
   unqueued: { candidateId: string; reason: string }[];
   retired: RetireDecision[];
   selected: SelectDecision[];
+  /** Boundary seeds passed over for their rejected children (selection.rejectionBackoff). */
+  passedOver: { taskId: string; reason: string }[];
   injection: InjectionPlan;
   /** Every decision in the order it was folded (and is appended as an event). */
   decisions: PoolDecision[];
@@ -141,7 +143,8 @@ export function planStep(input: StepInput): StepDecisions {
   const ranking =
     input.selection?.ranking ??
     (cfg.ablation?.selection === 'random' ? randomRanking(cfg.ablation.randomSeed) : undefined);
-  const selected = selectSeeds(state, stats, step, cfg, { ...input.selection, ranking });
+  const passedOver: { taskId: string; reason: string }[] = [];
+  const selected = selectSeeds(state, stats, step, cfg, { ...input.selection, ranking, passedOver });
   state = applyDecisions(state, selected);
 
   const injection = planInjection(state, step, cfg, stats ? phiOfStats(stats) : undefined);
@@ -154,6 +157,7 @@ export function planStep(input: StepInput): StepDecisions {
     unqueued,
     retired,
     selected,
+    passedOver,
     injection,
     decisions: [...observed, ...enqueued, ...retired, ...selected, ...injectionDecisions],
     state,

@@ -10,6 +10,7 @@
 import type pg from 'pg';
 import { windowSpec } from '../domain/band.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
+import type { RejectionStreak } from '../domain/pool/policy.js';
 import type { PoolState } from '../domain/pool/state.js';
 import { planStep, type StepCandidate } from '../domain/step-plan.js';
 import { statsRecord, type TaskState } from '../domain/task-stats.js';
@@ -38,7 +39,12 @@ export interface RecordedPlan {
   selected: { taskId: string }[];
   retired: { taskId: string }[];
   injected: string[];
-  inputs?: { inFlight: string[]; runningSyntheses: number; enqueued: string[] };
+  inputs?: {
+    inFlight: string[];
+    runningSyntheses: number;
+    enqueued: string[];
+    rejectionStreaks?: Record<string, RejectionStreak>;
+  };
 }
 
 export interface DecisionDiff {
@@ -183,6 +189,7 @@ export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIf
       selection: {
         inFlight: recorded.inputs?.inFlight ?? [],
         runningSyntheses: recorded.inputs?.runningSyntheses ?? 0,
+        rejectionStreaks: recorded.inputs?.rejectionStreaks,
       },
     });
     state = decided.state;

@@ -190,7 +190,17 @@ export type SeedRanking = (
   cfg: Pick<CampaignConfig, 'detector' | 'selection'>,
 ) => RankedSeed[];
 
+/** The latest children of a seed that were all rejected, newest first, with their reasons. */
+export interface RejectionStreak {
+  count: number;
+  reasons: string[];
+}
+
 export interface SelectOptions {
+  /** By seed task id: its run of rejected children (selection.rejectionBackoff). */
+  rejectionStreaks?: Readonly<Record<string, RejectionStreak>>;
+  /** Receives each boundary seed passed over for its rejected children, with the reason. */
+  passedOver?: { taskId: string; reason: string }[];
   /** Tasks with a synthesis run in flight: never selected. */
   inFlight?: Iterable<string>;
   /** Synthesis runs in flight (defaults to the number of distinct inFlight tasks). */
@@ -282,6 +292,24 @@ function mulberry32(seed: number): () => number {
   };
 }
 
+/**
+ * Why a seed is passed over for its rejected children, or undefined: its latest
+ * rejectionBackoff.streak children were all rejected and it was last selected at most
+ * rejectionBackoff.steps steps ago.
+ */
+export function rejectionBackoff(
+  lastSelectedStep: number | undefined,
+  streak: RejectionStreak | undefined,
+  step: number,
+  sel: Pick<SelectionConfig, 'rejectionBackoff'>,
+): string | undefined {
+  const { streak: needed, steps } = sel.rejectionBackoff;
+  if (needed === 0 || !streak || streak.count < needed || lastSelectedStep === undefined) return undefined;
+  if (step - lastSelectedStep > steps) return undefined;
+  const reasons = [...new Set(streak.reasons)].join(', ');
+  return `its last ${streak.count} children were rejected (${reasons}); passed over until step ${lastSelectedStep + steps + 1}`;
+}
+
 /** Whether a task selected at lastSelectedStep is still cooling down at step. */
 export function inCooldown(
   lastSelectedStep: number | undefined,
@@ -316,6 +344,11 @@ export function selectSeeds(
     if (inFlight.has(m.taskId)) continue;
     if (inCooldown(m.lastSelectedStep, step, sel.cooldownSteps)) continue;
     if (seedIneligibility(stats, step, sel) !== undefined) continue;
+    const backoff = rejectionBackoff(m.lastSelectedStep, opts.rejectionStreaks?.[m.taskId], step, sel);
+    if (backoff !== undefined) {
+      opts.passedOver?.push({ taskId: m.taskId, reason: backoff });
+      continue;
+    }
     const quota = Object.hasOwn(sel.perCategoryQuota, m.category) ? sel.perCategoryQuota[m.category]! : 0;
     const slot = used.get(m.category) ?? 0;
     if (slot >= quota) continue;

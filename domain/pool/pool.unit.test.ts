@@ -968,3 +968,55 @@ describe('applyDecisions', () => {
     expect(violations).toEqual([]);
   });
 });
+
+describe('selection that learns from outcomes (selection.rejectionBackoff)', () => {
+  const pool = () => {
+    // both seeds last selected at step 4 (cooldown 5 is over by step 10)
+    const p = seeded([
+      ['barren', 'base'],
+      ['fertile', 'base'],
+    ]);
+    return {
+      ...p,
+      members: p.members.map((m) => ({ ...m, lastSelectedStep: 4 })),
+    };
+  };
+  const s = new Map([
+    ['barren', stats(0.5, 9)],
+    ['fertile', stats(0.4, 9)],
+  ]);
+  const streaks = {
+    barren: { count: 3, reasons: ['duplicate-candidate', 'near-duplicate', 'near-duplicate'] },
+  };
+  const cfg = config({ selection: { perCategoryQuota: { base: 8 } } });
+
+  it('passes over a seed whose last 3 children were rejected until 10 steps after its selection, saying why', () => {
+    const passedOver: { taskId: string; reason: string }[] = [];
+    const d = selectSeeds(pool(), s, 14, cfg, { rejectionStreaks: streaks, passedOver });
+    expect(d.map((x) => x.taskId)).toEqual(['fertile']);
+    expect(passedOver).toEqual([
+      {
+        taskId: 'barren',
+        reason:
+          'its last 3 children were rejected (duplicate-candidate, near-duplicate); passed over until step 15',
+      },
+    ]);
+    expect(selectSeeds(pool(), s, 15, cfg, { rejectionStreaks: streaks }).map((x) => x.taskId)).toEqual([
+      'barren',
+      'fertile',
+    ]);
+  });
+
+  it('needs the whole streak, and is off with streak 0 (the paper)', () => {
+    const short = { barren: { count: 2, reasons: ['near-duplicate', 'near-duplicate'] } };
+    expect(selectSeeds(pool(), s, 14, cfg, { rejectionStreaks: short }).map((x) => x.taskId)).toEqual([
+      'barren',
+      'fertile',
+    ]);
+    const paper = config({ selection: { perCategoryQuota: { base: 8 }, rejectionBackoff: { streak: 0 } } });
+    expect(selectSeeds(pool(), s, 14, paper, { rejectionStreaks: streaks }).map((x) => x.taskId)).toEqual([
+      'barren',
+      'fertile',
+    ]);
+  });
+});

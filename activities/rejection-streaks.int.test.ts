@@ -1,0 +1,63 @@
+// The planner's view of each seed's latest outcomes: the run of rejected children among the
+// `streak` latest, in the order they were recorded.
+import { randomUUID } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { streams } from '../domain/ids.js';
+import { createPool, inTransaction } from '../store/db.js';
+import { recordEventsIn } from '../store/pool-projection.js';
+import { rejectionStreaks } from './curriculum.js';
+import { workerEvent } from './events.js';
+
+const pool = createPool({ application: 'rods-rejection-streaks-test', max: 2 });
+afterAll(() => pool.end());
+
+describe('rejectionStreaks', () => {
+  it('counts only seeds whose latest children were all rejected', async () => {
+    const campaignId = `streaks-${randomUUID().slice(0, 8)}`;
+    let n = 0;
+    const outcome = async (seedTaskId: string, rejected: string | null) => {
+      const synthesisId = `${campaignId}-${++n}`;
+      const base = { campaignId, synthesisId, candidateId: `c${n}`, seedTaskId, occurredAt: Date.now() };
+      await inTransaction(pool, (c) =>
+        recordEventsIn(c, streams.synthesis(synthesisId), [
+          rejected
+            ? workerEvent('CandidateRejected', randomUUID(), {
+                ...base,
+                stage: 'critique',
+                reasonCode: rejected,
+                reason: 'test',
+              })
+            : workerEvent('CandidateValidated', randomUUID(), {
+                ...base,
+                category: 'base',
+                candidate: '{}',
+                candidateHash: randomUUID(),
+                judgeModel: 'none',
+                judgeScores: {},
+                refined: false,
+              }),
+        ]),
+      );
+    };
+    // barren: validated long ago, then three rejections; mixed: rejected, validated, rejected;
+    // young: two rejections only.
+    await outcome('barren', null);
+    await outcome('barren', 'duplicate-candidate');
+    await outcome('mixed', 'near-duplicate');
+    await outcome('barren', 'near-duplicate');
+    await outcome('mixed', null);
+    await outcome('young', 'judge-rejected');
+    await outcome('barren', 'judge-rejected');
+    await outcome('mixed', 'near-duplicate');
+    await outcome('young', 'judge-rejected');
+
+    await inTransaction(pool, async (c) => {
+      const s = await rejectionStreaks(c, campaignId, 3);
+      expect(s).toEqual({
+        barren: { count: 3, reasons: ['judge-rejected', 'near-duplicate', 'duplicate-candidate'] },
+        young: { count: 2, reasons: ['judge-rejected', 'judge-rejected'] },
+      });
+      expect(await rejectionStreaks(c, campaignId, 0)).toEqual({});
+    });
+  });
+});
