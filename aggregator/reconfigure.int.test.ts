@@ -3,7 +3,7 @@
 // campaign cache re-checks the config version in every batch), and the replay of the campaign,
 // from the event store and from the reward topic, still equals live.
 import { randomUUID } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { workerEvent } from '../activities/events.js';
 import { streams } from '../domain/ids.js';
 import { kafkaStatsCheck } from '../replay/kafka-source.js';
@@ -19,7 +19,13 @@ import { waitForWatermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, produceTrace, type TraceGroup } from './trace.js';
 
 const pool = createPool({ application: 'rods-reconfigure-test', max: 4 });
-afterAll(() => pool.end());
+// Replays build scratch schemas, which only the owner role may (store/migrate.ts).
+const endpoints = inject('endpoints');
+const owner = createPool({ connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl, max: 2 });
+afterAll(async () => {
+  await pool.end();
+  await owner.end();
+});
 
 const TASKS = ['task-a', 'task-b', 'task-c', 'task-d'];
 
@@ -94,7 +100,7 @@ describe('reconfiguring a campaign', () => {
     // open) rebuilds the config versions and statistics equal to live.
     const replay = await waitUntil(
       async () => {
-        const r = await replayCampaign(pool, { campaignId });
+        const r = await replayCampaign(owner, { campaignId });
         return r.equal && r.tables.find((t) => t.table === 'task_stats')!.replayRows === TASKS.length && r;
       },
       { what: 'a replay equal to live', timeoutMs: 60_000, intervalMs: 500 },
@@ -103,7 +109,7 @@ describe('reconfiguring a campaign', () => {
       equal: true,
       liveRows: 2,
     });
-    await pool.query(`drop schema if exists ${replay.schema} cascade`);
+    await owner.query(`drop schema if exists ${replay.schema} cascade`);
     // Replay from the reward topic folds each step with its config version: the same bands.
     expect(await kafkaStatsCheck(pool, campaignId, topic)).toMatchObject({
       equal: true,

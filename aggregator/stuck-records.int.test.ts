@@ -2,7 +2,7 @@
 // transaction keeps failing, and a record too large to dead-letter whole. Each case is followed
 // by a good record that must be counted; before the fix each one stopped its partition for good.
 import { randomUUID } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { decode, encode } from '../codec/registry.js';
 import { readUntil } from '../kafka/client.js';
 import { DLQ_KEPT_BYTES, DLQ_TOPIC } from '../kafka/dlq.js';
@@ -16,7 +16,13 @@ import { watermark } from './steps.js';
 import { freshRewardTopic, produceTrace } from './trace.js';
 
 const pool = createPool({ application: 'rods-aggregator-stuck-test', max: 6 });
-afterAll(() => pool.end());
+// The injected trigger is the tables' owner's to create and drop (the application's role may not).
+const endpoints = inject('endpoints');
+const owner = createPool({ connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl, max: 1 });
+afterAll(async () => {
+  await pool.end();
+  await owner.end();
+});
 
 function group(campaignId: string, taskId: string, over: Record<string, unknown> = {}) {
   return {
@@ -126,11 +132,11 @@ describe('a partition that never moves', () => {
       // A record that makes the store throw: a trigger refuses this one task's statistics.
       const poisonTask = `task-fail-${randomUUID().slice(0, 8)}`;
       const fn = `rods_test_fail_${poisonTask.slice(-8)}`;
-      await pool.query(
+      await owner.query(
         `create function ${fn}() returns trigger language plpgsql as $$
        begin raise exception 'injected failure for %', new.task_id; end $$`,
       );
-      await pool.query(
+      await owner.query(
         `create trigger ${fn} before insert or update on task_stats for each row
        when (new.task_id = '${poisonTask}') execute function ${fn}()`,
       );
@@ -150,8 +156,8 @@ describe('a partition that never moves', () => {
         // The refused group counts as rejected: its step closes with the two others.
         await countedUntil(campaignId, topic, 'task-b', true);
       } finally {
-        await pool.query(`drop trigger if exists ${fn} on task_stats`);
-        await pool.query(`drop function if exists ${fn}()`);
+        await owner.query(`drop trigger if exists ${fn} on task_stats`);
+        await owner.query(`drop function if exists ${fn}()`);
       }
       expect((await queryStats(pool, { campaignId })).map((r) => r.taskId)).toEqual(['task-a', 'task-b']);
       const letter = (await deadLetters(topic, 1)).get(1)!;

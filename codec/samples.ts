@@ -211,6 +211,17 @@ export const SAMPLE_EVENTS: { [N in EventName]: EventPayloads[N] } = {
     step: 60,
     occurredAt: at,
   },
+  AuditAnchored: {
+    eventId: '6d1c3f0e-2b8a-4f5e-9c7d-3a2b1c0d9e8f',
+    storeId: '0f9e8d7c-6b5a-4c3d-8e1f-2a3b4c5d6e7f',
+    anchorId: 12,
+    globalPosition: 48_213,
+    streamPrefix: null,
+    streamCount: 311,
+    algorithm: 'hmac-sha256',
+    digest: '9f2c4b1e0d7a6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170f6e5d4c',
+    occurredAt: at,
+  },
   PoolPruned: {
     eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a13',
     campaignId,

@@ -23,6 +23,7 @@ export const REWARDS_TOPIC = 'rods.rewards.v1';
 export const TASK_STATS_TOPIC = 'rods.task-stats.v1';
 export const DECISIONS_TOPIC = 'rods.decisions.v1';
 export const RELAY_CHECKPOINT_TOPIC = 'rods.relay-checkpoints.v1';
+export const AUDIT_ANCHORS_TOPIC = 'rods.audit-anchors.v1';
 
 /**
  * The largest record (key, value and headers) the project writes, from RODS_KAFKA_MAX_RECORD_BYTES
@@ -72,6 +73,14 @@ export function topology(opts: TopologyOptions = {}): TopicSpec[] {
       replicationFactor,
       config: { 'cleanup.policy': 'compact' },
       doc: "never written: the outbox relay commits its event-store cursor as this topic's group offset, inside its Kafka transactions",
+    },
+    {
+      name: AUDIT_ANCHORS_TOPIC,
+      key: 'stream prefix ("*" for every stream)',
+      partitions: 1,
+      replicationFactor,
+      config: { 'retention.ms': FOREVER, 'cleanup.policy': 'delete' },
+      doc: "AuditAnchored: digests over the event store's stream heads, the copy `rods audit verify --kafka` checks",
     },
     {
       name: 'rods.dlq.v1',

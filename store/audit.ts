@@ -8,6 +8,14 @@
 // deleted rows were the last of the stream), a stream head that disagrees with the last event
 // (head-mismatch). What it cannot detect alone: someone with write access who rewrites a stream's
 // whole tail and its head consistently; anchoring heads outside the database closes that.
+//
+// Anchors (recordAnchor, verifyAnchor): a digest over every stream's head (id, version, hash of
+// that event) and the global position, kept in audit_anchors (append-only, the application's role
+// cannot change it) and published to Kafka. A stream whose event at the anchored version no
+// longer has the anchored hash was rewritten (even with a recomputed chain), one with fewer events
+// was truncated, one without events was deleted. With RODS_AUDIT_HMAC_KEY the digest is an
+// HMAC-SHA256, so whoever can write the table but lacks the key cannot forge an anchor.
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import pg from 'pg';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
@@ -286,4 +294,314 @@ export async function verifyChains(
   } finally {
     if (db instanceof pg.Pool) (client as pg.PoolClient).release();
   }
+}
+
+export type AnchorAlgorithm = 'sha256' | 'hmac-sha256';
+
+/** One stream's head in an anchor: id, version and the hash of the event at that version (hex). */
+export type AnchorHead = [streamId: string, version: number, hash: string];
+
+export interface Anchor {
+  anchorId: number;
+  /** The store anchored (rods_settings 'audit.store_id'). */
+  storeId: string;
+  anchoredAt: string;
+  globalPosition: number;
+  /** null: every stream; else only those whose id starts with this. */
+  streamPrefix: string | null;
+  streamCount: number;
+  algorithm: AnchorAlgorithm;
+  /** Hex. */
+  digest: string;
+}
+
+const DIGEST_DOMAIN = 'rods-audit-anchor/v1\n';
+
+/** The digest of an anchor: SHA-256, or HMAC-SHA256 with `key`, over its canonical text. */
+export function anchorDigest(
+  a: { storeId: string; globalPosition: number; streamPrefix: string | null; heads: AnchorHead[] },
+  key?: string,
+): { algorithm: AnchorAlgorithm; digest: Buffer } {
+  const h = key ? createHmac('sha256', key) : createHash('sha256');
+  h.update(DIGEST_DOMAIN);
+  h.update(`${JSON.stringify([a.storeId, a.globalPosition, a.streamPrefix])}\n`);
+  for (const head of a.heads) h.update(`${JSON.stringify(head)}\n`);
+  return { algorithm: key ? 'hmac-sha256' : 'sha256', digest: h.digest() };
+}
+
+/** The id of this store, made by the migration that added anchors. */
+export async function auditStoreId(db: pg.Pool | pg.ClientBase): Promise<string> {
+  const { rows } = await db.query<{ id: string }>(
+    `select value #>> '{}' as id from rods_settings where key = 'audit.store_id'`,
+  );
+  if (!rows[0]) throw new Error("rods_settings has no 'audit.store_id' (run `rods migrate`)");
+  return rows[0].id;
+}
+
+/** The key from RODS_AUDIT_HMAC_KEY, or undefined. */
+export function auditKey(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.RODS_AUDIT_HMAC_KEY || undefined;
+}
+
+interface AnchorRow {
+  anchor_id: number;
+  store_id: string;
+  anchored_at: Date;
+  global_position: number;
+  stream_prefix: string | null;
+  stream_count: number;
+  algorithm: AnchorAlgorithm;
+  digest: Buffer;
+  heads: AnchorHead[];
+}
+
+const ANCHOR_COLUMNS =
+  'anchor_id, store_id, anchored_at, global_position, stream_prefix, stream_count, algorithm, digest';
+
+function anchorOf(r: Omit<AnchorRow, 'heads'>): Anchor {
+  return {
+    anchorId: r.anchor_id,
+    storeId: r.store_id,
+    anchoredAt: r.anchored_at.toISOString(),
+    globalPosition: r.global_position,
+    streamPrefix: r.stream_prefix,
+    streamCount: r.stream_count,
+    algorithm: r.algorithm,
+    digest: r.digest.toString('hex'),
+  };
+}
+
+export interface RecordAnchorOptions {
+  /** Only the streams whose id starts with this. */
+  streamPrefix?: string;
+  /** HMAC key; default RODS_AUDIT_HMAC_KEY. */
+  key?: string;
+  /** Record nothing when the store has not moved since the latest anchor of the same scope. */
+  onlyIfChanged?: boolean;
+}
+
+/**
+ * Records an anchor of the current heads (one consistent snapshot). Returns it, with `recorded`
+ * false when onlyIfChanged found nothing new (the latest anchor is returned then).
+ */
+export async function recordAnchor(
+  pool: pg.Pool,
+  opts: RecordAnchorOptions = {},
+): Promise<Anchor & { recorded: boolean }> {
+  const key = opts.key ?? auditKey();
+  const prefix = opts.streamPrefix ?? null;
+  const c = await pool.connect();
+  try {
+    await c.query('begin isolation level repeatable read');
+    // One anchor at a time: the onlyIfChanged comparison sees the previous one.
+    await c.query("select pg_advisory_xact_lock(hashtextextended('rods-audit-anchor', 0))");
+    const pos = await c.query<{ p: number }>(
+      `select coalesce(max(position), 0)::bigint as p from events ${prefix === null ? '' : 'where starts_with(stream_id, $1)'}`,
+      prefix === null ? [] : [prefix],
+    );
+    const globalPosition = pos.rows[0]!.p;
+    const { rows } = await c.query<{ stream_id: string; version: number; hash: Buffer }>(
+      `select s.stream_id, s.version, coalesce(e.hash, s.last_hash) as hash
+         from streams s
+         left join events e on e.stream_id = s.stream_id and e.stream_version = s.version
+        where s.version > 0 ${prefix === null ? '' : 'and starts_with(s.stream_id, $1)'}
+        order by s.stream_id collate "C"`,
+      prefix === null ? [] : [prefix],
+    );
+    const heads: AnchorHead[] = rows.map((r) => [r.stream_id, r.version, r.hash.toString('hex')]);
+    const storeId = await auditStoreId(c);
+    const { algorithm, digest } = anchorDigest({ storeId, globalPosition, streamPrefix: prefix, heads }, key);
+    if (opts.onlyIfChanged) {
+      const last = await c.query<Omit<AnchorRow, 'heads'>>(
+        `select ${ANCHOR_COLUMNS} from audit_anchors where stream_prefix is not distinct from $1
+          order by anchor_id desc limit 1`,
+        [prefix],
+      );
+      const l = last.rows[0];
+      if (
+        l &&
+        l.global_position === globalPosition &&
+        l.stream_count === heads.length &&
+        l.algorithm === algorithm
+      ) {
+        await c.query('commit');
+        return { ...anchorOf(l), recorded: false };
+      }
+    }
+    const ins = await c.query<Omit<AnchorRow, 'heads'>>(
+      `insert into audit_anchors (store_id, global_position, stream_prefix, stream_count, algorithm, digest, heads)
+       values ($1, $2, $3, $4, $5, $6, $7) returning ${ANCHOR_COLUMNS}`,
+      [storeId, globalPosition, prefix, heads.length, algorithm, digest, JSON.stringify(heads)],
+    );
+    await c.query('commit');
+    return { ...anchorOf(ins.rows[0]!), recorded: true };
+  } catch (e) {
+    await c.query('rollback').catch(() => {});
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
+export type AnchorStreamProblem = 'rewritten' | 'truncated' | 'deleted';
+
+export interface AnchorStreamFinding {
+  streamId: string;
+  problem: AnchorStreamProblem;
+  anchoredVersion: number;
+  anchoredHash: string;
+  /** The stream's last version now (null: no events). */
+  foundVersion: number | null;
+  /** The stored hash at the anchored version now (null: no such event). */
+  foundHash: string | null;
+  detail: string;
+}
+
+/** The anchor itself does not hold: its digest, key or published copy disagrees. */
+export type AnchorProblem = 'forged' | 'unkeyed' | 'digest-mismatch' | 'not-published' | 'missing';
+
+export interface AnchorCheck {
+  ok: boolean;
+  anchor: Anchor | null;
+  /** Set when the anchor cannot be trusted; stream findings are then not conclusive. */
+  anchorProblem?: AnchorProblem;
+  anchorDetail?: string;
+  /** Anchored streams checked. */
+  streams: number;
+  findings: AnchorStreamFinding[];
+}
+
+export interface VerifyAnchorOptions {
+  /** This anchor; default the latest whose scope covers streamPrefix. */
+  anchorId?: number;
+  /** Only the anchored streams whose id starts with this. */
+  streamPrefix?: string;
+  /** Only this anchored stream. */
+  streamId?: string;
+  /** HMAC key; default RODS_AUDIT_HMAC_KEY. With a key, an unkeyed or mis-keyed anchor is forged. */
+  key?: string;
+  /** The digest (hex) the anchor must have, e.g. from its Kafka copy. */
+  expectedDigest?: string;
+  /** Streams per query; default 2000. */
+  pageSize?: number;
+}
+
+/** The id of the latest anchor covering `streamPrefix` (every stream when undefined), if any. */
+export async function latestAnchorId(
+  db: pg.Pool | pg.ClientBase,
+  streamPrefix?: string,
+): Promise<number | undefined> {
+  const { rows } = await db.query<{ id: number }>(
+    `select anchor_id as id from audit_anchors
+      where stream_prefix is null ${streamPrefix === undefined ? '' : 'or starts_with($1, stream_prefix)'}
+      order by anchor_id desc limit 1`,
+    streamPrefix === undefined ? [] : [streamPrefix],
+  );
+  return rows[0]?.id;
+}
+
+/** Checks the store against an anchor: names every anchored stream rewritten, truncated or deleted. */
+export async function verifyAnchor(pool: pg.Pool, opts: VerifyAnchorOptions = {}): Promise<AnchorCheck> {
+  const key = opts.key ?? auditKey();
+  const id = opts.anchorId ?? (await latestAnchorId(pool, opts.streamPrefix));
+  if (id === undefined) {
+    return {
+      ok: false,
+      anchor: null,
+      anchorProblem: 'missing',
+      anchorDetail: 'no anchor recorded yet (`rods audit anchor`)',
+      streams: 0,
+      findings: [],
+    };
+  }
+  const { rows } = await pool.query<AnchorRow>(
+    `select ${ANCHOR_COLUMNS}, heads from audit_anchors where anchor_id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  if (!row) {
+    return {
+      ok: false,
+      anchor: null,
+      anchorProblem: 'missing',
+      anchorDetail: `anchor ${id} is not in audit_anchors`,
+      streams: 0,
+      findings: [],
+    };
+  }
+  const anchor = anchorOf(row);
+  const out: AnchorCheck = { ok: true, anchor, streams: 0, findings: [] };
+  const fail = (p: AnchorProblem, detail: string) => {
+    out.ok = false;
+    out.anchorProblem ??= p;
+    out.anchorDetail ??= detail;
+  };
+  const recomputed = anchorDigest(
+    {
+      storeId: row.store_id,
+      globalPosition: row.global_position,
+      streamPrefix: row.stream_prefix,
+      heads: row.heads,
+    },
+    row.algorithm === 'hmac-sha256' ? key : undefined,
+  );
+  if (key && row.algorithm !== 'hmac-sha256') {
+    fail('forged', `anchor ${id} is not keyed (${row.algorithm}) while RODS_AUDIT_HMAC_KEY is set`);
+  } else if (row.algorithm === 'hmac-sha256' && !key) {
+    // Without the key only the recorded heads can be checked, not the MAC.
+  } else if (!timingSafeEqual(recomputed.digest, row.digest)) {
+    fail(
+      row.algorithm === 'hmac-sha256' ? 'forged' : 'digest-mismatch',
+      row.algorithm === 'hmac-sha256'
+        ? `anchor ${id}: the MAC does not verify with RODS_AUDIT_HMAC_KEY`
+        : `anchor ${id}: its digest does not match its recorded heads`,
+    );
+  }
+  if (opts.expectedDigest !== undefined && opts.expectedDigest !== anchor.digest) {
+    fail(
+      'forged',
+      `anchor ${id}: digest ${anchor.digest} differs from the published copy ${opts.expectedDigest}`,
+    );
+  }
+  const heads = row.heads.filter(
+    (h) =>
+      (opts.streamPrefix === undefined || h[0].startsWith(opts.streamPrefix)) &&
+      (opts.streamId === undefined || h[0] === opts.streamId),
+  );
+  const pageSize = opts.pageSize ?? 2000;
+  for (let i = 0; i < heads.length; i += pageSize) {
+    const page = heads.slice(i, i + pageSize);
+    const found = await pool.query<{ stream_id: string; hash: Buffer | null; last: number | null }>(
+      `select h.stream_id, e.hash,
+              (select max(x.stream_version) from events x where x.stream_id = h.stream_id) as last
+         from unnest($1::text[], $2::bigint[]) as h(stream_id, version)
+         left join events e on e.stream_id = h.stream_id and e.stream_version = h.version`,
+      [page.map((h) => h[0]), page.map((h) => h[1])],
+    );
+    const byId = new Map(found.rows.map((r) => [r.stream_id, r]));
+    for (const [streamId, version, hash] of page) {
+      out.streams++;
+      const f = byId.get(streamId);
+      const last = f?.last ?? null;
+      const now = f?.hash ? f.hash.toString('hex') : null;
+      const finding = (problem: AnchorStreamProblem, detail: string) => {
+        out.ok = false;
+        out.findings.push({
+          streamId,
+          problem,
+          anchoredVersion: version,
+          anchoredHash: hash,
+          foundVersion: last,
+          foundHash: now,
+          detail,
+        });
+      };
+      if (last === null) finding('deleted', `anchored at version ${version}, the stream has no events`);
+      else if (last < version)
+        finding('truncated', `anchored at version ${version}, the stream ends at version ${last}`);
+      else if (now !== hash)
+        finding('rewritten', `the event at version ${version} hashes to ${now}, anchored ${hash}`);
+    }
+  }
+  return out;
 }

@@ -22,6 +22,8 @@ import { registerCampaign } from './campaigns.js';
 import { createClient, createPool } from './db.js';
 import { migrate } from './migrate.js';
 
+// Its own server, its own password (never the well-known default).
+const PASSWORD = randomUUID();
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = process.env.RODS_PG_BINDIR ?? '/usr/lib/postgresql/15/bin';
 const id = randomUUID().slice(0, 8);
@@ -93,12 +95,12 @@ async function startCluster(): Promise<void> {
   const admin = createClient({ host: SOCKET, port: pgPort, user: 'postgres', database: 'postgres' });
   await admin.connect();
   try {
-    await admin.query(`create role rods login password 'rods'`);
+    await admin.query(`create role rods login password '${PASSWORD}'`);
     await admin.query('create database rods owner rods');
   } finally {
     await admin.end();
   }
-  url = `postgres://rods:rods@127.0.0.1:${pgPort}/rods`;
+  url = `postgres://rods:${PASSWORD}@127.0.0.1:${pgPort}/rods`;
   await migrate({ databaseUrl: url });
 }
 
@@ -121,6 +123,8 @@ function startRods(name: string, args: string[]): void {
     env: {
       ...process.env,
       DATABASE_URL: url,
+      // One role owns everything on this private server: it migrates too.
+      RODS_MIGRATE_DATABASE_URL: url,
       RODS_TASK_QUEUE: taskQueue,
       RODS_GATEWAY_TOKENS: TOKEN,
       RODS_SINK_DIR: path.join(DIR, 'sink'),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { verifyChains } from './audit.js';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
 import { createPool, inTransaction } from './db.js';
@@ -246,28 +246,38 @@ describe('append', () => {
   });
 
   it('is append-only unless the session sets rods.allow_event_mutation', async () => {
-    const s = uniqueStream('es-immutable');
-    await append(pool, s, 'no-stream', [newEvent('A', { v: 1 })]);
-    await expect(
-      pool.query(`update events set payload = '{"v":2}' where stream_id = $1`, [s]),
-    ).rejects.toThrow(/append-only/);
-    await expect(pool.query('delete from events where stream_id = $1', [s])).rejects.toThrow(/append-only/);
-    // The documented bypass (maintenance, tamper tests): SET LOCAL inside a transaction.
-    await inTransaction(pool, async (c) => {
-      await c.query(`set local rods.allow_event_mutation = 'on'`);
-      await c.query(`update events set payload = '{"v":2}' where stream_id = $1`, [s]);
-    });
-    expect((await readStream(pool, s))[0]!.payload).toEqual({ v: 2 });
-    await expect(
-      pool.query(`update events set payload = '{"v":3}' where stream_id = $1`, [s]),
-    ).rejects.toThrow(/append-only/);
-    // Remove the tampered stream so that a global `rods audit verify` stays clean.
-    await inTransaction(pool, async (c) => {
-      await c.query(`set local rods.allow_event_mutation = 'on'`);
-      await c.query('delete from events where stream_id = $1', [s]);
-      await c.query('delete from streams where stream_id = $1', [s]);
-    });
-    expect(await readStream(pool, s)).toEqual([]);
+    // The trigger guards the tables' owner against mistakes (the application's role has no
+    // UPDATE or DELETE on events at all: store/audit.int.test.ts).
+    const { ownerDatabaseUrl, databaseUrl } = inject('endpoints');
+    const owner = createPool({ connectionString: ownerDatabaseUrl ?? databaseUrl, max: 2 });
+    try {
+      const s = uniqueStream('es-immutable');
+      await append(pool, s, 'no-stream', [newEvent('A', { v: 1 })]);
+      await expect(
+        owner.query(`update events set payload = '{"v":2}' where stream_id = $1`, [s]),
+      ).rejects.toThrow(/append-only/);
+      await expect(owner.query('delete from events where stream_id = $1', [s])).rejects.toThrow(
+        /append-only/,
+      );
+      // The documented bypass (maintenance, tamper tests): SET LOCAL inside a transaction.
+      await inTransaction(owner, async (c) => {
+        await c.query(`set local rods.allow_event_mutation = 'on'`);
+        await c.query(`update events set payload = '{"v":2}' where stream_id = $1`, [s]);
+      });
+      expect((await readStream(pool, s))[0]!.payload).toEqual({ v: 2 });
+      await expect(
+        owner.query(`update events set payload = '{"v":3}' where stream_id = $1`, [s]),
+      ).rejects.toThrow(/append-only/);
+      // Remove the tampered stream so that a global `rods audit verify` stays clean.
+      await inTransaction(owner, async (c) => {
+        await c.query(`set local rods.allow_event_mutation = 'on'`);
+        await c.query('delete from events where stream_id = $1', [s]);
+        await c.query('delete from streams where stream_id = $1', [s]);
+      });
+      expect(await readStream(pool, s)).toEqual([]);
+    } finally {
+      await owner.end();
+    }
   });
 });
 

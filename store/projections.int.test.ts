@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createPool } from './db.js';
 import { append, compareCursors, cursorAt, headCursor, type RecordedEvent } from './event-store.js';
 import {
@@ -14,10 +14,15 @@ import {
 import { eventually, newEvent } from './test-helpers.js';
 
 const pool = createPool({ application: 'rods-test-projections', max: 8 });
+// The example projection's tables are made and dropped by the owner role (the application's role
+// cannot create tables); its default privileges let the application's role write them.
+const endpoints = inject('endpoints');
+const owner = createPool({ connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl, max: 2 });
 const cleanups: Array<() => Promise<unknown>> = [];
 afterAll(async () => {
   for (const f of cleanups) await f();
   await pool.end();
+  await owner.end();
 });
 
 /**
@@ -34,19 +39,19 @@ function streamCounts(
   const applied = `test_stream_applied_${suffix}`;
   const name = `test-stream-counts-${suffix}`;
   cleanups.push(async () => {
-    await pool.query(`drop table if exists ${table}, ${applied}`);
+    await owner.query(`drop table if exists ${table}, ${applied}`);
     await pool.query('delete from projection_checkpoints where name = $1', [name]);
   });
   return {
     name,
     table,
     appliedTable: applied,
-    async init(c: pg.PoolClient) {
-      await c.query(
+    async init() {
+      await owner.query(
         `create table if not exists ${table} (
            stream_id text primary key, events int not null, last_type text not null, last_version bigint not null)`,
       );
-      await c.query(`create table if not exists ${applied} (position bigint primary key)`);
+      await owner.query(`create table if not exists ${applied} (position bigint primary key)`);
     },
     async apply(c: pg.PoolClient, e: RecordedEvent) {
       if (!e.streamId.startsWith(prefix)) return;
@@ -60,7 +65,8 @@ function streamCounts(
       );
     },
     async reset(c: pg.PoolClient) {
-      await c.query(`truncate ${table}, ${applied}`);
+      await c.query(`delete from ${table}`);
+      await c.query(`delete from ${applied}`);
     },
   };
 }

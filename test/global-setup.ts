@@ -14,5 +14,6 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<void> {
   await up();
   await migrate();
+  // With the owner role's URL (ownerDatabaseUrl) for tests that play an attacker owning the tables.
   project.provide('endpoints', loadEndpoints());
 }

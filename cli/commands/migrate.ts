@@ -5,7 +5,9 @@ import { printJson } from '../output.js';
 export function register(program: Command): void {
   program
     .command('migrate')
-    .description('apply pending PostgreSQL migrations (store/migrations) to DATABASE_URL')
+    .description(
+      "apply pending PostgreSQL migrations (store/migrations) as the owner role (RODS_MIGRATE_DATABASE_URL; the local stack's rods_owner) and grant DATABASE_URL's role its privileges",
+    )
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
       const r = await migrate();

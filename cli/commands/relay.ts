@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { DECISIONS_TOPIC } from '../../kafka/topology.js';
+import { anchorIntervalMs, runPeriodicAnchor } from '../../relay/anchor.js';
 import { defaultRoute, Relay } from '../../relay/relay.js';
 import { createPool } from '../../store/db.js';
 import type { Cursor } from '../../store/event-store.js';
@@ -32,6 +33,16 @@ export function register(program: Command): void {
     )
     .option('--stream-prefix <prefix>', 'publish only the events of streams whose id starts with this')
     .option('--until-caught-up', 'exit once a page comes back empty')
+    .option(
+      '--anchor-minutes <m>',
+      'record and publish an audit anchor this often when the store moved (RODS_AUDIT_ANCHOR_MINUTES, default 10; 0: never)',
+      (v) => {
+        const m = Number(v);
+        if (!Number.isFinite(m) || m < 0)
+          throw new UsageError(`--anchor-minutes: expected minutes >= 0, got ${v}`);
+        return m;
+      },
+    )
     .option('--json', 'print the final stats as JSON')
     .action(
       async (opts: {
@@ -42,6 +53,7 @@ export function register(program: Command): void {
         startAfter?: Cursor;
         streamPrefix?: string;
         untilCaughtUp?: boolean;
+        anchorMinutes?: number;
         json?: boolean;
       }) => {
         if (!(opts.batchSize > 0)) throw new UsageError('--batch-size must be a positive integer');
@@ -59,6 +71,13 @@ export function register(program: Command): void {
         const onSignal = () => ac.abort();
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
+        // A running campaign is anchored without an operator (store/audit.ts, relay/anchor.ts).
+        const anchorMs =
+          opts.anchorMinutes !== undefined ? Math.round(opts.anchorMinutes * 60_000) : anchorIntervalMs();
+        const anchoring =
+          anchorMs > 0 && !opts.untilCaughtUp
+            ? runPeriodicAnchor(pool, { intervalMs: anchorMs, signal: ac.signal })
+            : Promise.resolve();
         try {
           // run() takes the lock and opens the session itself, retrying while Kafka or the database is away.
           const stats = await relay.run({ untilCaughtUp: opts.untilCaughtUp, signal: ac.signal });
@@ -68,6 +87,8 @@ export function register(program: Command): void {
               `relay ${opts.name}: ${stats.published} published (${stats.referenced} as references), ${stats.deadLettered} dead-lettered, cursor ${stats.cursor.position}`,
             );
         } finally {
+          ac.abort();
+          await anchoring;
           await relay.stop();
           await pool.end();
         }

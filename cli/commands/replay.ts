@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
+import { loadEndpoints } from '../../config/endpoints.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
 import { kafkaStatsCheck } from '../../replay/kafka-source.js';
 import { ReplayError, replayCampaign } from '../../replay/replay.js';
@@ -46,7 +47,12 @@ export function register(program: Command): void {
         if (opts.source !== 'store' && opts.source !== 'kafka')
           throw new UsageError('--source must be store or kafka');
         await migrate();
-        const pool = createPool({ application: 'rods-replay', max: 4 });
+        // Replays build scratch schemas: the owner role's work where there are two roles.
+        const pool = createPool({
+          application: 'rods-replay',
+          max: 4,
+          connectionString: loadEndpoints().ownerDatabaseUrl,
+        });
         const bar =
           opts.json || !process.stderr.isTTY
             ? undefined

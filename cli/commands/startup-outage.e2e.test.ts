@@ -69,7 +69,7 @@ describe('starting during an outage', () => {
 
   it('the aggregator with PostgreSQL down says it waits for PostgreSQL and does not exit', async () => {
     const { child, output } = start(['aggregator'], {
-      DATABASE_URL: `postgres://rods:rods@127.0.0.1:${await freePort()}/rods`,
+      DATABASE_URL: `postgres://rods:nobody-listens@127.0.0.1:${await freePort()}/rods`,
     });
     await waitUntil(
       () => {

@@ -53,7 +53,9 @@ export default async function eventStore(opts: Record<string, string | boolean>)
   const log = opts.json ? () => {} : (m: string) => console.error(m);
 
   const schema = `bench_event_store_${randomUUID().slice(0, 8)}`;
-  const url = loadEndpoints().databaseUrl;
+  // Its own schema and tables: the owner role's work where there are two roles.
+  const { ownerDatabaseUrl, databaseUrl } = loadEndpoints();
+  const url = ownerDatabaseUrl ?? databaseUrl;
   const admin = new pg.Client({ connectionString: url, application_name: 'rods-bench' });
   await admin.connect();
   await admin.query(`create schema ${schema}`);

@@ -3,6 +3,7 @@
 // injector stops and kills these, never the shared stack other tests use. Installed artifacts
 // (the temporal binary, Kafka's jars, the executor's venv) are linked from the shared stack, so
 // only the data is fresh.
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../util/free-port.js';
@@ -51,11 +52,14 @@ export async function layoutPrivateStack(sharedStack: string, run: string): Prom
   const temporalHttp = await port();
   const temporalMetrics = await port();
   const executor = await port();
+  // Passwords of its own (the stack sets them on its roles; the superuser's goes to its secrets).
+  const pw = () => randomBytes(18).toString('base64url');
   return {
     dir,
     env: {
       RODS_STACK_DIR: dir,
-      DATABASE_URL: `postgres://rods:rods@127.0.0.1:${pg}/rods`,
+      DATABASE_URL: `postgres://rods:${pw()}@127.0.0.1:${pg}/rods`,
+      RODS_MIGRATE_DATABASE_URL: `postgres://rods_owner:${pw()}@127.0.0.1:${pg}/rods`,
       KAFKA_BROKERS: `127.0.0.1:${kafka}`,
       RODS_KAFKA_CONTROLLER_PORT: String(controller),
       RODS_KAFKA_HEAP: '512m',

@@ -10,8 +10,8 @@ import { portOpen, portOwner, StackError, sleep, tail } from './proc.js';
 import type { Service } from './service.js';
 import { temporalService } from './temporal.js';
 
-export function services(): Service[] {
-  return [postgresService(), kafkaService(), temporalService(), executorService()];
+export function services(opts: { upgradeRunning?: boolean } = {}): Service[] {
+  return [postgresService(opts), kafkaService(), temporalService(), executorService()];
 }
 
 export interface ServiceStatus {
@@ -138,7 +138,8 @@ async function main(argv: string[]): Promise<void> {
     .description(
       'install what is missing (cached under .stack/), start every service, wait until each answers',
     )
-    .action(async () => up());
+    // Also upgrades a running PostgreSQL set up by an older version (passwords, roles, grants).
+    .action(async () => up(services({ upgradeRunning: true })));
   program
     .command('down')
     .description('stop exactly the processes `up` started (by pid file and command line), never others')

@@ -1,19 +1,29 @@
 // PostgreSQL 15 from Debian's packages, with a project-local data directory.
 // The server refuses to run as root, so when we are root it runs as the `postgres` user.
+//
+// Credentials: three roles with a random password each, kept in .stack/secrets (files 0600,
+// folder 0700): the application's role (DATABASE_URL's user, `rods`), the owner of the database
+// and its tables that runs the migrations (`rods_owner`), and the superuser `postgres`. Every
+// connection, the local socket's too, authenticates with scram-sha-256; the socket folder is 0700.
+// A data directory from before (trusted socket, `rods`/`rods` owning everything) is upgraded in
+// place on start: passwords rotated, ownership moved to the owner role, grants applied.
+import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   existsSync,
   mkdirSync,
   readdirSync,
   readFileSync,
+  rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import { isLoopback, loadEndpoints } from '../../config/endpoints.js';
+import { isLoopback, loadEndpoints, readStackSecret, STACK_OWNER_ROLE } from '../../config/endpoints.js';
 import { createClient } from '../../store/db.js';
-import { paths } from './paths.js';
+import { grantAppRole } from '../../store/migrate.js';
+import { paths, type StackSecret, secretFile } from './paths.js';
 import { clearPid, isAlive, run, StackError, tail, waitFor, writePid } from './proc.js';
 import type { Probe, Service } from './service.js';
 
@@ -58,13 +68,53 @@ function ensureTraversable(dir: string): void {
   }
 }
 
-export function postgresService(): Service {
+/** A stack password: read from its file, or made (random) and written 0600 on first use. */
+export function ensureStackSecret(name: StackSecret): string {
+  const have = readStackSecret(name);
+  if (have !== undefined) return have;
+  const file = secretFile(name);
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  chmodSync(path.dirname(file), 0o700);
+  const pw = randomBytes(24).toString('base64url');
+  try {
+    writeFileSync(file, `${pw}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (e) {
+    // Another process made it first: theirs counts.
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return readStackSecret(name) ?? pw;
+    throw e;
+  }
+  return pw;
+}
+
+const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;
+const literal = (s: string) => `'${s.replaceAll("'", "''")}'`;
+
+/** A role and its password, from an explicit URL or else the stack's secret file. */
+function credentials(explicit: string | undefined, defaultUser: string, secret: StackSecret) {
+  const env = explicit ? new URL(explicit) : undefined;
+  const user = decodeURIComponent(env?.username || '') || defaultUser;
+  const password = decodeURIComponent(env?.password || '') || ensureStackSecret(secret);
+  return { user, password };
+}
+
+/** pg_hba.conf with every `trust` method replaced by scram-sha-256 (comments left alone). */
+export function hardenHba(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => (/^\s*#/.test(line) ? line : line.replace(/\btrust\s*$/, 'scram-sha-256')))
+    .join('\n');
+}
+
+export interface PostgresOptions {
+  /** Also upgrade a server that is already running (`stack up`); otherwise only one it starts. */
+  upgradeRunning?: boolean;
+}
+
+export function postgresService(opts: PostgresOptions = {}): Service {
   const url = new URL(loadEndpoints().databaseUrl);
   const host = url.hostname || '127.0.0.1';
   const port = Number(url.port || 5432);
   const database = decodeURIComponent(url.pathname.slice(1) || 'rods');
-  const user = decodeURIComponent(url.username || 'rods');
-  const password = decodeURIComponent(url.password || 'rods');
   const dataDir = path.join(paths.data, 'postgres');
   const socketDir = path.join(paths.run, 'postgres-socket');
   const log = paths.log(NAME);
@@ -82,7 +132,11 @@ export function postgresService(): Service {
   const asServer = async (acct: Account | undefined) => (acct ? { uid: acct.uid, gid: acct.gid } : {});
 
   const probe = async (): Promise<Probe> => {
-    const client = createClient({ connectionString: url.toString(), connectionTimeoutMillis: 2000 });
+    // Read now: start() may just have made the password the default URL reads.
+    const client = createClient({
+      connectionString: loadEndpoints().databaseUrl,
+      connectionTimeoutMillis: 2000,
+    });
     try {
       await client.connect();
       const r = await client.query<{ v: string }>('select version() as v');
@@ -91,6 +145,78 @@ export function postgresService(): Service {
       return { answering: false, detail: (e as Error).message };
     } finally {
       await client.end().catch(() => {});
+    }
+  };
+
+  const hba = path.join(dataDir, 'pg_hba.conf');
+  /** Still set up as before: a socket anyone local may use without a password. */
+  const legacy = () =>
+    !existsSync(secretFile('superuser')) ||
+    hardenHba(readFileSync(hba, 'utf8')) !== readFileSync(hba, 'utf8');
+
+  // Idempotent: passwords, the server's authentication, roles, database owner, ownership of the
+  // tables and the application's grants; upgrades a data directory from before in place.
+  const configure = async (): Promise<void> => {
+    const app = credentials(process.env.DATABASE_URL || undefined, 'rods', 'app');
+    const owner = credentials(process.env.RODS_MIGRATE_DATABASE_URL || undefined, STACK_OWNER_ROLE, 'owner');
+    const superuser = ensureStackSecret('superuser');
+    if (app.user === owner.user || [app.user, owner.user].includes('postgres'))
+      throw new StackError(
+        `the application's role (${app.user}) and the owner role (${owner.user}) must be two roles, neither of them postgres`,
+        NAME,
+      );
+    chmodSync(socketDir, 0o700);
+    // The file initdb once read the superuser's password from, left behind by older versions.
+    rmSync(path.join(paths.run, 'pg-superuser-pw'), { force: true });
+    const trusted = readFileSync(hba, 'utf8');
+    const hardened = hardenHba(trusted);
+    const superClient = (db: string) =>
+      createClient({ host: socketDir, port, user: 'postgres', database: db, password: superuser });
+    // Roles and database over the local socket. A data dir from before still trusts the socket
+    // (any password passes): the superuser's password is set before the trust is removed.
+    const admin = superClient('postgres');
+    await admin.connect().catch((e: Error) => {
+      throw new StackError(
+        `cannot log in as postgres over ${socketDir} with the password in ${secretFile('superuser')}: ${e.message}`,
+        NAME,
+      );
+    });
+    try {
+      await admin.query(`alter role postgres password ${literal(superuser)}`);
+      if (hardened !== trusted) {
+        writeFileSync(hba, hardened);
+        await admin.query('select pg_reload_conf()');
+      }
+      for (const r of [app, owner]) {
+        const have = await admin.query('select 1 from pg_roles where rolname = $1', [r.user]);
+        await admin.query(
+          `${have.rowCount === 0 ? 'create' : 'alter'} role ${ident(r.user)} login nosuperuser nocreatedb nocreaterole password ${literal(r.password)}`,
+        );
+      }
+      const db = await admin.query<{ owner: string }>(
+        'select pg_get_userbyid(datdba) as owner from pg_database where datname = $1',
+        [database],
+      );
+      if (db.rowCount === 0) {
+        await admin.query(`create database ${ident(database)} owner ${ident(owner.user)}`);
+      } else if (db.rows[0]!.owner !== owner.user) {
+        await admin.query(`alter database ${ident(database)} owner to ${ident(owner.user)}`);
+      }
+    } finally {
+      await admin.end();
+    }
+    // In the database: what the application's role owned (tables of a stack from before) moves
+    // to the owner role, and the application's role gets its grants (store/migrate.ts).
+    const inDb = superClient(database);
+    await inDb.connect();
+    try {
+      // The lock `rods migrate` holds: concurrent grants on one table would collide.
+      await inDb.query("select pg_advisory_lock(hashtextextended('rods-migrate', 0))");
+      await inDb.query(`reassign owned by ${ident(app.user)} to ${ident(owner.user)}`);
+      await inDb.query(`set role ${ident(owner.user)}`);
+      await grantAppRole(inDb, app.user);
+    } finally {
+      await inDb.end();
     }
   };
 
@@ -114,7 +240,10 @@ export function postgresService(): Service {
       const bin = pgBinDir()!;
       const acct = await serverAccount();
       const ids = await asServer(acct);
+      const superuser = ensureStackSecret('superuser');
+      // Only the server's user may reach its socket (local connections need a password too).
       mkdirSync(socketDir, { recursive: true });
+      chmodSync(socketDir, 0o700);
       const fresh = !existsSync(path.join(dataDir, 'PG_VERSION'));
       if (acct) {
         ensureTraversable(dataDir);
@@ -124,27 +253,32 @@ export function postgresService(): Service {
         if (existsSync(log)) await run('chown', [`${acct.uid}:${acct.gid}`, log]);
       }
       if (fresh) {
-        const pwfile = path.join(paths.run, 'pg-superuser-pw');
-        writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
-        if (acct) await run('chown', [`${acct.uid}:${acct.gid}`, pwfile]);
-        await run(
-          path.join(bin, 'initdb'),
-          [
-            '-D',
-            dataDir,
-            '-U',
-            'postgres',
-            '--auth-local=trust',
-            '--auth-host=scram-sha-256',
-            `--pwfile=${pwfile}`,
-            '-E',
-            'UTF8',
-            '--locale=C.UTF-8',
-          ],
-          ids,
-        ).catch((e: Error & { stderr?: string }) => {
-          throw new StackError(`initdb failed: ${e.stderr ?? e.message}`, NAME);
-        });
+        // initdb reads the superuser's password from a file; it is removed right after.
+        const pwfile = path.join(paths.run, `pg-initdb-${randomBytes(6).toString('hex')}`);
+        writeFileSync(pwfile, `${superuser}\n`, { mode: 0o600 });
+        try {
+          if (acct) await run('chown', [`${acct.uid}:${acct.gid}`, pwfile]);
+          await run(
+            path.join(bin, 'initdb'),
+            [
+              '-D',
+              dataDir,
+              '-U',
+              'postgres',
+              '--auth-local=scram-sha-256',
+              '--auth-host=scram-sha-256',
+              `--pwfile=${pwfile}`,
+              '-E',
+              'UTF8',
+              '--locale=C.UTF-8',
+            ],
+            ids,
+          ).catch((e: Error & { stderr?: string }) => {
+            throw new StackError(`initdb failed: ${e.stderr ?? e.message}`, NAME);
+          });
+        } finally {
+          rmSync(pwfile, { force: true });
+        }
       }
       const opts = [
         `-c listen_addresses=${host}`,
@@ -167,28 +301,23 @@ export function postgresService(): Service {
       });
       const pid = pidFromDataDir();
       if (pid) writePid(NAME, pid);
-      // Create the application role and database over the local socket (trust for local only).
-      const admin = createClient({ host: socketDir, port, user: 'postgres', database: 'postgres' });
-      await admin.connect();
-      try {
-        const role = await admin.query('select 1 from pg_roles where rolname = $1', [user]);
-        if (role.rowCount === 0) {
-          await admin.query(
-            `create role "${user.replaceAll('"', '""')}" login password '${password.replaceAll("'", "''")}'`,
-          );
-        }
-        const db = await admin.query('select 1 from pg_database where datname = $1', [database]);
-        if (db.rowCount === 0) {
-          await admin.query(
-            `create database "${database.replaceAll('"', '""')}" owner "${user.replaceAll('"', '""')}"`,
-          );
-        }
-      } finally {
-        await admin.end();
-      }
+      await configure();
       await waitFor('postgres', async () => (await probe()).answering, 30_000);
     },
     probe,
+    async ready() {
+      if (!existsSync(hba)) return 'not ours (no data directory here)';
+      if (opts.upgradeRunning) {
+        const was = legacy();
+        await configure();
+        return was
+          ? 'upgraded: own passwords in .stack/secrets, owner role, grants'
+          : 'roles and grants checked';
+      }
+      return legacy()
+        ? 'WARNING: still trusts local connections and shares its password; run `npm run stack:up` to upgrade it'
+        : 'roles and passwords set';
+    },
     async stop() {
       const pid = pidFromDataDir();
       if (!pid) {
