@@ -245,7 +245,7 @@ describe('rollout batches', () => {
     expect(await batchRows(c)).toBe(0);
   });
 
-  it('a duplicate POST returns the first result with duplicate: true', async () => {
+  it('a duplicate POST returns the first result with duplicate: true; another body under its id is a 409', async () => {
     const c = await newCampaign();
     const batch = { batchId: 'b1', policyVersion: 'p1', groups: [{ taskId: 't1', rewards: [0.5, 1] }] };
     const first = await post(batchUrl(c, 3), batch);
@@ -256,9 +256,17 @@ describe('rollout batches', () => {
       close: false,
       duplicate: false,
     });
-    const again = await post(batchUrl(c, 3), {
+    const changed = await post(batchUrl(c, 3), {
       ...batch,
       groups: [...batch.groups, { taskId: 't2', rewards: [0] }],
+    });
+    expect(expectProblem(changed, 409).type).toBe('urn:rods:problem:batch-conflict');
+    // The same body, keys in another order and `close: false` spelt out, is the duplicate.
+    const again = await post(batchUrl(c, 3), {
+      groups: [{ rewards: [0.5, 1.0], taskId: 't1' }],
+      close: false,
+      policyVersion: 'p1',
+      batchId: 'b1',
     });
     expect(again.statusCode).toBe(200);
     expect(again.json()).toEqual({

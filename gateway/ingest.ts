@@ -3,12 +3,14 @@
 // its step is already closed, behind the last closed step, beyond the campaign's forward window
 // or its groups exceed the campaign's reward limits, or stored as a claim check plus an
 // ingestion_batches row. A duplicate is answered before any other check: whatever was accepted
-// stays accepted.
+// stays accepted. The same batch id with another body is a conflict (409), never a duplicate.
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { RolloutBatchBody } from '../activities/ingestion.js';
 import type { CampaignConfig } from '../domain/campaign-config.js';
 import { rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
 import { checkGroup } from '../domain/reward-group.js';
+import { canonicalJson } from '../store/canonical.js';
 import { inTransaction } from '../store/db.js';
 import { ProblemError } from './problem.js';
 import type { RolloutBatch } from './schemas.js';
@@ -94,6 +96,20 @@ async function stepProblem(
   return null;
 }
 
+/**
+ * SHA-256 (hex) of the batch's canonical JSON as parsed (sorted keys, no whitespace, numbers in
+ * shortest form; an absent `close` is false), so key order, spacing and `1.0` vs `1` do not count.
+ */
+export function batchBodyHash(batch: RolloutBatch): string {
+  const canonical = canonicalJson({
+    batchId: batch.batchId,
+    policyVersion: batch.policyVersion,
+    groups: batch.groups.map((g) => ({ taskId: g.taskId, rewards: g.rewards })),
+    close: batch.close ?? false,
+  });
+  return createHash('sha256').update(canonical, 'utf8').digest('hex');
+}
+
 export async function acceptBatch(
   db: pg.Pool,
   campaignId: string,
@@ -103,6 +119,7 @@ export async function acceptBatch(
 ): Promise<Accepted> {
   const workflowId = workflowIds.ingestion(campaignId, step, batch.batchId);
   const claimId = rolloutBatchClaimId(campaignId, step, batch.batchId);
+  const bodyHash = batchBodyHash(batch);
   return inTransaction(db, async (c) => {
     // A closing batch waits for the campaign's batches in flight and holds new ones back, so no
     // batch opens a step behind it unseen; batches that do not close run side by side.
@@ -111,11 +128,26 @@ export async function acceptBatch(
       [`ingest/${campaignId}`],
     );
     await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`ingest/${campaignId}/${step}`]);
-    const dup = await c.query<{ groups: number; closes: boolean; workflow_id: string; claim_id: string }>(
-      'select groups, closes, workflow_id, claim_id from ingestion_batches where campaign_id = $1 and step = $2 and batch_id = $3',
+    const dup = await c.query<{
+      groups: number;
+      closes: boolean;
+      workflow_id: string;
+      claim_id: string;
+      body_hash: string | null;
+    }>(
+      'select groups, closes, workflow_id, claim_id, body_hash from ingestion_batches where campaign_id = $1 and step = $2 and batch_id = $3',
       [campaignId, step, batch.batchId],
     );
     const d = dup.rows[0];
+    // A row from before body hashes (NULL) matches any body.
+    if (d && d.body_hash !== null && d.body_hash !== bodyHash)
+      throw new ProblemError(
+        409,
+        `batch ${batch.batchId} of step ${step} of campaign ${campaignId} was accepted with another body; a batch id names one body: send other rewards under a new batch id`,
+        undefined,
+        'batch-conflict',
+        { batchId: batch.batchId, step },
+      );
     if (d)
       return {
         duplicate: true,
@@ -163,9 +195,9 @@ export async function acceptBatch(
       [claimId, 'rollout-batch', JSON.stringify(body)],
     );
     await c.query(
-      `insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id)
-       values ($1, $2, $3, $4, $5, 'accepted', $6, $7)`,
-      [campaignId, step, batch.batchId, batch.groups.length, body.close, claimId, workflowId],
+      `insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id, body_hash)
+       values ($1, $2, $3, $4, $5, 'accepted', $6, $7, $8)`,
+      [campaignId, step, batch.batchId, batch.groups.length, body.close, claimId, workflowId, bodyHash],
     );
     return { duplicate: false, workflowId, claimId, groups: batch.groups.length, close: body.close };
   });

@@ -20,12 +20,13 @@ export interface Problem {
 const TITLES: Record<number, [slug: string, title: string]> = {
   400: ['malformed-request', 'Malformed request'],
   401: ['unauthenticated', 'Missing bearer token'],
-  403: ['forbidden', 'Invalid bearer token'],
+  403: ['forbidden', 'Forbidden'],
   404: ['not-found', 'Not found'],
   409: ['conflict', 'Conflict'],
   413: ['payload-too-large', 'Payload too large'],
   415: ['unsupported-media-type', 'Unsupported media type'],
   422: ['validation', 'Validation failed'],
+  429: ['too-many-requests', 'Too many requests'],
   500: ['internal', 'Internal error'],
   503: ['unavailable', 'Service unavailable'],
 };

@@ -1,7 +1,9 @@
 // `rods gateway`: the trainer-facing HTTP API (gateway/server.ts) until SIGTERM.
 import type { Command } from 'commander';
+import { loadGeneratorEndpoints } from '../../activities/llm/endpoints.js';
 import { loadTokens, TokenSet } from '../../gateway/auth.js';
 import { DEFAULT_RECONCILE_GRACE_MS, DEFAULT_RECONCILE_INTERVAL_MS } from '../../gateway/reconcile.js';
+import { type GatewayLimits, limitsFromEnv } from '../../gateway/request-limits.js';
 import { buildGateway, DEFAULT_BODY_LIMIT, DEFAULT_PORT } from '../../gateway/server.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
 import { createPool } from '../../store/db.js';
@@ -33,7 +35,10 @@ export function register(program: Command): void {
       'listen address (RODS_GATEWAY_HOST)',
       process.env.RODS_GATEWAY_HOST ?? '127.0.0.1',
     )
-    .option('--tokens <file>', 'bearer tokens, one a line (default: RODS_GATEWAY_TOKENS, comma-separated)')
+    .option(
+      '--tokens <file>',
+      'bearer tokens and their scopes, `<token> admin|read|campaign:<id> ...` a line (RODS_GATEWAY_TOKENS_FILE; else RODS_GATEWAY_TOKENS, comma-separated admin tokens)',
+    )
     .option(
       '--body-limit <bytes>',
       'maximum request body (RODS_GATEWAY_BODY_LIMIT)',
@@ -75,9 +80,27 @@ export function register(program: Command): void {
           );
         let tokens: TokenSet;
         try {
-          tokens = new TokenSet(loadTokens({ file: opts.tokens }));
+          const loaded = loadTokens({ file: opts.tokens });
+          tokens = new TokenSet(loaded.entries);
+          for (const w of loaded.warnings) console.error(`rods gateway: warning: ${w}`);
         } catch (e) {
-          throw new UsageError(`${(e as Error).message}: pass --tokens <file> or set RODS_GATEWAY_TOKENS`);
+          throw new UsageError(
+            `${(e as Error).message}: pass --tokens <file>, set RODS_GATEWAY_TOKENS_FILE or RODS_GATEWAY_TOKENS`,
+          );
+        }
+        let limits: GatewayLimits;
+        try {
+          limits = limitsFromEnv();
+        } catch (e) {
+          throw new UsageError((e as Error).message);
+        }
+        // With the workers' endpoints file at hand, campaigns naming another endpoint get a 422.
+        let generatorEndpoints: string[] | undefined;
+        try {
+          if (process.env.RODS_GENERATOR_ENDPOINTS_FILE)
+            generatorEndpoints = loadGeneratorEndpoints().names();
+        } catch (e) {
+          throw new UsageError((e as Error).message);
         }
         await migrateWhenReachable();
         const db = createPool({ application: 'rods-gateway', max: 20 });
@@ -91,6 +114,8 @@ export function register(program: Command): void {
           rewardsTopic: opts.rewardsTopic,
           logLevel: process.env.RODS_LOG_LEVEL ?? 'info',
           reconcile: { intervalMs: opts.reconcileInterval * 1000, graceMs: opts.reconcileGrace * 1000 },
+          limits,
+          generatorEndpoints,
         });
         const address = await app.listen({ port: opts.port, host: opts.host });
         console.error(`rods gateway on ${address} (${tokens.size} token(s), task queue ${opts.taskQueue})`);

@@ -109,7 +109,12 @@ class RodsClient:
         return body
 
     def fetch_batch(self, n: int, seed: Optional[int] = None) -> Dict[str, Any]:
-        """n tasks sampled from the active pool (with replacement; deterministic for a seed)."""
+        """n tasks sampled from the active pool (with replacement; deterministic for a seed).
+
+        ``n`` is capped by the gateway (RODS_GATEWAY_MAX_BATCH_N, default 4096). When the tasks
+        would pass its byte cap the answer holds the first ones that fit, with ``truncated: True``
+        and ``n`` the count answered: ask again (another seed) for the rest.
+        """
         query = f"?n={int(n)}" + (f"&seed={int(seed)}" if seed is not None else "")
         _, _, body = self._request("GET", f"/v1/campaigns/{self.campaign}/batch{query}")
         return body

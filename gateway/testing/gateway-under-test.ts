@@ -5,7 +5,8 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { createPool, type Pool } from '../../store/db.js';
 import { temporalClient } from '../../temporal/connect.js';
-import { TokenSet } from '../auth.js';
+import { type TokenEntry, TokenSet } from '../auth.js';
+import type { GatewayLimits } from '../request-limits.js';
 import { buildGateway } from '../server.js';
 
 export interface GatewayUnderTest {
@@ -18,8 +19,11 @@ export interface GatewayUnderTest {
 
 export async function startGatewayUnderTest(opts: {
   application: string;
-  tokens: string[];
+  /** Plain strings are admin tokens. */
+  tokens: (string | TokenEntry)[];
   taskQueue: string;
+  limits?: Partial<GatewayLimits>;
+  pollMs?: number;
 }): Promise<GatewayUnderTest> {
   const db = createPool({ application: opts.application, max: 5 });
   const { client, close: closeClient } = await temporalClient();
@@ -28,6 +32,8 @@ export async function startGatewayUnderTest(opts: {
     temporal: client,
     tokens: new TokenSet(opts.tokens),
     taskQueue: opts.taskQueue,
+    ...(opts.limits ? { limits: opts.limits } : {}),
+    ...(opts.pollMs ? { pollMs: opts.pollMs } : {}),
   });
   await app.ready();
   return {
