@@ -10,6 +10,9 @@ import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
 import { eventIds, streams } from '../domain/ids.js';
+import { settleVerdict } from '../domain/judge-rule.js';
+import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
+import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
@@ -21,8 +24,15 @@ import {
   type Failure,
   type TaskRecord,
 } from './executor-client.js';
-import { type GeneratorConfig, generatorConfig } from './llm/config.js';
+import type { GeneratorConfig } from './llm/config.js';
+import {
+  type GeneratorEndpoints,
+  loadGeneratorEndpoints,
+  resolveGeneratorConfig,
+  UnknownEndpointError,
+} from './llm/endpoints.js';
 import { GeneratorOutputError, GeneratorRequestError, GeneratorUnavailableError } from './llm/errors.js';
+import { executionSummary } from './llm/execution-summary.js';
 import type { Candidate, Judgement, Plan } from './llm/schemas.js';
 import * as stages from './llm/stages.js';
 
@@ -30,8 +40,8 @@ export interface SynthesisActivityDeps {
   pool: pg.Pool;
   executor: ExecutorClient;
   now?: () => number;
-  /** Extra generator settings (e.g. headers for the stand-in's fault injection in tests). */
-  generatorOverrides?: Record<string, unknown>;
+  /** The operator's generator endpoints (default: loadGeneratorEndpoints() of the environment). */
+  endpoints?: GeneratorEndpoints;
 }
 
 /** Identifies a stage run for StageCompleted. */
@@ -51,6 +61,25 @@ function sha256(text: string): string {
 }
 
 const ev = workerEvent;
+
+/**
+ * The sampling seed of a stage call: the same for a retry of the same call (its answer does not
+ * change under a retry), different for every synthesis run and attempt, so two syntheses from one
+ * seed task sample differently, as they would from a sampling LLM (vLLM honours `seed`).
+ */
+export function samplingSeed(ref: Pick<StageRef, 'synthesisId' | 'attempt'>): number {
+  return createHash('sha256').update(`${ref.synthesisId}:${ref.attempt}`).digest().readUInt32BE(0) >>> 1;
+}
+
+/** The executor's request for a candidate's ground truth. */
+function executeRequest(c: Candidate) {
+  return {
+    involved_classes: c.involved_classes,
+    initial_config: c.initial_config,
+    ground_truth: c.ground_truth,
+    long_context: c.category === 'long_context',
+  };
+}
 
 /** Turns generator errors into Temporal failures: schema failures are not retried. */
 function asFailure(e: unknown): never {
@@ -97,9 +126,22 @@ function asFailure(e: unknown): never {
 export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   const now = deps.now ?? Date.now;
 
+  const endpoints = deps.endpoints ?? loadGeneratorEndpoints();
+  // The endpoint name is resolved here, at call time: Temporal payloads carry only the name.
+  // An unknown name fails the same way on every retry, so it is not retried.
   const genCfg = (config: unknown): GeneratorConfig => {
     const c = parseCampaignConfig(config).generator as Record<string, unknown>;
-    return generatorConfig({ ...c, ...(deps.generatorOverrides ?? {}) } as never);
+    try {
+      return resolveGeneratorConfig(c, endpoints);
+    } catch (e) {
+      if (e instanceof UnknownEndpointError)
+        throw ApplicationFailure.create({
+          type: 'GeneratorRequestError',
+          message: e.message,
+          nonRetryable: true,
+        });
+      throw e;
+    }
   };
 
   const record = async (streamId: string, events: NewEvent[]) => {
@@ -115,7 +157,11 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     const cfg = genCfg(ref.config);
     let r: stages.StageResult<T>;
     try {
-      r = await run(cfg, { heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal });
+      r = await run(cfg, {
+        heartbeat: () => ctx.heartbeat(),
+        signal: ctx.cancellationSignal,
+        seed: samplingSeed(ref),
+      });
     } catch (e) {
       asFailure(e);
     }
@@ -148,7 +194,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           synthesisId: input.synthesisId,
           seedTaskId: input.seedTaskId,
           selectionEventId: input.selectionEventId,
-          generatorModel: genCfg(input.config).model,
+          generatorModel: (parseCampaignConfig(input.config).generator as { model: string }).model,
           occurredAt: now(),
         }),
       ]);
@@ -194,14 +240,28 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       return { ...r, candidate: stages.withQuestion(input.candidate, r.value) };
     },
 
-    judgeCandidate(input: StageRef & { candidate: Candidate; execution?: unknown }) {
-      return llm<Judgement>(input, (cfg, opts) =>
-        stages.judge(
-          input.candidate,
-          { ...cfg, model: cfg.judgeModel },
-          { ...opts, execution: input.execution },
-        ),
+    /**
+     * The quality judge, shown the candidate's execution (each call's result and the state after
+     * each turn, from a fresh run); its verdict is then recomputed from its scores by the rule
+     * (domain/judge-rule.ts), which wins a disagreement.
+     */
+    async judgeCandidate(input: StageRef & { candidate: Candidate; execution?: unknown }) {
+      let run: ExecuteResponse;
+      try {
+        run = await deps.executor.execute(executeRequest(input.candidate));
+      } catch (e) {
+        asFailure(e);
+      }
+      const execution = executionSummary(run);
+      const r = await llm<Judgement>(input, (cfg, opts) =>
+        stages.judge(input.candidate, { ...cfg, model: cfg.judgeModel }, { ...opts, execution }),
       );
+      const settled = settleVerdict(r.value);
+      return {
+        ...r,
+        value: settled.judgement,
+        ...(settled.disagreement ? { disagreement: settled.disagreement } : {}),
+      };
     },
 
     async refineCandidate(input: StageRef & { candidate: Candidate; judgement: Judgement }) {
@@ -215,12 +275,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     }): Promise<{ ok: boolean; failure: Failure | null; statesHash: string }> {
       let r: ExecuteResponse;
       try {
-        r = await deps.executor.execute({
-          involved_classes: input.candidate.involved_classes,
-          initial_config: input.candidate.initial_config,
-          ground_truth: input.candidate.ground_truth,
-          long_context: input.candidate.category === 'long_context',
-        });
+        r = await deps.executor.execute(executeRequest(input.candidate));
       } catch (e) {
         asFailure(e);
       }
@@ -328,6 +383,23 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           ]);
           return { outcome: 'rejected', reasonCode: 'duplicate-candidate' };
         }
+        const near = await nearestKnownTask(c, input.campaignId, input.candidate);
+        if (near && near.similarity.score >= near.threshold) {
+          const { score, text, calls } = near.similarity;
+          await recordEventsIn(c, stream, [
+            ev('CandidateRejected', eventIds.candidateRejected(input.synthesisId), {
+              campaignId: input.campaignId,
+              synthesisId: input.synthesisId,
+              candidateId: input.candidate.id,
+              seedTaskId: input.seedTaskId,
+              stage: 'critique',
+              reasonCode: 'near-duplicate',
+              reason: `near duplicate of ${near.task.kind} ${near.task.id}: similarity ${score.toFixed(3)} (question ${text.toFixed(3)}, calls ${calls.toFixed(3)}) >= ${near.threshold}`,
+              occurredAt: now(),
+            }),
+          ]);
+          return { outcome: 'rejected', reasonCode: 'near-duplicate' };
+        }
         await recordEventsIn(c, stream, [
           ev(
             'CandidateValidated',
@@ -355,3 +427,25 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
 }
 
 export type SynthesisActivities = ReturnType<typeof createSynthesisActivities>;
+
+/**
+ * The seed or earlier candidate (validated or injected) of the campaign most similar to a
+ * candidate, with the campaign's threshold. Read inside the outcome's transaction, under the same
+ * per-campaign lock as the exact-duplicate check, so two near-copies cannot both pass.
+ */
+async function nearestKnownTask(c: pg.PoolClient, campaignId: string, candidate: Candidate) {
+  const campaign = await loadCampaign(c, campaignId);
+  const threshold = (campaign?.config ?? parseCampaignConfig({})).synthesis.nearDuplicateThreshold;
+  const { rows } = await c.query<{ kind: 'seed' | 'candidate'; id: string; task: Candidate }>(
+    `select 'seed' as kind, task_id as id, task from pool_members where campaign_id = $1 and origin = 'seed'
+     union all
+     select 'candidate', candidate_id, candidate from candidates
+      where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2`,
+    [campaignId, candidate.id],
+  );
+  const near = nearestTask(
+    taskFeatures(candidate),
+    rows.map((r) => ({ kind: r.kind, id: r.id, features: taskFeatures(r.task) })),
+  );
+  return near && { ...near, threshold };
+}

@@ -49,3 +49,16 @@ describe('executeCandidate failures', () => {
     expect(config).toMatchObject({ type: 'ExecutorUnavailable', nonRetryable: true });
   });
 });
+
+describe('samplingSeed', () => {
+  it('is stable for a stage call, differs between syntheses and attempts, and fits a 31-bit int', async () => {
+    const { samplingSeed } = await import('./synthesis.js');
+    const a = samplingSeed({ synthesisId: 'syn-1', attempt: 0 });
+    expect(samplingSeed({ synthesisId: 'syn-1', attempt: 0 })).toBe(a);
+    const seeds = new Set<number>();
+    for (let i = 0; i < 200; i++) seeds.add(samplingSeed({ synthesisId: `syn-${i}`, attempt: i % 3 }));
+    expect(seeds.size).toBe(200);
+    for (const s of seeds) expect(Number.isInteger(s) && s >= 0 && s < 2 ** 31).toBe(true);
+    expect(samplingSeed({ synthesisId: 'syn-1', attempt: 1 })).not.toBe(a);
+  });
+});

@@ -45,6 +45,23 @@ export const synthesisId = (campaignId: string, step: number, seedTaskId: string
 /** The candidate a synthesis of `seedTaskId` at `step` produces; its task id once injected. */
 export const candidateId = (seedTaskId: string, step: number) => `${seedTaskId}~s${step}`;
 
+/**
+ * The id a pool task is delivered under to BFCL harnesses (sink and pool API; the rods id rides
+ * along as `rods_task_id`). bfcl-eval reads the test category from the id up to its last `_`,
+ * sorts by the integer after it, and names environment instances after the id: a rods id such as
+ * `multi_turn_base_2~s6` breaks all three. A seed keeps its BFCL id; any other task gets
+ * `multi_turn_<category>_<n>`, n = 1,000,000 + 48 bits of SHA-256 of its rods id (above every
+ * BFCL index; two tasks of a pool of 10,000 share an n with probability about 2e-7).
+ */
+export function bfclTaskId(taskId: string, category: string): string {
+  const prefix = `multi_turn_${category}_`;
+  if (taskId.startsWith(prefix) && /^\d+$/.test(taskId.slice(prefix.length))) return taskId;
+  const h = digest(`bfcl-task-id\u001f${taskId}`);
+  let n = 0;
+  for (let i = 0; i < 6; i++) n = n * 256 + h[i]!;
+  return `${prefix}${1_000_000 + n}`;
+}
+
 /** Event-store stream names. */
 export const streams = {
   /** A campaign's decisions: seeding, selections, injections, retirements, prunes, lifecycle. */

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
+import { redactCampaignConfig } from '../domain/campaign-config.js';
 import { DEFAULT_PRODUCER, openLineageEvents, type SynthesisEvent } from './openlineage.js';
 
 export const EXPORT_FORMATS = ['jsonl', 'csv', 'openlineage'] as const;
@@ -117,6 +118,15 @@ const EVENT_ENVELOPE = [
   'recorded_at',
 ];
 
+/**
+ * An event as exported: the config of CampaignStarted and CampaignReconfigured recorded before
+ * generator endpoints existed may carry a generator URL or key, which is left out.
+ */
+function shown(e: EventRow): EventRow {
+  if (typeof e.payload?.config !== 'string') return e;
+  return { ...e, payload: { ...e.payload, config: redactCampaignConfig(e.payload.config) } };
+}
+
 /** The campaign's events in read order (transaction id, position), page by page. */
 async function* campaignEvents(
   c: pg.ClientBase,
@@ -135,7 +145,7 @@ async function* campaignEvents(
         limit 2000`,
       [campaignId, after.tx, after.pos, types ?? null],
     );
-    for (const r of rows) yield r;
+    for (const r of rows) yield shown(r);
     const last = rows[rows.length - 1];
     if (!last || rows.length < 2000) return;
     after = { tx: last.transaction_id, pos: last.position };

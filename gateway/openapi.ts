@@ -31,8 +31,19 @@ const idParam = (name: string, description: string) => ({
 });
 const authErrors = {
   '401': problemResponse('missing or malformed bearer token'),
-  '403': problemResponse('unknown bearer token'),
+  '403': problemResponse(
+    'unknown bearer token (forbidden), or the token lacks the scope (insufficient-scope; detail and requiredScopes name it)',
+  ),
+  '429': {
+    ...problemResponse(
+      'more requests than the per-token rate limit (rate-limited), or, for a pool long-poll, too many held by the token (too-many-long-polls)',
+    ),
+    headers: { 'Retry-After': { description: 'seconds to wait', schema: { type: 'integer' } } },
+  },
 };
+/** The scopes any one of which grants an operation (`bearer` has no scope list in OpenAPI 3.0). */
+const scopes = (...s: string[]) => ({ 'x-required-scopes': s });
+const SECURITY = `Bearer tokens with scopes (gateway/auth.ts), from the tokens file (RODS_GATEWAY_TOKENS_FILE): admin (every operation: creates and steers campaigns), read (status, pool and batches of every campaign), campaign:<id> (posts rollouts to that campaign, reads its status, pool and batches). x-required-scopes lists the scopes any one of which grants an operation; a token without one gets 403 insufficient-scope naming them. Each token is rate-limited (429 with Retry-After).`;
 const etagHeader = {
   ETag: { description: 'the pool version, quoted: "<version>"', schema: { type: 'string' } },
 };
@@ -60,7 +71,7 @@ export function openApiDocument(): Record<string, unknown> {
         'The trainer-facing API of rods: campaigns, scored rollout batches (ingested exactly once into rods.rewards.v1) and the active training pool. Every error is RFC 9457 application/problem+json.',
     },
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: SECURITY } },
       schemas: {
         Problem: {
           type: 'object',
@@ -137,6 +148,7 @@ export function openApiDocument(): Record<string, unknown> {
       '/v1/campaigns': {
         post: {
           summary: 'register a campaign and start its workflow (campaign-<id>)',
+          ...scopes('admin'),
           requestBody: { required: true, content: { 'application/json': { schema: ref('CampaignCreate') } } },
           responses: {
             '201': json('registered and started', {
@@ -154,7 +166,7 @@ export function openApiDocument(): Record<string, unknown> {
             '413': problemResponse('body over the size limit'),
             '415': problemResponse('the body is not application/json'),
             '422': problemResponse(
-              'invalid campaign or config (errors name the fields, e.g. config.pool.generatedCap; ids and names without control characters or lone surrogates, config strings without U+0000 or lone surrogates)',
+              'invalid campaign or config (errors name the fields, e.g. config.pool.generatedCap; ids and names without control characters or lone surrogates, config strings without U+0000 or lone surrogates; a generator URL, key or header, e.g. config.generator.apiKey: campaigns name an operator endpoint with config.generator.endpoint, and a name the gateway knows is not among the endpoints)',
             ),
           },
         },
@@ -163,6 +175,7 @@ export function openApiDocument(): Record<string, unknown> {
         get: {
           summary:
             "a campaign's status and what holds it (status/README.md): the workflow's own status when a worker answers, else PostgreSQL's projections; never waits for a missing worker",
+          ...scopes('read', 'campaign:{id}', 'admin'),
           parameters: [
             idParam('id', 'campaign id'),
             {
@@ -258,7 +271,8 @@ export function openApiDocument(): Record<string, unknown> {
       '/v1/campaigns/{id}/steps/{step}/rollouts': {
         post: {
           summary:
-            'ingest a batch of scored rollout groups (one RolloutGroupScored each; close: true also sends StepClosed with the step total). Idempotent per (campaign, step, batchId).',
+            'ingest a batch of scored rollout groups (one RolloutGroupScored each; close: true also sends StepClosed with the step total). Idempotent per (campaign, step, batchId): the same body again is a 200 duplicate, another body under the same batchId a 409 batch-conflict.',
+          ...scopes('campaign:{id}', 'admin'),
           parameters: [
             idParam('id', 'campaign id'),
             {
@@ -278,7 +292,7 @@ export function openApiDocument(): Record<string, unknown> {
             ...authErrors,
             '404': problemResponse('unknown campaign'),
             '409': problemResponse(
-              'the step is already closed (step-closed), or is a new step behind the last closed one (step-behind; step and lastClosedStep name them)',
+              'the step is already closed (step-closed), or is a new step behind the last closed one (step-behind; step and lastClosedStep name them), or the batchId was accepted with another body (batch-conflict; batchId and step name it)',
             ),
             '413': problemResponse('body over the size limit'),
             '415': problemResponse('the body is not application/json'),
@@ -292,13 +306,15 @@ export function openApiDocument(): Record<string, unknown> {
       '/v1/campaigns/{id}/pool': {
         get: {
           summary: 'the active pool; ETag is the pool version; long-poll with wait and If-None-Match',
+          ...scopes('read', 'campaign:{id}', 'admin'),
           parameters: [
             idParam('id', 'campaign id'),
             {
               name: 'wait',
               in: 'query',
               required: false,
-              description: 'seconds to wait for a version other than If-None-Match (then 304)',
+              description:
+                'seconds to wait for a version other than If-None-Match (then 304); a token holds at most RODS_GATEWAY_MAX_LONG_POLLS (default 32) such waits at once (429 too-many-long-polls)',
               schema: { type: 'number', minimum: 0, maximum: MAX_WAIT_SECONDS },
             },
             { name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' } },
@@ -315,13 +331,15 @@ export function openApiDocument(): Record<string, unknown> {
       '/v1/campaigns/{id}/batch': {
         get: {
           summary:
-            'n tasks sampled from the active pool with replacement (deterministic for a seed and pool version)',
+            'n tasks sampled from the active pool with replacement (deterministic for a seed and pool version). The body stays under RODS_GATEWAY_MAX_BATCH_BYTES (default 16 MiB): when the draws do not fit, the first ones that do are answered (a prefix of the same seeded sample) with truncated: true, n the count answered and requested the count asked; ask again (another seed) for the rest.',
+          ...scopes('read', 'campaign:{id}', 'admin'),
           parameters: [
             idParam('id', 'campaign id'),
             {
               name: 'n',
               in: 'query',
               required: true,
+              description: 'at most RODS_GATEWAY_MAX_BATCH_N (default 4096; 422 above it, with maxN)',
               schema: { type: 'integer', minimum: 1, maximum: 100000 },
             },
             { name: 'seed', in: 'query', required: false, schema: { type: 'string' } },
@@ -331,12 +349,18 @@ export function openApiDocument(): Record<string, unknown> {
               'the sample',
               {
                 type: 'object',
-                required: ['campaignId', 'version', 'seed', 'n', 'tasks'],
+                required: ['campaignId', 'version', 'seed', 'n', 'requested', 'truncated', 'tasks'],
                 properties: {
                   campaignId: { type: 'string' },
                   version: { type: 'integer' },
                   seed: { type: 'string' },
-                  n: { type: 'integer' },
+                  n: { type: 'integer', description: 'tasks answered' },
+                  requested: { type: 'integer', description: 'tasks asked (n of the query)' },
+                  truncated: {
+                    type: 'boolean',
+                    description: 'fewer than requested: the byte cap was reached',
+                  },
+                  maxBytes: { type: 'integer', description: 'the byte cap, when truncated' },
                   tasks: { type: 'array', items: ref('PoolTask') },
                 },
               },
@@ -345,7 +369,7 @@ export function openApiDocument(): Record<string, unknown> {
             ...authErrors,
             '404': problemResponse('unknown campaign'),
             '409': problemResponse('the active pool is empty'),
-            '422': problemResponse('invalid n or seed'),
+            '422': problemResponse('invalid n (or above the cap: maxN) or seed'),
           },
         },
       },

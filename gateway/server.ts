@@ -4,11 +4,16 @@
 // is RFC 9457 problem+json.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fastifyRateLimit from '@fastify/rate-limit';
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { IngestionInput } from '../activities/ingestion.js';
-import { CampaignConfigSchema } from '../domain/campaign-config.js';
+import {
+  NewCampaignConfigSchema,
+  parseCampaignConfig,
+  redactCampaignConfig,
+} from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { campaignStatus, type StatusOptions } from '../status/campaign-status.js';
@@ -17,12 +22,21 @@ import { databaseStatus, isConnectionError, ping } from '../store/db.js';
 import { workflowExists } from '../temporal/connect.js';
 import { campaignWorkflow } from '../workflows/campaign.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
-import { bearerToken, type TokenSet } from './auth.js';
+import {
+  bearerToken,
+  describeMissing,
+  grantingScopes,
+  missingScopes,
+  type Principal,
+  type Requirement,
+  type TokenSet,
+} from './auth.js';
 import { acceptBatch } from './ingest.js';
 import { openApiDocument } from './openapi.js';
 import { activePool, parseIfNoneMatch, poolVersion, sample } from './pool.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
 import { BatchReconciler, type ReconcileSettings } from './reconcile.js';
+import { DEFAULT_LIMITS, fitTasks, type GatewayLimits, LIMIT_ENV, LongPolls } from './request-limits.js';
 import {
   BatchQuery,
   CampaignCreate,
@@ -55,21 +69,59 @@ export interface GatewayOptions {
   logLevel?: string;
   /** Publish accepted batches left unpublished (gateway/reconcile.ts); off when absent (`rods gateway` sets it). */
   reconcile?: ReconcileSettings;
+  /** The operator's generator endpoint names, when the gateway can read them: others are refused (422). */
+  generatorEndpoints?: readonly string[];
+  /** Per-token limits (gateway/request-limits.ts); DEFAULT_LIMITS for what is absent. */
+  limits?: Partial<GatewayLimits>;
 }
 
-const OPEN_PATHS = new Set(['/openapi.json', '/healthz', '/readyz']);
+/**
+ * What a route asks of the caller: nothing (`open`), the admin scope, or a scope over the
+ * campaign of its `:id` (`campaign-read`: read, campaign:<id> or admin; `campaign-write`:
+ * campaign:<id> or admin). A route that declares nothing needs admin.
+ */
+export type Access = 'open' | 'admin' | 'campaign-read' | 'campaign-write';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: Access;
+  }
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+function requirement(req: FastifyRequest, access: Access | undefined): Requirement {
+  const campaignId = String((req.params as { id?: unknown } | undefined)?.id ?? '');
+  if (access === 'campaign-read') return { kind: 'campaign-read', campaignId };
+  if (access === 'campaign-write') return { kind: 'campaign-write', campaignId };
+  return { kind: 'admin' };
+}
 
 /** Whether a workflow with this id exists (running or closed, within retention). */
+/** pino redact paths: bearer tokens and (refused, but maybe logged) generator credentials. */
+export const LOG_REDACT = [
+  'req.headers.authorization',
+  'headers.authorization',
+  '*.generator.apiKey',
+  '*.generator.headers',
+  '*.*.generator.apiKey',
+  '*.*.generator.headers',
+];
+
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
     bodyLimit: opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
-    logger: opts.logLevel ? { level: opts.logLevel } : false,
+    // Credentials never reach the log, wherever a serializer might put them.
+    logger: opts.logLevel ? { level: opts.logLevel, redact: LOG_REDACT } : false,
     genReqId: () => randomUUID(),
   });
   // JSON only: any other media type (fastify also parses text/plain by default) is a 415.
   app.removeContentTypeParser('text/plain');
   const db = opts.db;
   const pollMs = opts.pollMs ?? 250;
+  const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const longPolls = new LongPolls(limits.maxLongPollsPerToken);
   if (opts.reconcile) {
     const reconciler = new BatchReconciler({
       ...opts.reconcile,
@@ -117,10 +169,35 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split('?')[0]}`)),
   );
 
+  // Requests per window, keyed by the token's label (never the token), or by address for a
+  // request without a valid token; answered 429 with Retry-After (set by the plugin).
+  app.decorateRequest('principal', undefined);
+  let rateLimited: ((req: FastifyRequest, reply: unknown) => Promise<void>) | undefined;
+  if (limits.rateLimit.max > 0) {
+    app.register(fastifyRateLimit, { global: false }).after(() => {
+      rateLimited = app.rateLimit({
+        max: limits.rateLimit.max,
+        timeWindow: limits.rateLimit.windowMs,
+        keyGenerator: (req) => (req.principal ? `token:${req.principal.label}` : `ip:${req.ip}`),
+        errorResponseBuilder: (req, ctx) =>
+          new ProblemError(
+            429,
+            `more than ${ctx.max} requests in ${limits.rateLimit.windowMs / 1000} s for this ${req.principal ? 'token' : 'address without a valid token'} (${LIMIT_ENV.rateMax}); retry in ${ctx.after}`,
+            undefined,
+            'rate-limited',
+            { limit: ctx.max, windowSeconds: limits.rateLimit.windowMs / 1000 },
+          ),
+      }) as (req: FastifyRequest, reply: unknown) => Promise<void>;
+    });
+  }
+
   app.addHook('onRequest', async (req, reply) => {
-    if (OPEN_PATHS.has(req.url.split('?')[0] ?? '')) return;
+    const access = req.routeOptions.config?.access;
+    if (access === 'open') return;
     const header = req.headers.authorization;
     const token = bearerToken(header);
+    req.principal = token === undefined ? undefined : opts.tokens.identify(token);
+    await rateLimited?.(req, reply);
     if (token === undefined) {
       reply.header('WWW-Authenticate', 'Bearer realm="rods"');
       return sendProblem(
@@ -131,9 +208,29 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         ),
       );
     }
-    if (!opts.tokens.check(token)) {
+    if (!req.principal) {
       reply.header('WWW-Authenticate', 'Bearer realm="rods", error="invalid_token"');
       return sendProblem(reply, problem(403, 'the bearer token is not valid'));
+    }
+    const need = requirement(req, access);
+    const missing = missingScopes(req.principal, need);
+    if (missing) {
+      // The scope names a campaign id from the path: only a valid id goes into the header.
+      const scope = grantingScopes(need).join(' ');
+      reply.header(
+        'WWW-Authenticate',
+        `Bearer realm="rods", error="insufficient_scope"${/^[\w.: -]+$/.test(scope) ? `, scope="${scope}"` : ''}`,
+      );
+      return sendProblem(
+        reply,
+        problem(
+          403,
+          `${describeMissing(missing)}: ${req.method} ${req.routeOptions.url ?? req.url.split('?')[0]}`,
+          undefined,
+          'insufficient-scope',
+          { requiredScopes: missing },
+        ),
+      );
     }
   });
 
@@ -149,11 +246,16 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return c;
   };
 
-  app.get('/healthz', async () => ({ ok: true }));
+  const open = { config: { access: 'open' as const } };
+  const admin = { config: { access: 'admin' as const } };
+  const campaignRead = { config: { access: 'campaign-read' as const } };
+  const campaignWrite = { config: { access: 'campaign-write' as const } };
+
+  app.get('/healthz', open, async () => ({ ok: true }));
   // Ready only while PostgreSQL answers (every API call but these two needs it).
   // Ready when both stores of the write path answer: PostgreSQL (batches) and Temporal (their
   // ingestion workflows). Either down: 503 naming it, while the process keeps running.
-  app.get('/readyz', async (_req, reply) => {
+  app.get('/readyz', open, async (_req, reply) => {
     if (!(await ping(db)))
       return sendProblem(reply, problem(503, 'PostgreSQL is unreachable', undefined, 'database-unavailable'));
     const temporal = await opts.temporal.connection
@@ -169,11 +271,19 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       );
     return { ready: true };
   });
-  app.get('/openapi.json', async () => openApiDocument());
+  app.get('/openapi.json', open, async () => openApiDocument());
 
-  app.post('/v1/campaigns', async (req, reply) => {
+  app.post('/v1/campaigns', admin, async (req, reply) => {
     const body = parseOr422(CampaignCreate, req.body, 'campaign');
-    parseOr422(CampaignConfigSchema, body.config, 'campaign config', 'config');
+    // Valid, and naming an operator endpoint instead of carrying a URL, key or header.
+    parseOr422(NewCampaignConfigSchema, body.config, 'campaign config', 'config');
+    const endpoint = parseCampaignConfig(body.config).generator.endpoint;
+    if (opts.generatorEndpoints && !opts.generatorEndpoints.includes(endpoint)) {
+      const message = `${JSON.stringify(endpoint)} is not among the operator's generator endpoints (${opts.generatorEndpoints.join(', ')})`;
+      throw new ProblemError(422, `invalid campaign config: config.generator.endpoint: ${message}`, [
+        { field: 'config.generator.endpoint', message },
+      ]);
+    }
     const workflowId = workflowIds.campaign(body.campaignId);
     const exists = () =>
       new ProblemError(409, `campaign ${body.campaignId} already exists`, undefined, 'campaign-exists');
@@ -211,7 +321,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     }
   });
 
-  app.get('/v1/campaigns/:id', async (req) => {
+  app.get('/v1/campaigns/:id', campaignRead, async (req) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
     const q = parseOr422(CampaignStatusQuery, req.query, 'query');
     // Never waits on a missing worker: the projections answer (status/campaign-status.ts).
@@ -223,10 +333,14 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     });
     if (!r) return requireCampaign(id);
     const workflowError = r.workflow ? null : (r.errors.query ?? r.errors.temporal ?? r.worker.detail);
-    return { ...r, workflowError };
+    // A config recorded before endpoints existed may carry a generator URL or key: never shown.
+    const workflow = r.workflow
+      ? { ...r.workflow, config: redactCampaignConfig(r.workflow.config) }
+      : r.workflow;
+    return { ...r, workflow, workflowError };
   });
 
-  app.post('/v1/campaigns/:id/steps/:step/rollouts', async (req, reply) => {
+  app.post('/v1/campaigns/:id/steps/:step/rollouts', campaignWrite, async (req, reply) => {
     const { id, step } = parseOr422(StepParams, req.params, 'path');
     const batch = parseOr422(RolloutBatch, req.body, 'rollout batch');
     const campaign = await requireCampaign(id);
@@ -258,7 +372,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return reply.code(202).send({ ...out, duplicate: false });
   });
 
-  app.get('/v1/campaigns/:id/pool', async (req, reply) => {
+  app.get('/v1/campaigns/:id/pool', campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
     const { wait } = parseOr422(PoolQuery, req.query, 'query');
     await requireCampaign(id);
@@ -266,6 +380,18 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     const matches = (v: number) => inm.any || inm.versions.includes(v);
     let version = await poolVersion(db, id);
     if (matches(version) && wait && wait > 0) {
+      // Each held long-poll costs a connection and a query per poll: a bounded number per token.
+      const key = req.principal?.label ?? '';
+      if (!longPolls.acquire(key)) {
+        reply.header('Retry-After', '1');
+        throw new ProblemError(
+          429,
+          `this token already holds ${limits.maxLongPollsPerToken} pool long-polls (${LIMIT_ENV.maxLongPollsPerToken}); retry when one returns, or poll without wait`,
+          undefined,
+          'too-many-long-polls',
+          { maxLongPolls: limits.maxLongPollsPerToken },
+        );
+      }
       const ac = new AbortController();
       const onClose = () => ac.abort();
       req.raw.on('close', onClose);
@@ -277,6 +403,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         }
       } finally {
         req.raw.off('close', onClose);
+        longPolls.release(key);
       }
     }
     if (matches(version)) return reply.code(304).header('ETag', `"${version}"`).send();
@@ -285,20 +412,33 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return reply.header('ETag', `"${p.version}"`).header('Cache-Control', 'no-cache').send(p);
   });
 
-  app.get('/v1/campaigns/:id/batch', async (req, reply) => {
+  app.get('/v1/campaigns/:id/batch', campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
     const q = parseOr422(BatchQuery, req.query, 'query');
+    if (q.n > limits.maxBatchN) {
+      const message = `n must be an integer in [1, ${limits.maxBatchN}] (${LIMIT_ENV.maxBatchN})`;
+      throw new ProblemError(422, `invalid query: n: ${message}`, [{ field: 'n', message }], undefined, {
+        maxN: limits.maxBatchN,
+      });
+    }
     await requireCampaign(id);
     const p = await activePool(db, id);
     if (p.tasks.length === 0)
       throw new ProblemError(409, `the active pool of campaign ${id} is empty`, undefined, 'empty-pool');
     const seed = q.seed ?? randomUUID();
+    const drawn = sample(p.tasks, q.n, `${p.version}/${seed}`);
+    // The body stays under maxBatchBytes: the first draws that fit (a prefix of the same seeded
+    // sample), `truncated` when some were left out; the trainer asks again for the rest.
+    const envelope = { campaignId: id, version: p.version, seed, n: q.n, requested: q.n, truncated: false };
+    const most = { ...envelope, maxBytes: limits.maxBatchBytes, tasks: [] };
+    const tasks = fitTasks(drawn, Buffer.byteLength(JSON.stringify(most), 'utf8'), limits.maxBatchBytes);
+    const truncated = tasks.length < drawn.length;
     return reply.header('ETag', `"${p.version}"`).send({
-      campaignId: id,
-      version: p.version,
-      seed,
-      n: q.n,
-      tasks: sample(p.tasks, q.n, `${p.version}/${seed}`),
+      ...envelope,
+      n: tasks.length,
+      truncated,
+      ...(truncated ? { maxBytes: limits.maxBatchBytes } : {}),
+      tasks,
     });
   });
 

@@ -10,7 +10,12 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import {
+  type StandinProcess,
+  standinEndpoints,
+  standinGenerator,
+  startStandin,
+} from '../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
 import type { Lineage, LineageNode } from './model.js';
 import type { LineageStats } from './stats.js';
@@ -104,6 +109,7 @@ beforeAll(async () => {
   });
   standin = await startStandin(['--seed', '7']);
   loop = new LoopHarness({
+    endpoints: standinEndpoints(standin.url),
     workflowBundle: bundle,
     config: {
       seeds: { perCategory: 3 },
@@ -115,7 +121,7 @@ beforeAll(async () => {
         maxConcurrentSyntheses: 4,
       },
       pool: { injectionCadence: 'steps:2' },
-      generator: standinGenerator(standin.url),
+      generator: standinGenerator(),
     },
   });
   await loop.start();

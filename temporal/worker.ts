@@ -9,6 +9,7 @@ import { createCurriculumActivities } from '../activities/curriculum.js';
 import * as doctorActivities from '../activities/doctor.js';
 import { ExecutorClient } from '../activities/executor-client.js';
 import { createIngestionActivities } from '../activities/ingestion.js';
+import type { GeneratorEndpoints } from '../activities/llm/endpoints.js';
 import { createSynthesisActivities } from '../activities/synthesis.js';
 import { temporalNamespace, workerConnection } from './connect.js';
 
@@ -25,7 +26,8 @@ export interface RodsWorkerOptions {
   sinkDir?: string;
   /** A pre-built bundle (tests bundle once per file). */
   workflowBundle?: WorkflowBundleWithSourceMap;
-  generatorOverrides?: Record<string, unknown>;
+  /** The operator's generator endpoints (default: from the worker's environment, activities/llm/endpoints.ts). */
+  generatorEndpoints?: GeneratorEndpoints;
   maxConcurrentActivityTaskExecutions?: number;
 }
 
@@ -39,7 +41,7 @@ export function rodsActivities(opts: RodsWorkerOptions, temporal: Client) {
       sinkDir: opts.sinkDir ?? process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
     }),
     ...createCurriculumActivities({ pool: opts.pool, executor }),
-    ...createSynthesisActivities({ pool: opts.pool, executor, generatorOverrides: opts.generatorOverrides }),
+    ...createSynthesisActivities({ pool: opts.pool, executor, endpoints: opts.generatorEndpoints }),
     ...createIngestionActivities({ pool: opts.pool }),
   };
 }

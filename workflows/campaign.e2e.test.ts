@@ -8,7 +8,12 @@ import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import {
+  type StandinProcess,
+  standinEndpoints,
+  standinGenerator,
+  startStandin,
+} from '../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 
@@ -30,6 +35,7 @@ afterAll(async () => {
 describe('campaign loop', () => {
   it('seeds, selects boundary seeds, synthesizes, validates and injects with lineage, and obeys updates', async () => {
     loop = new LoopHarness({
+      endpoints: standinEndpoints(standin.url),
       workflowBundle: bundle,
       config: {
         seeds: { perCategory: 4 },
@@ -41,7 +47,7 @@ describe('campaign loop', () => {
           maxConcurrentSyntheses: 4,
         },
         pool: { injectionCadence: 'steps:2' },
-        generator: standinGenerator(standin.url),
+        generator: standinGenerator(),
       },
     });
     await loop.start();

@@ -27,7 +27,11 @@ import {
 } from '@temporalio/workflow';
 import type { CampaignActivities, SynthesisEnd } from '../activities/campaign.js';
 import type { CurriculumActivities, StepPlan } from '../activities/curriculum.js';
-import { parseCampaignConfig, validateReconfiguration } from '../domain/campaign-config.js';
+import {
+  operatorOnlyIssues,
+  parseCampaignConfig,
+  validateReconfiguration,
+} from '../domain/campaign-config.js';
 import { streams, synthesisId, workflowIds } from '../domain/ids.js';
 import { type SynthesisInput, type SynthesisOutcome, synthesisWorkflow } from './synthesis.js';
 
@@ -204,6 +208,9 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     {
       validator: ({ config: next }) => {
         if (s.status === 'stopped') throw new Error('the campaign is stopped; it cannot be reconfigured');
+        // Only in the validator (never run on replay): histories that took such a config still replay.
+        const secret = operatorOnlyIssues(next);
+        if (secret.length) throw new Error(secret.map((i) => i.message).join('; '));
         const r = validateReconfiguration(config, next);
         if (!r.ok) throw new Error(r.message);
       },

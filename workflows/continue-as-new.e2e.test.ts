@@ -9,8 +9,10 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import {
+  HANG_HEADERS,
   hangingSynthesisConfig,
   type StandinProcess,
+  standinEndpoints,
   standinGenerator,
   startStandin,
 } from '../dev/harness/standin.js';
@@ -83,6 +85,7 @@ describe('campaign continue-as-new', () => {
   it('continues as new when the server suggests it and keeps the campaign state intact', async () => {
     loop = new LoopHarness({
       workflowBundle: bundle,
+      endpoints: standinEndpoints(standin.url),
       config: {
         seeds: { perCategory: 3 },
         selection: {
@@ -92,7 +95,7 @@ describe('campaign continue-as-new', () => {
           maxConcurrentSyntheses: 2,
         },
         pool: { injectionCadence: 'steps:2' },
-        generator: standinGenerator(standin.url),
+        generator: standinGenerator(),
       },
     });
     await loop.start();
@@ -134,7 +137,8 @@ describe('campaign continue-as-new', () => {
     loop = new LoopHarness({
       workflowBundle: bundle,
       // Every generator call hangs: the synthesis stays running until it is terminated.
-      config: hangingSynthesisConfig(standin.url),
+      endpoints: standinEndpoints(standin.url, HANG_HEADERS),
+      config: hangingSynthesisConfig(),
     });
     await loop.start();
     let step = 0;

@@ -5,7 +5,12 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import {
+  type StandinProcess,
+  standinEndpoints,
+  standinGenerator,
+  startStandin,
+} from '../dev/harness/standin.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
 
 let bundle: WorkflowBundleWithSourceMap;
@@ -42,6 +47,7 @@ describe('campaign under generator faults', () => {
     loop = new LoopHarness({
       workflowBundle: bundle,
       untilStep: 20,
+      endpoints: standinEndpoints(standin.url),
       config: {
         seeds: { perCategory: 4 },
         selection: {
@@ -51,7 +57,7 @@ describe('campaign under generator faults', () => {
           maxConcurrentSyntheses: 6,
         },
         pool: { injectionCadence: 'steps:4' },
-        generator: standinGenerator(standin.url, {
+        generator: standinGenerator({
           // Fail fast in the test: short timeouts and backoff, two schema attempts.
           timeoutMs: 2000,
           maxAttempts: 2,
@@ -106,6 +112,8 @@ describe('campaign under generator faults', () => {
     await loop?.close();
     loop = new LoopHarness({
       workflowBundle: bundle,
+      // Every answer of the stand-in is malformed JSON.
+      endpoints: standinEndpoints(standin.url, { 'x-rods-fault': 'malformed' }),
       config: {
         seeds: { perCategory: 6 },
         selection: {
@@ -114,11 +122,7 @@ describe('campaign under generator faults', () => {
           cooldownSteps: 0,
           maxConcurrentSyntheses: 4,
         },
-        generator: standinGenerator(standin.url, {
-          maxAttempts: 2,
-          // Every answer of the stand-in is malformed JSON.
-          headers: { 'x-rods-fault': 'malformed' },
-        }),
+        generator: standinGenerator({ maxAttempts: 2 }),
       },
     });
     await loop.start();

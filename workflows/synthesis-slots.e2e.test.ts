@@ -5,7 +5,13 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { hangingSynthesisConfig, type StandinProcess, startStandin } from '../dev/harness/standin.js';
+import {
+  HANG_HEADERS,
+  hangingSynthesisConfig,
+  type StandinProcess,
+  standinEndpoints,
+  startStandin,
+} from '../dev/harness/standin.js';
 import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
 import type { CampaignStatus } from './campaign.js';
 
@@ -29,7 +35,11 @@ afterAll(async () => {
 
 describe('synthesis slots', () => {
   it('frees the slot of a child terminated before it reports, and a stopped campaign completes', async () => {
-    loop = new LoopHarness({ workflowBundle: bundle, config: hangingSynthesisConfig(standin.url) });
+    loop = new LoopHarness({
+      workflowBundle: bundle,
+      endpoints: standinEndpoints(standin.url, HANG_HEADERS),
+      config: hangingSynthesisConfig(),
+    });
     await loop.start();
     let s: CampaignStatus | undefined;
     for (let step = 1; step <= 10 && Object.keys(s?.running ?? {}).length === 0; step++) {

@@ -7,7 +7,12 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import type { QueryResultRow } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { type StandinProcess, standinGenerator, startStandin } from '../dev/harness/standin.js';
+import {
+  type StandinProcess,
+  standinEndpointEnv,
+  standinGenerator,
+  startStandin,
+} from '../dev/harness/standin.js';
 import type { Pool } from '../store/db.js';
 import { installWorkerRuntime } from '../temporal/connect.js';
 import { waitUntil } from '../test/support/wait.js';
@@ -24,6 +29,8 @@ function startWorker(taskQueue: string): ChildProcess {
     [path.join(ROOT, 'bin/rods.mjs'), 'worker', '--task-queue', taskQueue, '--sink-dir', '.stack/test-sink'],
     {
       cwd: ROOT,
+      // The stand-in is the worker's own endpoint, not the campaign's.
+      env: { ...process.env, ...standinEndpointEnv(standin.url) },
       stdio: ['ignore', 'ignore', 'ignore'],
     },
   );
@@ -105,7 +112,7 @@ describe('worker crashes during synthesis', () => {
           maxConcurrentSyntheses: 4,
         },
         pool: { injectionCadence: 'steps:2', injectionShare: 1 },
-        generator: standinGenerator(standin.url),
+        generator: standinGenerator(),
       },
     });
     let worker = startWorker(loop.taskQueue);

@@ -14,6 +14,17 @@ import {
 } from './errors.js';
 import { hashValue, parseJsonReply } from './json.js';
 
+/** The endpoint as messages (recorded in histories and events) may name it: its name and origin, never credentials in the URL. */
+export function describeEndpoint(cfg: Pick<GeneratorConfig, 'baseUrl' | 'endpoint'>): string {
+  let origin = 'an invalid URL';
+  try {
+    origin = new URL(cfg.baseUrl).origin;
+  } catch {
+    /* keep the placeholder */
+  }
+  return cfg.endpoint ? `endpoint ${JSON.stringify(cfg.endpoint)} (${origin})` : `at ${origin}`;
+}
+
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
   content: string;
@@ -239,7 +250,7 @@ export async function chatJson<S extends z.ZodType>(
           transientFailures++;
           if (transientFailures > cfg.transientRetries) {
             throw new GeneratorUnavailableError(
-              `the generator at ${cfg.baseUrl} is unavailable for stage ${stage}: ${t.reason} ` +
+              `the generator ${describeEndpoint(cfg)} is unavailable for stage ${stage}: ${t.reason} ` +
                 `(${requests} request(s), ${transientFailures} transient failure(s))`,
               requests,
               t.status,

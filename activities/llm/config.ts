@@ -1,16 +1,15 @@
-// Configuration of the LLM generator: any OpenAI-compatible chat-completions endpoint (vLLM in
-// production, the project's stand-in generator in tests and the demo).
+// Configuration of one LLM generator client: any OpenAI-compatible chat-completions endpoint (vLLM
+// in production, the project's stand-in generator in tests and the demo). Built per call from the
+// campaign's knobs and the operator's endpoint (endpoints.ts); never recorded.
 import { z } from 'zod';
 
 export const STRUCTURED_OUTPUT_MODES = ['json_schema', 'json_object', 'none'] as const;
 export type StructuredOutputMode = (typeof STRUCTURED_OUTPUT_MODES)[number];
 
-/** The local stand-in generator (`npx rods standin-generator`), the default endpoint of the local stack. */
-export const DEFAULT_GENERATOR_URL = 'http://127.0.0.1:7400/v1';
-export const STANDIN_MODEL_ID = 'rods-standin-generator';
-
 export const GeneratorConfigSchema = z
   .object({
+    /** Name of the operator's endpoint the URL, key and headers come from (for messages). */
+    endpoint: z.string().optional(),
     /** Base URL of the OpenAI-compatible API, including `/v1` (vLLM: http://host:8000/v1). */
     baseUrl: z.url({ protocol: /^https?$/ }),
     /** vLLM accepts any key unless started with --api-key. */
@@ -52,39 +51,4 @@ export type GeneratorConfigInput = z.input<typeof GeneratorConfigSchema>;
 /** Validates a generator configuration and fills in the defaults (throws a ZodError when invalid). */
 export function generatorConfig(input: GeneratorConfigInput): GeneratorConfig {
   return GeneratorConfigSchema.parse(input);
-}
-
-const num = (v: string | undefined): number | undefined => {
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new Error(`not a number: ${v}`);
-  return n;
-};
-
-/**
- * The generator configuration from the environment: RODS_GENERATOR_URL (default: the local
- * stand-in at http://127.0.0.1:7400/v1), RODS_GENERATOR_MODEL (default rods-standin-generator),
- * RODS_GENERATOR_JUDGE_MODEL, RODS_GENERATOR_API_KEY, RODS_GENERATOR_TIMEOUT_MS,
- * RODS_GENERATOR_MAX_TOKENS, RODS_GENERATOR_TEMPERATURE, RODS_GENERATOR_TOP_P,
- * RODS_GENERATOR_STRUCTURED_OUTPUT (json_schema | json_object | none).
- */
-export function generatorConfigFromEnv(
-  env: NodeJS.ProcessEnv = process.env,
-  overrides: Partial<GeneratorConfigInput> = {},
-): GeneratorConfig {
-  const fromEnv: GeneratorConfigInput = {
-    baseUrl: env.RODS_GENERATOR_URL || DEFAULT_GENERATOR_URL,
-    model: env.RODS_GENERATOR_MODEL || STANDIN_MODEL_ID,
-    judgeModel: env.RODS_GENERATOR_JUDGE_MODEL || undefined,
-    apiKey: env.RODS_GENERATOR_API_KEY || undefined,
-    timeoutMs: num(env.RODS_GENERATOR_TIMEOUT_MS),
-    maxTokens: num(env.RODS_GENERATOR_MAX_TOKENS),
-    temperature: num(env.RODS_GENERATOR_TEMPERATURE),
-    topP: num(env.RODS_GENERATOR_TOP_P),
-    structuredOutput: (env.RODS_GENERATOR_STRUCTURED_OUTPUT || undefined) as StructuredOutputMode | undefined,
-  };
-  const merged = Object.fromEntries(
-    Object.entries({ ...fromEnv, ...overrides }).filter(([, v]) => v !== undefined),
-  ) as GeneratorConfigInput;
-  return GeneratorConfigSchema.parse(merged);
 }

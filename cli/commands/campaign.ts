@@ -2,7 +2,12 @@
 import { readFileSync } from 'node:fs';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Command } from 'commander';
-import { campaignConfigSizeError, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { loadGeneratorEndpoints } from '../../activities/llm/endpoints.js';
+import {
+  campaignConfigSizeError,
+  parseNewCampaignConfig,
+  redactCampaignConfig,
+} from '../../domain/campaign-config.js';
 import { workflowIds } from '../../domain/ids.js';
 import {
   type CampaignStatusReport,
@@ -34,7 +39,15 @@ function readConfigFile(file: string): { campaignId?: string; name?: string; con
   const tooLarge = campaignConfigSizeError(config);
   if (tooLarge) throw new UsageError(`${file}: ${tooLarge}`);
   try {
-    parseCampaignConfig(config);
+    const parsed = parseNewCampaignConfig(config);
+    // With the operator's endpoints file at hand, an unknown endpoint is refused here already.
+    if (process.env.RODS_GENERATOR_ENDPOINTS_FILE) {
+      const endpoints = loadGeneratorEndpoints();
+      if (!endpoints.has(parsed.generator.endpoint))
+        throw new Error(
+          `generator.endpoint: ${JSON.stringify(parsed.generator.endpoint)} is not among the operator's endpoints (${endpoints.names().join(', ')})`,
+        );
+    }
   } catch (e) {
     throw new UsageError(`${file}: ${(e as Error).message}`);
   }
@@ -61,11 +74,13 @@ async function update(campaignId: string, name: string, args: unknown[] = []): P
   const { client, close } = await temporalClient();
   try {
     const handle = client.workflow.getHandle(workflowIds.campaign(campaignId));
-    return await executeUpdateWithRetry<CampaignStatus>(
+    const s = await executeUpdateWithRetry<CampaignStatus>(
       handle as never,
       name,
       args.length ? (args as [unknown]) : undefined,
     );
+    // A campaign recorded before endpoints existed may carry a generator URL or key: never shown.
+    return { ...s, config: redactCampaignConfig(s.config) };
   } catch (e) {
     if (e instanceof WorkflowUpdateFailedError) {
       const cause = (e.cause as Error | undefined)?.message ?? e.message;
@@ -119,7 +134,9 @@ export async function statusReport(
         synthesisTimeoutMs: opts.synthesisTimeout * 1000,
       });
       if (!r) throw new UsageError(`unknown campaign ${JSON.stringify(campaignId)}`);
-      return r;
+      return r.workflow
+        ? { ...r, workflow: { ...r.workflow, config: redactCampaignConfig(r.workflow.config) } }
+        : r;
     } finally {
       await t?.close();
     }

@@ -58,6 +58,12 @@ export function register(program: Command): void {
       share('--reject-rate'),
       0,
     )
+    .option(
+      '--contradict-rate <r>',
+      'share of judge answers whose verdict contradicts their own scores',
+      share('--contradict-rate'),
+      0,
+    )
     .option('--quiet', 'do not log one line per request')
     .action(
       async (opts: {
@@ -70,6 +76,7 @@ export function register(program: Command): void {
         timeoutRate: number;
         malformedRate: number;
         rejectRate: number;
+        contradictRate: number;
         quiet?: boolean;
       }) => {
         const server = await startStandin({
@@ -82,11 +89,12 @@ export function register(program: Command): void {
           timeoutRate: opts.timeoutRate,
           malformedRate: opts.malformedRate,
           rejectRate: opts.rejectRate,
+          contradictRate: opts.contradictRate,
           log: !opts.quiet,
         });
         console.error(
           `stand-in generator (not an LLM; replaces vLLM in tests and the demo) listening on ${server.url} ` +
-            `(model ${STANDIN_MODEL}, seed ${opts.seed}); point RODS_GENERATOR_URL at it`,
+            `(model ${STANDIN_MODEL}, seed ${opts.seed}); give it to the worker as RODS_GENERATOR_BASE_URL`,
         );
         await new Promise<void>((resolve) => {
           const stop = () => resolve();

@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
+import { EndpointConfigError, loadGeneratorEndpoints } from '../../activities/llm/endpoints.js';
 import { createPool } from '../../store/db.js';
 import { migrateWhenReachable } from '../../store/migrate.js';
 import { installWorkerRuntime, waitForTemporal } from '../../temporal/connect.js';
 import { createRodsWorker, taskQueue } from '../../temporal/worker.js';
+import { UsageError } from '../errors.js';
 
 export function register(program: Command): void {
   program
@@ -17,6 +19,14 @@ export function register(program: Command): void {
       process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
     )
     .action(async (opts: { taskQueue: string; sinkDir: string }) => {
+      // The operator's generator endpoints: read (and refused when invalid) before anything starts.
+      let generatorEndpoints: ReturnType<typeof loadGeneratorEndpoints>;
+      try {
+        generatorEndpoints = loadGeneratorEndpoints();
+      } catch (e) {
+        if (e instanceof EndpointConfigError) throw new UsageError(e.message);
+        throw e;
+      }
       await migrateWhenReachable();
       await waitForTemporal();
       await installWorkerRuntime((process.env.RODS_TEMPORAL_LOG_LEVEL as 'WARN') ?? 'WARN');
@@ -25,11 +35,14 @@ export function register(program: Command): void {
         pool,
         taskQueue: opts.taskQueue,
         sinkDir: opts.sinkDir,
+        generatorEndpoints,
       });
       const stop = () => worker.shutdown();
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
-      console.error(`rods worker on task queue ${opts.taskQueue}`);
+      // Names and URLs only: keys and headers are never printed.
+      const eps = generatorEndpoints.toJSON().map((e) => `${e.name} (${new URL(e.baseUrl).origin})`);
+      console.error(`rods worker on task queue ${opts.taskQueue}; generator endpoints: ${eps.join(', ')}`);
       await worker.run();
       await close();
       await pool.end();

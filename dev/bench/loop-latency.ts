@@ -10,7 +10,7 @@ import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js'
 import { createDoctorWorker } from '../../temporal/worker.js';
 import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { LoopHarness } from '../harness/loop.js';
-import { standinGenerator, startStandin } from '../harness/standin.js';
+import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';
 import type { BenchResult } from './run.js';
 
 function pct(xs: number[], p: number): number {
@@ -49,6 +49,7 @@ export default async function loopLatency(opts: Record<string, string | boolean>
   });
   const standin = await startStandin(['--seed', '1', '--quiet']);
   const loop = new LoopHarness({
+    endpoints: standinEndpoints(standin.url),
     workflowBundle,
     config: {
       seeds: { perCategory: 25 },
@@ -59,7 +60,7 @@ export default async function loopLatency(opts: Record<string, string | boolean>
         maxConcurrentSyntheses: 12,
       },
       pool: { injectionCadence: 'steps:1', injectionShare: 1 },
-      generator: standinGenerator(standin.url),
+      generator: standinGenerator(),
     },
   });
   try {

@@ -3,7 +3,8 @@
 // live progress and ends with a report folder: report.md, SVG charts and summary.json.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
@@ -136,14 +137,26 @@ export async function runDemo(
   const out = path.resolve(opts.out);
   const logDir = path.join(out, 'logs');
   mkdirSync(logDir, { recursive: true });
+  // Scoped tokens (gateway/auth.ts): the operator's admin token creates the campaign; the
+  // simulated trainer's token may only post to and read that campaign.
   const token = randomBytes(16).toString('hex');
+  const trainerToken = randomBytes(16).toString('hex');
+  const campaignId = `demo-${new Date()
+    .toISOString()
+    .replace(/[^0-9]/g, '')
+    .slice(0, 14)}`;
+  const tokensDir = mkdtempSync(path.join(tmpdir(), 'rods-demo-'));
+  const tokensFile = path.join(tokensDir, 'gateway-tokens');
+  writeFileSync(tokensFile, `${token} admin\n${trainerToken} campaign:${campaignId}\n`, { mode: 0o600 });
   const standinPort = await freePort();
   const gatewayPort = await freePort();
   const taskQueue = `rods-demo-${randomUUID().slice(0, 8)}`;
   const env = {
     RODS_TASK_QUEUE: taskQueue,
-    RODS_GATEWAY_TOKENS: token,
+    RODS_GATEWAY_TOKENS_FILE: tokensFile,
     RODS_SINK_DIR: path.join(out, 'pool-sink'),
+    // The stand-in is the worker's `default` generator endpoint; the campaign only names it.
+    RODS_GENERATOR_BASE_URL: `http://127.0.0.1:${standinPort}/v1`,
   };
   const children: ChildProcess[] = [];
   const log = (m: string) => {
@@ -175,12 +188,7 @@ export async function runDemo(
       readFileSync(path.join(ROOT, 'dev/examples/campaign.standin.json'), 'utf8'),
     ) as Record<string, unknown>;
     const { campaignId: _c, name: _n, ...config } = example;
-    const campaignId = `demo-${new Date()
-      .toISOString()
-      .replace(/[^0-9]/g, '')
-      .slice(0, 14)}`;
     (config as { seeds: { perCategory: number } }).seeds = { perCategory: opts.perCategory };
-    (config as { generator: { baseUrl: string } }).generator.baseUrl = `http://127.0.0.1:${standinPort}/v1`;
     const gw = `http://127.0.0.1:${gatewayPort}`;
     const created = await fetch(`${gw}/v1/campaigns`, {
       method: 'POST',
@@ -195,7 +203,7 @@ export async function runDemo(
       throw new Error(`creating the campaign failed: ${created.status} ${await created.text()}`);
     log(`campaign ${campaignId}: seeding ${opts.perCategory * 4} BFCL tasks ...`);
 
-    const trainer = new SimulatedTrainer({ gatewayUrl: gw, token, campaignId });
+    const trainer = new SimulatedTrainer({ gatewayUrl: gw, token: trainerToken, campaignId });
     // Wait until the pool is seeded before the first step.
     for (let i = 0; i < 600 && (await trainer.fetchPool()).length === 0; i++)
       await new Promise((r) => setTimeout(r, 200));
@@ -269,6 +277,7 @@ export async function runDemo(
     return { out, summary };
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+    rmSync(tokensDir, { recursive: true, force: true });
   }
 }
 

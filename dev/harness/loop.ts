@@ -1,13 +1,15 @@
 // The whole loop in one process for tests and benchmarks: the real aggregator, a rods worker,
 // a campaign workflow, and a SIMULATED trainer (simulator/model.ts) that produces reward groups
-// for the active pool step by step. The generator is whatever OpenAI-compatible endpoint the
-// campaign config names (the stand-in in tests).
+// for the active pool step by step. The generator is the operator's endpoint the campaign config
+// names, given to the in-process worker with `endpoints` (the stand-in in tests).
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { Worker, WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { type GeneratorEndpointInput, GeneratorEndpoints } from '../../activities/llm/endpoints.js';
 import { AggregatorService } from '../../aggregator/service.js';
 import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
+import { parseNewCampaignConfig } from '../../domain/campaign-config.js';
 import { eventIds, workflowIds } from '../../domain/ids.js';
 import { openKafka, type RecordProducer, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
@@ -28,7 +30,12 @@ import {
 
 export interface LoopOptions {
   config: Record<string, unknown>;
-  workflowBundle: WorkflowBundleWithSourceMap;
+  /** The in-process worker's generator endpoints (else those of the environment). */
+  endpoints?: Record<string, GeneratorEndpointInput>;
+  /** The in-process worker's bundle (else it bundles workflows/ itself). */
+  workflowBundle?: WorkflowBundleWithSourceMap;
+  /** The campaign was registered and its workflow started elsewhere (e.g. through the gateway). */
+  created?: boolean;
   /** Start an in-process worker (default true; false when the test runs workers as processes). */
   worker?: boolean;
   untilStep?: number;
@@ -68,7 +75,11 @@ export class LoopHarness {
 
   async start(): Promise<void> {
     this.topic = await freshRewardTopic('loop.rewards', 3);
-    await registerCampaign(this.pool, { campaignId: this.campaignId, config: this.opts.config });
+    if (!this.opts.created) {
+      // As the gateway and the CLI would: a config with a generator URL, key or header is refused.
+      parseNewCampaignConfig(this.opts.config);
+      await registerCampaign(this.pool, { campaignId: this.campaignId, config: this.opts.config });
+    }
     this.aggregator = new AggregatorService(this.pool, {
       groupId: `agg-${this.campaignId}`,
       topic: this.topic,
@@ -80,6 +91,7 @@ export class LoopHarness {
     this.client = client;
     this.closeClient = close;
     this.producer = await openKafka({ clientId: 'rods-sim-trainer' }).producer({ idempotent: true });
+    if (this.opts.created) return;
     await client.workflow.start(campaignWorkflow, {
       taskQueue: this.taskQueue,
       workflowId: this.workflowId,
@@ -91,8 +103,9 @@ export class LoopHarness {
     const w = await createRodsWorker({
       pool: this.pool,
       taskQueue: this.taskQueue,
-      workflowBundle: this.opts.workflowBundle,
+      ...(this.opts.workflowBundle ? { workflowBundle: this.opts.workflowBundle } : {}),
       sinkDir: `.stack/test-sink`,
+      ...(this.opts.endpoints ? { generatorEndpoints: GeneratorEndpoints.of(this.opts.endpoints) } : {}),
     });
     this.worker = { ...w, running: w.worker.run() };
   }

@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { GeneratorEndpointInput } from '../../activities/llm/endpoints.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { freePort } from '../../util/free-port.js';
 
@@ -57,16 +58,45 @@ export async function startStandin(flags: string[] = []): Promise<StandinProcess
   };
 }
 
-/** The campaign config's generator section for a stand-in at `url` (extra client settings merged in). */
-export function standinGenerator(url: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { baseUrl: url, model: 'rods-standin-generator', judgeModel: 'rods-standin-generator', ...extra };
+/** The campaign config's generator section for the stand-in: the endpoint it is, its model, non-secret knobs. */
+export function standinGenerator(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    endpoint: 'default',
+    model: 'rods-standin-generator',
+    judgeModel: 'rods-standin-generator',
+    ...extra,
+  };
 }
 
 /**
- * A small campaign whose every generator call hangs on the stand-in, so a synthesis child stays
- * running until it is terminated (the slot tests); one synthesis at a time.
+ * The worker's endpoints with the stand-in at `url` as `default`; `headers` go with every request
+ * (the stand-in's fault headers), like a key they are the operator's, never the campaign's.
  */
-export function hangingSynthesisConfig(url: string): Record<string, unknown> {
+export function standinEndpoints(
+  url: string,
+  headers: Record<string, string> = {},
+  apiKey?: string,
+): Record<string, GeneratorEndpointInput> {
+  return { default: { baseUrl: url, headers, ...(apiKey !== undefined ? { apiKey } : {}) } };
+}
+
+/** The same for a worker process: its environment variables. */
+export function standinEndpointEnv(
+  url: string,
+  headers: Record<string, string> = {},
+): Record<string, string> {
+  return { RODS_GENERATOR_BASE_URL: url, RODS_GENERATOR_HEADERS: JSON.stringify(headers) };
+}
+
+/** The stand-in's fault header that makes every generator call hang (see hangingSynthesisConfig). */
+export const HANG_HEADERS = { 'x-rods-fault': 'timeout' };
+
+/**
+ * A small campaign whose every generator call hangs on the stand-in (give the worker
+ * standinEndpoints(url, HANG_HEADERS)), so a synthesis child stays running until it is terminated
+ * (the slot tests); one synthesis at a time.
+ */
+export function hangingSynthesisConfig(): Record<string, unknown> {
   return {
     seeds: { perCategory: 3 },
     selection: {
@@ -75,6 +105,6 @@ export function hangingSynthesisConfig(url: string): Record<string, unknown> {
       cooldownSteps: 0,
       maxConcurrentSyntheses: 1,
     },
-    generator: standinGenerator(url, { timeoutMs: 120_000, headers: { 'x-rods-fault': 'timeout' } }),
+    generator: standinGenerator({ timeoutMs: 120_000 }),
   };
 }

@@ -117,6 +117,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     RODS_TASK_QUEUE: taskQueue,
     RODS_GATEWAY_TOKENS: token,
     RODS_SINK_DIR: path.join(opts.out, 'pool-sink'),
+    // The stand-in is the worker's `default` generator endpoint; the campaign only names it.
+    RODS_GENERATOR_BASE_URL: `http://127.0.0.1:${standinPort}/v1`,
   });
   const db = createPool({ application: 'rods-soak', max: 4 });
   let trainerStep = 0;
@@ -165,7 +167,6 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     ) as Record<string, unknown>;
     const { campaignId: _c, name: _n, ...config } = example;
     (config as { seeds: { perCategory: number } }).seeds = { perCategory: opts.perCategory };
-    (config as { generator: { baseUrl: string } }).generator.baseUrl = `http://127.0.0.1:${standinPort}/v1`;
     const campaignId = `soak-${opts.seed}-${randomUUID().slice(0, 6)}`;
     await patiently('creating the campaign', async () => {
       const r = await fetch(`${gw}/v1/campaigns`, {
@@ -368,7 +369,19 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         detail: `campaign workflow ${final.status}; running syntheses at the end: ${JSON.stringify(running ?? null)}`,
       },
       candidates_injected_or_queued_once: await candidatesOnce(db, campaignId),
-      replay_equals_live: await replayEqualsLive(db, campaignId),
+      // Replays build scratch schemas: the owner role's work.
+      replay_equals_live: await (async () => {
+        const owner = createPool({
+          application: 'rods-soak-replay',
+          max: 2,
+          connectionString: process.env.RODS_MIGRATE_DATABASE_URL || undefined,
+        });
+        try {
+          return await replayEqualsLive(owner, campaignId);
+        } finally {
+          await owner.end();
+        }
+      })(),
       audit_clean: await auditClean(db, campaignId),
       dead_letters_exactly_the_poison: await deadLettersExact(REWARDS_TOPIC, poison),
       no_batch_refused: {

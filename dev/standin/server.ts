@@ -36,6 +36,8 @@ export interface StandinOptions {
   malformedRate?: number;
   /** Share of judge requests answered with a rejection. */
   rejectRate?: number;
+  /** Share of judge answers whose verdict contradicts their own scores (as an LLM's can). */
+  contradictRate?: number;
   /** Share of requests answered with HTTP 429 (Retry-After set). */
   rateLimitRate?: number;
   /** Retry-After of a 429 (ms). */
@@ -51,6 +53,15 @@ export interface StandinStats {
   answered: number;
   byStage: Record<string, number>;
   faults: Record<string, number>;
+  /**
+   * Chat requests by the SHA-256 (hex) of their Authorization header ('(none)' without one): tests
+   * prove which key the worker sent without the stand-in echoing it.
+   */
+  authorizations: Record<string, number>;
+  /** Judge requests whose input carried the candidate's execution with a state per turn. */
+  judgeWithStates: number;
+  /** Judge answers whose verdict was turned against their scores (contradictRate). */
+  contradicted: number;
 }
 
 export interface StandinServer {
@@ -147,6 +158,16 @@ export function findInput(messages: Body['messages']): unknown {
 }
 
 /** The stage answer (a JSON value) for a request; throws BadRequest when the request is not a rods stage. */
+/** Whether a judge input carries an execution with every turn's state. */
+function hasTurnStates(input: unknown): boolean {
+  const turns = (input as { execution?: { turns?: unknown } } | null)?.execution?.turns;
+  return (
+    Array.isArray(turns) &&
+    turns.length > 0 &&
+    turns.every((t) => typeof (t as { state?: unknown }).state === 'string')
+  );
+}
+
 export function answerStage(stage: string, input: unknown, rng: Rng, reject: boolean): unknown {
   switch (stage) {
     case 'plan':
@@ -198,10 +219,20 @@ export function buildStandin(opts: StandinOptions = {}): {
     timeout: rate(opts.timeoutRate, 'timeoutRate'),
     malformed: rate(opts.malformedRate, 'malformedRate'),
     reject: rate(opts.rejectRate, 'rejectRate'),
+    contradict: rate(opts.contradictRate, 'contradictRate'),
     rateLimit: rate(opts.rateLimitRate, 'rateLimitRate'),
   };
   const retryAfterMs = opts.retryAfterMs ?? 200;
-  const stats: StandinStats = { requests: 0, models: {}, answered: 0, byStage: {}, faults: {} };
+  const stats: StandinStats = {
+    requests: 0,
+    models: {},
+    answered: 0,
+    byStage: {},
+    faults: {},
+    authorizations: {},
+    judgeWithStates: 0,
+    contradicted: 0,
+  };
   const faultCounters = new Map<string, number>();
   const hanging = new Set<() => void>();
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
@@ -232,6 +263,9 @@ export function buildStandin(opts: StandinOptions = {}): {
   app.post('/v1/chat/completions', async (req, reply) => {
     const started = Date.now();
     const n = ++stats.requests;
+    const auth = req.headers.authorization;
+    const authKey = auth ? sha256Hex(auth) : '(none)';
+    stats.authorizations[authKey] = (stats.authorizations[authKey] ?? 0) + 1;
     const parsed = BodySchema.safeParse(req.body);
     if (!parsed.success) {
       return openAiError(
@@ -306,6 +340,14 @@ export function buildStandin(opts: StandinOptions = {}): {
     let value: unknown;
     try {
       value = answerStage(marker.stage, input, rng.fork('answer'), reject);
+      if (stage === 'judge') {
+        if (hasTurnStates(input)) stats.judgeWithStates++;
+        if (rng.fork('contradict').chance(rates.contradict)) {
+          const v = value as { verdict: 'accept' | 'reject' };
+          value = { ...v, verdict: v.verdict === 'accept' ? 'reject' : 'accept' };
+          stats.contradicted++;
+        }
+      }
     } catch (e) {
       if (e instanceof BadRequest) {
         log(400);

@@ -1,0 +1,113 @@
+// A validated candidate that is a near-copy of a campaign seed or of an earlier candidate is
+// rejected at recordOutcome, naming the nearest task and the similarity; a distinct one passes.
+import { randomUUID } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { candidateHash } from '../domain/candidate.js';
+import { eventIds, streams } from '../domain/ids.js';
+import { registerCampaign } from '../store/campaigns.js';
+import { createPool, inTransaction } from '../store/db.js';
+import { recordEventsIn } from '../store/pool-projection.js';
+import { workerEvent } from './events.js';
+import type { ExecutorClient } from './executor-client.js';
+import { loadGeneratorEndpoints } from './llm/endpoints.js';
+import type { Candidate } from './llm/schemas.js';
+import { createSynthesisActivities } from './synthesis.js';
+
+const pool = createPool({ application: 'rods-near-duplicate-test', max: 4 });
+afterAll(() => pool.end());
+
+const task = (id: string, turns: string[], calls: string[][]): Candidate =>
+  ({
+    id,
+    category: 'base',
+    involved_classes: ['GorillaFileSystem'],
+    initial_config: {},
+    question: turns.map((content) => [{ role: 'user', content }]),
+    ground_truth: calls,
+  }) as Candidate;
+
+const SEED = task(
+  'multi_turn_base_7',
+  [
+    'Go into the document folder and create a file called notes.txt for all the fresh ideas we have',
+    'Write the sentence collaboration leads to success into that file and show me its contents',
+  ],
+  [["cd(folder='document')", "touch(file_name='notes.txt')"], ["echo(content='x', file_name='notes.txt')"]],
+);
+
+describe('near-duplicate candidates', () => {
+  it('rejects a near-copy of a seed and of an earlier candidate, and validates a distinct task', async () => {
+    const campaignId = `neardup-${randomUUID().slice(0, 8)}`;
+    await registerCampaign(pool, { campaignId, config: { synthesis: { nearDuplicateThreshold: 0.8 } } });
+    await inTransaction(pool, (c) =>
+      recordEventsIn(c, streams.campaign(campaignId), [
+        workerEvent('TaskSeeded', eventIds.taskSeeded(campaignId, SEED.id), {
+          campaignId,
+          taskId: SEED.id,
+          category: 'base',
+          task: JSON.stringify(SEED),
+          taskHash: candidateHash(SEED),
+          source: 'test',
+          poolVersion: 1,
+          occurredAt: Date.now(),
+        }),
+      ]),
+    );
+    const acts = createSynthesisActivities({
+      pool,
+      executor: {} as ExecutorClient,
+      endpoints: loadGeneratorEndpoints({}),
+    });
+    const outcome = (candidate: Candidate) =>
+      acts.recordOutcome({
+        kind: 'validated',
+        campaignId,
+        synthesisId: `${campaignId}-${candidate.id}`,
+        seedTaskId: SEED.id,
+        candidate,
+        judge: { model: 'judge', scores: {}, reasons: [] },
+        refined: false,
+        lineage: {},
+      });
+    const rejection = async (candidate: Candidate) => {
+      const { rows } = await pool.query<{ payload: { reasonCode: string; reason: string } }>(
+        `select payload from events where stream_id = $1 and type = 'CandidateRejected'`,
+        [streams.synthesis(`${campaignId}-${candidate.id}`)],
+      );
+      return rows[0]?.payload;
+    };
+
+    // The seed with one word changed in its first turn: same calls, nearly the same question.
+    const copyOfSeed = task(
+      'c-copy',
+      [SEED.question[0]![0]!.content.replace('notes.txt', 'ideas.txt'), SEED.question[1]![0]!.content],
+      SEED.ground_truth,
+    );
+    expect(await outcome(copyOfSeed)).toEqual({ outcome: 'rejected', reasonCode: 'near-duplicate' });
+    expect((await rejection(copyOfSeed))?.reason).toMatch(
+      /^near duplicate of seed multi_turn_base_7: similarity 0\.\d{3} \(question 0\.\d{3}, calls 1\.000\) >= 0\.8$/,
+    );
+
+    const distinct = task(
+      'c-distinct',
+      [
+        'List every file in the workspace, then sort them by name and tell me which one is largest',
+        'Find the line mentioning budget in report.md and count its words for me please',
+      ],
+      [
+        ['ls()', "sort(file_name='files.txt')"],
+        ["grep(file_name='report.md', pattern='budget')", "wc(file_name='report.md', mode='w')"],
+      ],
+    );
+    expect(await outcome(distinct)).toEqual({ outcome: 'validated', candidateId: 'c-distinct' });
+
+    // A near-copy of that validated candidate (not of the seed) names the candidate.
+    const copyOfDistinct = task(
+      'c-copy-2',
+      [distinct.question[0]![0]!.content.replace('largest', 'biggest'), distinct.question[1]![0]!.content],
+      distinct.ground_truth,
+    );
+    expect(await outcome(copyOfDistinct)).toEqual({ outcome: 'rejected', reasonCode: 'near-duplicate' });
+    expect((await rejection(copyOfDistinct))?.reason).toContain('near duplicate of candidate c-distinct');
+  });
+});
