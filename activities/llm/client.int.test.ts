@@ -8,7 +8,7 @@ import { checkSchema } from '../../dev/standin/json-schema.js';
 import { type StandinServer, startStandin } from '../../dev/standin/server.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { ExecutorClient, type TaskRecord } from '../executor-client.js';
-import { chatJson, jsonSchemaOf } from './client.js';
+import { chatJson, jsonSchemaOf, requestTimeoutMs, structuredOutputMode } from './client.js';
 import { type GeneratorConfig, type GeneratorConfigInput, generatorConfig } from './config.js';
 import { GeneratorOutputError, GeneratorRequestError, GeneratorUnavailableError } from './errors.js';
 import { hashValue } from './json.js';
@@ -310,7 +310,9 @@ describe('invalid answers', () => {
     expect(err).toBeInstanceOf(GeneratorRequestError);
     expect((err as GeneratorRequestError).status).toBe(400);
     expect((err as GeneratorRequestError).retryable).toBe(false);
-    expect(server.stats.requests - before).toBe(1);
+    // No transient retry: one request per structured-output mode, and no step down remembered.
+    expect(server.stats.requests - before).toBe(3);
+    expect(structuredOutputMode(cfgFor(), 'rods-standin-generator')).toBe('json_schema');
   });
 
   it('the judge rejects on request (fault reject) with a low score and a reason', async () => {
@@ -323,5 +325,54 @@ describe('invalid answers', () => {
     expect(j.value.verdict).toBe('reject');
     expect(Math.min(...Object.values(j.value.scores))).toBeLessThan(0.5);
     expect(j.value.reasons.join(' ')).toMatch(/injected/);
+  });
+});
+
+describe('behaviours of a real vLLM (stand-in faults)', () => {
+  it('steps down to json_object when the server refuses the JSON schema, validates with zod, and remembers it', async () => {
+    const { schema, messages } = planMessages(seed);
+    // Its own model name: the step down is remembered per endpoint and model.
+    const cfg = cfgFor({ model: 'schema-refusing', headers: fault('refuse-schema') });
+    const before = server.stats.requests;
+    const r = await chatJson('plan', messages, schema, cfg);
+    expect(r.requests).toBe(2);
+    expect(server.stats.requests - before).toBe(2);
+    expect(schema.safeParse(r.value).success).toBe(true);
+    expect(structuredOutputMode(cfg, 'schema-refusing')).toBe('json_object');
+    const again = await chatJson('plan', messages, schema, cfg);
+    expect(again.requests).toBe(1);
+    expect(again.value).toEqual(r.value);
+  });
+
+  it('reads the answer apart from reasoning_content and from inline <think> tags', async () => {
+    const { schema, messages } = planMessages(seed);
+    const plain = await chatJson('plan', messages, schema, cfgFor());
+    for (const kind of ['reasoning', 'think-tags']) {
+      const r = await chatJson('plan', messages, schema, cfgFor({ headers: fault(kind) }));
+      expect(r.attempts).toBe(1);
+      expect(r.value).toEqual(plain.value);
+      expect(r.raw.includes('<think>')).toBe(false);
+    }
+  });
+
+  it('names a model that spent max_tokens reasoning without an answer', async () => {
+    const { schema, messages } = planMessages(seed);
+    const err = await chatJson(
+      'plan',
+      messages,
+      schema,
+      cfgFor({ headers: fault('think-length'), maxAttempts: 2 }),
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GeneratorOutputError);
+    expect(String((err as Error).message)).toMatch(/spent max_tokens \(4096\) reasoning/);
+  });
+
+  it('sizes the request time limit from max_tokens at the slowest expected speed, unless configured', () => {
+    const derived = (over: Partial<GeneratorConfigInput>) =>
+      requestTimeoutMs(generatorConfig({ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', ...over }));
+    expect(derived({ maxTokens: 4096 })).toBe(204_800);
+    expect(derived({ maxTokens: 1024 })).toBe(120_000);
+    expect(derived({ maxTokens: 8192, minTokensPerSecond: 10 })).toBe(819_200);
+    expect(derived({ maxTokens: 8192, timeoutMs: 5000 })).toBe(5000);
   });
 });

@@ -4,8 +4,9 @@
 // issues kept for audit). Replies are data: parsed with JSON.parse and zod, never evaluated.
 // Independent of Temporal: an activity passes its heartbeat and cancellation signal in.
 import OpenAI from 'openai';
+import pino from 'pino';
 import { z } from 'zod';
-import type { GeneratorConfig } from './config.js';
+import type { GeneratorConfig, StructuredOutputMode } from './config.js';
 import {
   GeneratorOutputError,
   GeneratorRequestError,
@@ -95,6 +96,40 @@ function simplify(node: unknown, inProperties = false): unknown {
   return out;
 }
 
+const log = pino(
+  { level: process.env.RODS_LOG_LEVEL ?? 'info', base: { component: 'generator-client' } },
+  pino.destination(2),
+);
+
+// A server may refuse a structured-output mode (vLLM with a forced xgrammar backend answers 400
+// to a JSON schema using `pattern` or `minItems`): the client steps down to a simpler mode, whose
+// answers zod still validates, and remembers it per endpoint and model, saying so once.
+const FALLBACK: Record<StructuredOutputMode, StructuredOutputMode | undefined> = {
+  json_schema: 'json_object',
+  json_object: 'none',
+  none: undefined,
+};
+const steppedDown = new Map<string, StructuredOutputMode>();
+
+/** The structured-output mode in use for an endpoint and model (after any step down). */
+export function structuredOutputMode(cfg: GeneratorConfig, model: string): StructuredOutputMode {
+  return steppedDown.get(`${cfg.baseUrl}|${model}`) ?? cfg.structuredOutput;
+}
+
+/**
+ * The time limit of one request: timeoutMs when configured; else 120 s, or longer when max_tokens
+ * at the slowest expected decoding speed needs it (4,096 tokens at a loaded server's 20 tokens/s
+ * take 205 s).
+ */
+export function requestTimeoutMs(
+  cfg: Pick<GeneratorConfig, 'timeoutMs' | 'maxTokens' | 'minTokensPerSecond'>,
+): number {
+  return cfg.timeoutMs ?? Math.max(120_000, Math.ceil((cfg.maxTokens / cfg.minTokensPerSecond) * 1000));
+}
+
+/** Reasoning a model put before its answer inline, as <think>…</think> (no reasoning parser). */
+const THINK = /^\s*<think>[\s\S]*?<\/think>\s*/;
+
 const clients = new WeakMap<GeneratorConfig, OpenAI>();
 
 function clientFor(cfg: GeneratorConfig): OpenAI {
@@ -104,7 +139,7 @@ function clientFor(cfg: GeneratorConfig): OpenAI {
       baseURL: cfg.baseUrl,
       apiKey: cfg.apiKey,
       maxRetries: 0, // retries are ours: classified, heartbeating, cancellable
-      timeout: cfg.timeoutMs,
+      timeout: requestTimeoutMs(cfg),
       defaultHeaders: cfg.headers,
     });
     clients.set(cfg, c);
@@ -202,8 +237,10 @@ export async function chatJson<S extends z.ZodType>(
   const model = opts.model ?? (stage === 'judge' ? cfg.judgeModel : cfg.model);
   const random = opts.random ?? Math.random;
   const client = clientFor(cfg);
-  const responseFormat =
-    cfg.structuredOutput === 'json_schema'
+  const modeKey = `${cfg.baseUrl}|${model}`;
+  let mode = structuredOutputMode(cfg, model);
+  const responseFormat = () =>
+    mode === 'json_schema'
       ? {
           type: 'json_schema' as const,
           json_schema: {
@@ -211,9 +248,10 @@ export async function chatJson<S extends z.ZodType>(
             schema: opts.jsonSchema ?? jsonSchemaOf(schema),
           },
         }
-      : cfg.structuredOutput === 'json_object'
+      : mode === 'json_object'
         ? { type: 'json_object' as const }
         : undefined;
+  const timeout = requestTimeoutMs(cfg);
 
   const beat = opts.heartbeat;
   beat?.();
@@ -230,6 +268,7 @@ export async function chatJson<S extends z.ZodType>(
         if (opts.signal?.aborted) throw abortError(opts.signal);
         requests++;
         try {
+          const format = responseFormat();
           completion = await client.chat.completions.create(
             {
               ...cfg.extraBody,
@@ -239,13 +278,21 @@ export async function chatJson<S extends z.ZodType>(
               top_p: cfg.topP,
               max_tokens: cfg.maxTokens,
               ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
-              ...(responseFormat ? { response_format: responseFormat } : {}),
+              ...(format ? { response_format: format } : {}),
               stream: false,
             },
-            { signal: opts.signal, timeout: cfg.timeoutMs },
+            { signal: opts.signal, timeout },
           );
           break;
         } catch (e) {
+          const simpler = FALLBACK[mode];
+          if (e instanceof OpenAI.APIError && e.status === 400 && simpler && !opts.signal?.aborted) {
+            // Refused as asked: the same request in a simpler mode. Remembered only once a simpler
+            // mode is answered: a request refused for another reason is refused in every mode and
+            // surfaces as GeneratorRequestError.
+            mode = simpler;
+            continue;
+          }
           const t = classify(e, opts.signal);
           transientFailures++;
           if (transientFailures > cfg.transientRetries) {
@@ -266,12 +313,29 @@ export async function chatJson<S extends z.ZodType>(
           await sleep(delay, opts.signal, beat, cfg.heartbeatIntervalMs);
         }
       }
+      if (mode !== structuredOutputMode(cfg, model)) {
+        log.warn(
+          { endpoint: describeEndpoint(cfg), model, from: structuredOutputMode(cfg, model), to: mode, stage },
+          `the generator refused structured output ${structuredOutputMode(cfg, model)}; using ${mode} with client-side validation from now on`,
+        );
+        steppedDown.set(modeKey, mode);
+      }
       const choice = completion.choices[0];
-      const raw = choice?.message?.content ?? '';
+      // A reasoning model's thinking is not the answer: vLLM's reasoning parser returns it apart
+      // (reasoning_content); without one it comes inline in <think> tags before the JSON.
+      const message = choice?.message as
+        | { content?: string | null; reasoning_content?: string | null }
+        | undefined;
+      const reasoning = message?.reasoning_content ?? '';
+      const raw = (message?.content ?? '').replace(THINK, '');
       const issues: string[] = [];
       let value: z.output<S> | undefined;
       if (choice?.finish_reason === 'length') {
-        issues.push(`the answer was cut off at max_tokens (${cfg.maxTokens})`);
+        issues.push(
+          raw.trim() === '' && reasoning !== ''
+            ? `the model spent max_tokens (${cfg.maxTokens}) reasoning and gave no answer; raise maxTokens or turn thinking off (extraBody chat_template_kwargs)`
+            : `the answer was cut off at max_tokens (${cfg.maxTokens})`,
+        );
       } else {
         const parsed = parseJsonReply(raw);
         if (!parsed.ok) issues.push(parsed.error);

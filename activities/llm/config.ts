@@ -21,8 +21,13 @@ export const GeneratorConfigSchema = z
     temperature: z.number().min(0).max(2).default(1.0),
     topP: z.number().gt(0).max(1).default(0.7),
     maxTokens: z.number().int().positive().default(4096),
-    /** Time limit of one HTTP request (ms). */
-    timeoutMs: z.number().int().positive().default(120_000),
+    /**
+     * Time limit of one HTTP request (ms). Unset: 120 s, or longer when maxTokens at
+     * minTokensPerSecond needs it (client.ts requestTimeoutMs).
+     */
+    timeoutMs: z.number().int().positive().optional(),
+    /** The slowest decoding speed expected of a loaded server: sizes the default request time limit. */
+    minTokensPerSecond: z.number().positive().default(20),
     /** Answers a stage gets to produce schema-valid JSON (the first ask included). */
     maxAttempts: z.number().int().min(1).default(3),
     /** Retries of transient failures (5xx, 429, timeouts, connection errors) over one chatJson call. */

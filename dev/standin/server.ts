@@ -17,7 +17,21 @@ import { answerJudge, answerRefine, answerRewrite } from './text.js';
 export const STANDIN_MODEL = 'rods-standin-generator';
 export const DEFAULT_STANDIN_PORT = 7400;
 
-export const FAULT_KINDS = ['5xx', '429', 'timeout', 'malformed', 'reject', 'none'] as const;
+export const FAULT_KINDS = [
+  '5xx',
+  '429',
+  'timeout',
+  'malformed',
+  'reject',
+  // Server behaviours of a real vLLM: a guided-decoding backend that refuses the request's JSON
+  // schema (HTTP 400 to response_format json_schema only); a reasoning model whose thinking comes
+  // apart in reasoning_content, or inline in <think> tags, or uses up max_tokens before any answer.
+  'refuse-schema',
+  'reasoning',
+  'think-tags',
+  'think-length',
+  'none',
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface StandinOptions {
@@ -333,6 +347,15 @@ export function buildStandin(opts: StandinOptions = {}): {
         'invalid_request_error',
       );
     }
+    if (fault === 'refuse-schema' && body.response_format?.type === 'json_schema') {
+      log(400);
+      return openAiError(
+        reply,
+        400,
+        'the guided decoding backend xgrammar does not support the JSON schema: unsupported keyword "pattern" (stand-in playing a vLLM that refuses schema features)',
+        'invalid_request_error',
+      );
+    }
     const input = findInput(body.messages);
     const key = `${serverSeed}|${body.seed ?? '-'}|${sha256Hex(canonicalJson(body.messages))}`;
     const rng = new Rng(key);
@@ -364,7 +387,17 @@ export function buildStandin(opts: StandinOptions = {}): {
     }
     const json =
       format === 'text' ? `\`\`\`json\n${JSON.stringify(value, null, 2)}\n\`\`\`` : JSON.stringify(value);
-    const content = fault === 'malformed' ? ops.pick(MALFORMED)(JSON.stringify(value)) : json;
+    let content = fault === 'malformed' ? ops.pick(MALFORMED)(JSON.stringify(value)) : json;
+    let reasoning: string | undefined;
+    let finish = 'stop';
+    const thinking = `Let me work through the ${stage} stage step by step. `.repeat(8);
+    if (fault === 'reasoning') reasoning = thinking;
+    else if (fault === 'think-tags') content = `<think>\n${thinking}\n</think>\n\n${content}`;
+    else if (fault === 'think-length') {
+      reasoning = thinking.repeat(40);
+      content = '';
+      finish = 'length';
+    }
     stats.answered++;
     log(200);
     const promptChars = body.messages.reduce((k, m) => k + text(m.content).length, 0);
@@ -374,7 +407,18 @@ export function buildStandin(opts: StandinOptions = {}): {
       created: Math.floor(Date.now() / 1000),
       model: STANDIN_MODEL,
       system_fingerprint: `rods-standin-seed-${serverSeed}`,
-      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null }],
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content,
+            ...(reasoning !== undefined ? { reasoning_content: reasoning } : {}),
+          },
+          finish_reason: finish,
+          logprobs: null,
+        },
+      ],
       usage: {
         prompt_tokens: Math.ceil(promptChars / 4),
         completion_tokens: Math.ceil(content.length / 4),
