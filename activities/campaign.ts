@@ -7,6 +7,7 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { loadTaskStats } from '../aggregator/stats-query.js';
 import { waitForWatermark } from '../aggregator/steps.js';
+import { deliveredTask } from '../domain/delivered-task.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import type { TaskStats } from '../schemas/types.generated.js';
 import { inTransaction } from '../store/db.js';
@@ -196,7 +197,8 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
     },
 
     /**
-     * Writes the active pool of a version to the JSONL sink in the BFCL task format, atomically
+     * Writes the active pool of a version to the JSONL sink as BFCL task records (deliveredTask: a
+     * BFCL id, the rods id as `rods_task_id`), atomically
      * (temp file + rename): `<sink>/<campaign>/pool-v<version>.jsonl` and `current.jsonl`.
      * Writing the same version twice gives the same file.
      */
@@ -204,15 +206,13 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
       campaignId: string;
       version: number;
     }): Promise<{ file: string; tasks: number }> {
-      const { rows } = await deps.pool.query<{ task: unknown }>(
-        'select task from pool_members where campaign_id = $1 and active order by task_id',
+      const { rows } = await deps.pool.query<{ task_id: string; category: string; task: unknown }>(
+        'select task_id, category, task from pool_members where campaign_id = $1 and active order by task_id',
         [input.campaignId],
       );
       const dir = path.join(deps.sinkDir, input.campaignId);
       await mkdir(dir, { recursive: true });
-      const body = rows
-        .map((r) => JSON.stringify(typeof r.task === 'string' ? JSON.parse(r.task) : r.task))
-        .join('\n');
+      const body = rows.map((r) => JSON.stringify(deliveredTask(r.task_id, r.category, r.task))).join('\n');
       const file = path.join(dir, `pool-v${input.version}.jsonl`);
       for (const target of [file, path.join(dir, 'current.jsonl')]) {
         const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;

@@ -2,7 +2,7 @@
 environment classes and the multi-turn data files (questions joined with ground truth).
 
 Only the environment modules are imported (their imports are the standard library plus
-mpmath); bfcl's own executor (multi_turn_utils.execute_multi_turn_func_call) is never used,
+mpmath); the service never uses bfcl's own executor (multi_turn_utils.execute_multi_turn_func_call),
 because it runs call strings through eval().
 """
 

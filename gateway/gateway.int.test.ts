@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { bfclTaskId } from '../domain/ids.js';
 import { registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
 import { waitUntil } from '../test/support/wait.js';
@@ -381,7 +382,9 @@ describe('pool', () => {
     const body = res.json() as { version: number; tasks: { taskId: string; task: { id: string } }[] };
     expect(body.version).toBe(3);
     expect(body.tasks.map((t) => t.taskId)).toEqual(['a', 'b']);
-    expect(body.tasks[0]!.task.id).toBe('a');
+    // The record carries a BFCL id (bfcl-eval parses the category and index from it) and the rods id.
+    expect(body.tasks[0]!.task).toMatchObject({ id: bfclTaskId('a', 'base'), rods_task_id: 'a' });
+    expect(body.tasks[0]!.task.id).toMatch(/^multi_turn_base_\d+$/);
     const same = await get(`/v1/campaigns/${c}/pool`, { ...AUTH, 'if-none-match': '"3"' });
     expect(same.statusCode).toBe(304);
     expect(same.headers.etag).toBe('"3"');

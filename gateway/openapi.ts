@@ -52,10 +52,15 @@ const PoolTask = {
   type: 'object',
   required: ['taskId', 'origin', 'category', 'task'],
   properties: {
-    taskId: { type: 'string' },
+    taskId: { type: 'string', description: 'the rods task id: report rewards under it' },
     origin: { type: 'string', enum: ['seed', 'generated'] },
     category: { type: 'string' },
-    task: { type: 'object', description: 'the BFCL multi-turn task record', additionalProperties: true },
+    task: {
+      type: 'object',
+      description:
+        "the BFCL multi-turn task record as bfcl-eval's executor and checker take it: id is a BFCL id (multi_turn_<category>_<n>), rods_task_id the rods task id, ground_truth the possible answer",
+      additionalProperties: true,
+    },
   },
 };
 

@@ -2,12 +2,15 @@
 // (the ETag), read in one snapshot so that version and members agree.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { deliveredTask } from '../domain/delivered-task.js';
 import { xorshift32 } from '../util/xorshift.js';
 
 export interface PoolTask {
+  /** The rods task id: rewards are reported under it. */
   taskId: string;
   origin: string;
   category: string;
+  /** The BFCL task record as delivered (domain/delivered-task.ts). */
   task: unknown;
 }
 
@@ -43,7 +46,12 @@ export async function activePool(db: pg.Pool, campaignId: string): Promise<Activ
       campaignId,
       version: v.rows[0]?.version ?? 0,
       step: v.rows[0]?.step ?? 0,
-      tasks: m.rows.map((r) => ({ taskId: r.task_id, origin: r.origin, category: r.category, task: r.task })),
+      tasks: m.rows.map((r) => ({
+        taskId: r.task_id,
+        origin: r.origin,
+        category: r.category,
+        task: deliveredTask(r.task_id, r.category, r.task),
+      })),
     };
   } catch (e) {
     await c.query('rollback').catch(() => {});
