@@ -12,6 +12,7 @@ import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.j
 import { eventIds, streams } from '../domain/ids.js';
 import { settleVerdict } from '../domain/judge-rule.js';
 import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
+import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
@@ -211,7 +212,8 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
               minTurns: limits.turns.min,
               maxTurns: limits.turns.max,
               minCallsPerTurn: limits.callsPerTurn.min,
-              maxCallsPerTurn: limits.callsPerTurn.max,
+              // the seed's largest turn raises the cap for its children
+              maxCallsPerTurn: callsPerTurnCap(limits.callsPerTurn.max, input.seed),
             },
           },
           cfg,
@@ -286,10 +288,22 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       };
     },
 
-    /** The deterministic gates of the Critique stage (domain/candidate.ts). */
-    async gateCandidate(input: { candidate: Candidate; config: unknown }) {
-      const g = checkCandidate(input.candidate, TOOL_CATALOG, gateLimits(parseCampaignConfig(input.config)));
-      return g.ok ? { ok: true as const } : { ok: false as const, code: g.code, reason: g.reason };
+    /**
+     * The deterministic gates of the Critique stage (domain/candidate.ts) and, given the seed, the
+     * structure check against it (domain/structure.ts), whose per-turn call cap follows the seed.
+     */
+    async gateCandidate(input: { candidate: Candidate; config: unknown; seed?: TaskRecord }) {
+      const cfg = parseCampaignConfig(input.config);
+      const limits = gateLimits(cfg);
+      if (input.seed) limits.callsPerTurn.max = callsPerTurnCap(limits.callsPerTurn.max, input.seed);
+      const g = checkCandidate(input.candidate, TOOL_CATALOG, limits);
+      if (!g.ok) return { ok: false as const, code: g.code, reason: g.reason };
+      const mismatch = input.seed
+        ? structureMismatch(input.candidate, input.seed, cfg.synthesis.structureTolerance)
+        : undefined;
+      if (mismatch)
+        return { ok: false as const, code: 'structure-mismatch', reason: `unlike its seed: ${mismatch}` };
+      return { ok: true as const };
     },
 
     /** StageCompleted for a stage without a model (execute, critique, augment). */

@@ -251,8 +251,25 @@ export const SynthesisConfigSchema = z.strictObject({
     .default(1),
   /** User turns of a candidate. */
   turns: range('synthesis.turns', 2, 5, 1).prefault({}),
-  /** Ground-truth calls per turn (turns deliberately left empty by miss_func/miss_param excepted). */
+  /**
+   * Ground-truth calls per turn (turns deliberately left empty by miss_func/miss_param excepted);
+   * the cap rises to the seed's largest turn for its children (domain/structure.ts).
+   */
   callsPerTurn: range('synthesis.callsPerTurn', 1, 3, 0).prefault({}),
+  /** How far a candidate's structure may be from its seed's before it is rejected (structure-mismatch). */
+  structureTolerance: z
+    .strictObject({
+      turns: z
+        .number()
+        .int('synthesis.structureTolerance.turns must be a whole number of turns')
+        .min(0, 'synthesis.structureTolerance.turns must be >= 0')
+        .default(2),
+      meanCallsPerTurn: z
+        .number()
+        .min(0, 'synthesis.structureTolerance.meanCallsPerTurn must be >= 0')
+        .default(1.5),
+    })
+    .prefault({}),
   /** Longest string (in Unicode code points) anywhere in initial_config and in call arguments. */
   maxStringLength: z
     .number()

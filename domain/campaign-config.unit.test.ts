@@ -68,6 +68,7 @@ describe('campaign config defaults', () => {
         maxRefinements: 1,
         turns: { min: 2, max: 5 },
         callsPerTurn: { min: 1, max: 3 },
+        structureTolerance: { turns: 2, meanCallsPerTurn: 1.5 },
         maxStringLength: 200,
         maxListItems: 5,
         augment: { missingFunction: false, missingParameter: false },

@@ -181,7 +181,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     // Rounds where the judge's verdict contradicted its scores (the rule decided): lineage.
     const disagreements: { round: number; judge: string; rule: string }[] = [];
     for (let round = 0; ; round++) {
-      const gates = await env.gateCandidate({ candidate: cand, config: input.config });
+      const gates = await env.gateCandidate({ candidate: cand, config: input.config, seed: seed.task });
       if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, cand.id);
       const again = await env.executeCandidate({ candidate: cand });
       if (!again.ok) {

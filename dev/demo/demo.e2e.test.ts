@@ -51,6 +51,20 @@ describe('rods demo', () => {
       expect(first.hard + first.boundary + first.mastered).toBe(20);
       expect(summary).toHaveProperty('boundaryToOtherVarianceRatio');
       expect(summary.poolPerStep[3].active).toBeGreaterThan(0);
+      // The funnel narrows stage by stage, and every selected run ends validated or rejected.
+      const f = summary.synthesisFunnel;
+      expect(f.selected).toBeGreaterThan(0);
+      expect(f.planned).toBeLessThanOrEqual(f.selected);
+      expect(f.executed).toBeLessThanOrEqual(f.planned);
+      expect(f.rewritten).toBeLessThanOrEqual(f.executed);
+      expect(f.judged).toBeLessThanOrEqual(f.rewritten);
+      expect(f.validated + f.rejected).toBeGreaterThanOrEqual(f.selected);
+      expect(Object.values(f.rejectedByReason as Record<string, number>).reduce((a, b) => a + b, 0)).toBe(
+        f.rejected,
+      );
+      expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toMatch(
+        /\| selected \| planned \| executed \|/,
+      );
       // The demo completes its campaign: no workflow is left running on the server, and the
       // status of the finished campaign answers from its result, with the worker gone.
       expect(JSON.parse(run.stdout).campaignId).toBe(summary.campaignId);

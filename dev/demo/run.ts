@@ -12,6 +12,7 @@ import type pg from 'pg';
 import { workflowIds } from '../../domain/ids.js';
 import { campaignStatus } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
+import { type SynthesisFunnel, synthesisFunnel } from '../../status/funnel.js';
 import { bounded } from '../../status/temporal.js';
 import { retryOnConnectionLoss } from '../../store/db.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
@@ -273,7 +274,8 @@ export async function runDemo(
       'select depth, count(*)::int as n from pool_members where campaign_id = $1 group by 1 order by 1',
       [campaignId],
     );
-    const summary = writeReport(out, campaignId, rows, depths.rows, seconds);
+    const funnel = await synthesisFunnel(db, campaignId);
+    const summary = writeReport(out, campaignId, rows, depths.rows, seconds, funnel);
     return { out, summary };
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
@@ -292,6 +294,7 @@ function writeReport(
   rows: StepRow[],
   depths: { depth: number; n: number }[],
   seconds: number,
+  funnel: SynthesisFunnel,
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -328,6 +331,7 @@ function writeReport(
     },
     retired: last?.retired ?? 0,
     seedsSelected: last?.selected ?? 0,
+    synthesisFunnel: funnel,
     meanSynthesisLatencyMs: last?.synthesisLatencyMs ?? null,
     lineageDepth: depths,
     zeroVarianceShare: rows.map((r) => ({
@@ -390,6 +394,19 @@ figures show the pipeline's behaviour on simulated dynamics, not model quality.
 | pool at the end | ${last?.active ?? 0} tasks (${last?.seeds ?? 0} seeds, ${last?.generated ?? 0} generated), version ${last?.poolVersion ?? 0} |
 | mean reward variance, boundary vs other bands | ${varB?.toFixed(4) ?? '-'} vs ${varOther?.toFixed(4) ?? '-'} (ratio ${ratio?.toFixed(2) ?? '-'}; the paper reports 2.0-2.2x) |
 | mean synthesis latency | ${summary.meanSynthesisLatencyMs === null ? '-' : `${(summary.meanSynthesisLatencyMs / 1000).toFixed(1)} s`} |
+
+The synthesis funnel (runs reaching each stage; candidates by outcome):
+
+| selected | planned | executed | repaired | rewritten | judged | augmented | validated | rejected | injected |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| ${funnel.selected} | ${funnel.planned} | ${funnel.executed} | ${funnel.repaired} | ${funnel.rewritten} | ${funnel.judged} | ${funnel.augmented} | ${funnel.validated} | ${funnel.rejected} | ${funnel.injected} |
+
+Rejected by reason: ${
+    Object.entries(funnel.rejectedByReason)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none'
+  }.
 
 ![bands](bands.svg)
 ![variance](variance.svg)
