@@ -68,7 +68,7 @@ export interface PlanInput {
 
 /**
  * Plan: a prefix of the seed's turns (turns of more than maxCalls calls split into near-equal
- * parts), 2–5 of them; a read-only turn may be left out and two adjacent read-only turns may swap
+ * parts), as many as the seed has or one fewer, within 2–5; a read-only turn may be left out and two adjacent read-only turns may swap
  * places; blocklisted functions are avoided (a read-only turn holding one is left out, the plan
  * stops before a state-changing one). The narrative names the seed turns it follows.
  */
@@ -79,7 +79,10 @@ export function answerPlan(input: PlanInput, rng: Rng): Plan {
   const all = seedCalls(seed);
   const units = unitsOf(seed, limits.maxCallsPerTurn, limits.minTurns);
   const blocked = (c: SeedCall) => (c.cls ? isBlocked(blocklist, c.cls, c.name) : blocklist.includes(c.name));
-  const target = rng.int(limits.minTurns, limits.maxTurns);
+  // As many turns as the seed has units, or one fewer, within the limits: the method's plan follows
+  // the seed's structure (domain/structure.ts checks it).
+  const clampTurns = (n: number) => Math.max(limits.minTurns, Math.min(limits.maxTurns, n));
+  const target = rng.int(clampTurns(units.length - 1), clampTurns(units.length));
   const sel: Unit[] = [];
   const dropped: string[] = [];
   for (let i = 0; i < units.length && sel.length < target; i++) {
