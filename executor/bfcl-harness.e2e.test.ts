@@ -5,20 +5,11 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LoopHarness } from '../dev/harness/loop.js';
-import {
-  type StandinProcess,
-  standinEndpoints,
-  standinGenerator,
-  startStandin,
-} from '../dev/harness/standin.js';
 import { activePool } from '../gateway/pool.js';
 import { executorPython } from '../infra/stack/executor.js';
 import { paths } from '../infra/stack/paths.js';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { ONE_SEED_PER_CATEGORY, standinCampaigns } from '../test/support/standin-campaign.js';
 import { waitUntil } from '../test/support/wait.js';
 
 interface Summary {
@@ -48,23 +39,14 @@ function harnessCheck(file: string): { status: number | null; summary: Summary; 
   return { status: r.status, summary: JSON.parse(r.stdout) as Summary, out };
 }
 
-let bundle: WorkflowBundleWithSourceMap;
-let standin: StandinProcess;
-let loop: LoopHarness;
+const campaigns = standinCampaigns(['--seed', '13']);
 let scratch: string;
 
-beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
-  });
-  standin = await startStandin(['--seed', '13']);
+beforeAll(() => {
   scratch = mkdtempSync(path.join(tmpdir(), 'rods-bfcl-harness-'));
-}, 180_000);
+});
 
-afterAll(async () => {
-  await loop?.close();
-  await standin?.stop();
+afterAll(() => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -73,24 +55,12 @@ describe('delivered tasks in bfcl-eval’s own harness', () => {
     expect(existsSync(executorPython()), `${executorPython()} is missing: run \`npm run stack:up\``).toBe(
       true,
     );
-    loop = new LoopHarness({
-      endpoints: standinEndpoints(standin.url),
-      workflowBundle: bundle,
-      config: {
-        seeds: { perCategory: 3 },
-        detector: { low: 0.2, high: 0.85 },
-        selection: {
-          budgetPerStep: 4,
-          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
-          cooldownSteps: 1,
-          maxConcurrentSyntheses: 4,
-          minGroups: 1,
-        },
-        pool: { injectionCadence: 'steps:2' },
-        generator: standinGenerator(),
-      },
+    const loop = await campaigns.start({
+      seeds: { perCategory: 3 },
+      detector: { low: 0.2, high: 0.85 },
+      selection: { ...ONE_SEED_PER_CATEGORY, maxConcurrentSyntheses: 4 },
+      pool: { injectionCadence: 'steps:2' },
     });
-    await loop.start();
     const sink = path.join(paths.root, '.stack/test-sink', loop.campaignId, 'current.jsonl');
     const delivered = (): Delivered[] =>
       existsSync(sink)

@@ -119,6 +119,9 @@ function stepOf(payload: Record<string, unknown>): number | undefined {
 }
 
 /** Rebuilds the campaign's projections into its replay schema and compares them with the live ones. */
+/** How long replay waits for committed events hidden behind an open transaction. */
+const HIDDEN_WAIT_MS = 120_000;
+
 export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promise<ReplayReport> {
   const { campaignId } = opts;
   const known = await pool.query('select config from campaigns where campaign_id = $1', [campaignId]);
@@ -153,6 +156,17 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
       [campaignId],
     )
   ).rows[0]!.n;
+  // Replay reaches at least every event of the campaign committed now. A reader sees an event
+  // only once every transaction older than its own has ended (store/event-store.ts), so an empty
+  // page before that point means "not visible yet", not "done": the live projections already
+  // hold those events' effects.
+  const head = await pool.query<{ transactionId: string; position: number }>(
+    `select transaction_id::text as "transactionId", position from events where payload->>'campaignId' = $1
+      order by transaction_id desc, position desc limit 1`,
+    [campaignId],
+  );
+  const target: Cursor | undefined = head.rows[0];
+  const hiddenSince = { at: 0 };
   // The campaign row itself comes from CampaignStarted (registerCampaign writes it beside the event).
   for (;;) {
     // Order by the xid8 column itself (qualified): the selected text cast would sort '1000' < '739'.
@@ -169,7 +183,17 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
         order by events.transaction_id, events.position limit $4`,
       [campaignId, cursor.transactionId, cursor.position, batchSize],
     );
-    if (page.rows.length === 0) break;
+    if (page.rows.length === 0) {
+      if (!target || compareCursors(cursor, target) >= 0) break;
+      hiddenSince.at ||= Date.now();
+      if (Date.now() - hiddenSince.at > HIDDEN_WAIT_MS)
+        throw new ReplayError(
+          `events of the campaign up to position ${target.position} are committed but not readable after ${HIDDEN_WAIT_MS / 1000} s: a transaction older than them is still open (see pg_stat_activity)`,
+        );
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
+    hiddenSince.at = 0;
     const c = await pool.connect();
     try {
       await c.query('begin');

@@ -1,57 +1,20 @@
 // Ablation switches on the live pipeline (config.ablation): with the judge off, a candidate that
 // passes the gates and re-executes is validated without an LLM verdict; with injection off the
 // pool stays static while candidates wait in the queue. The switches are in CampaignStarted.
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LoopHarness } from '../dev/harness/loop.js';
-import {
-  type StandinProcess,
-  standinEndpoints,
-  standinGenerator,
-  startStandin,
-} from '../dev/harness/standin.js';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { describe, expect, it } from 'vitest';
+import { ONE_SEED_PER_CATEGORY, standinCampaigns } from '../test/support/standin-campaign.js';
 
-let bundle: WorkflowBundleWithSourceMap;
-let standin: StandinProcess;
-let loop: LoopHarness;
-
-beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
-  standin = await startStandin(['--seed', '11']);
-}, 180_000);
-
-afterAll(async () => {
-  await loop?.close();
-  await standin?.stop();
-});
+const campaigns = standinCampaigns(['--seed', '11']);
 
 describe('ablations', () => {
   it('judge off and injection off: candidates validated without a verdict, nothing injected, all recorded', async () => {
-    loop = new LoopHarness({
-      endpoints: standinEndpoints(standin.url),
-      workflowBundle: bundle,
-      config: {
-        seeds: { perCategory: 4 },
-        selection: {
-          budgetPerStep: 4,
-          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
-          cooldownSteps: 1,
-          minGroups: 1,
-        },
-        pool: { injectionCadence: 'steps:2' },
-        ablation: { judge: false, injection: false },
-        generator: standinGenerator(),
-      },
+    const loop = await campaigns.start({
+      seeds: { perCategory: 4 },
+      selection: ONE_SEED_PER_CATEGORY,
+      pool: { injectionCadence: 'steps:2' },
+      ablation: { judge: false, injection: false },
     });
-    await loop.start();
-    for (let step = 1; step <= 4; step++) {
-      await loop.trainStep(step);
-      await loop.waitPlanned(step);
-      await loop.waitSynthesesDone();
-    }
+    await campaigns.runSteps(loop, 4);
     const q = async <T>(sql: string) => (await loop.pool.query<T & object>(sql, [loop.campaignId])).rows;
     const started = await q<{ config: string }>(
       `select payload->>'config' as config from events where type = 'CampaignStarted' and payload->>'campaignId' = $1`,
