@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
-import { freePort } from '../../util/free-port.js';
+import { freeServicePort } from '../../util/free-port.js';
 
 export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
@@ -37,7 +37,7 @@ export async function layoutPrivateStack(sharedStack: string, run: string): Prom
   const ports: number[] = [];
   const port = async () => {
     for (;;) {
-      const p = await freePort();
+      const p = await freeServicePort();
       // Kafka's controller and Temporal's extra ports are chosen next to each other: keep apart.
       if (!ports.includes(p)) {
         ports.push(p);

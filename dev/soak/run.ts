@@ -13,7 +13,7 @@ import { openKafka, withAdmin } from '../../kafka/client.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
 import { createPool } from '../../store/db.js';
 import { temporalClient } from '../../temporal/connect.js';
-import { freePort } from '../../util/free-port.js';
+import { freeServicePort } from '../../util/free-port.js';
 import type { CampaignStatus } from '../../workflows/campaign.js';
 import { countByKind, type Fault, type FaultKind, planFaults } from './faults.js';
 import {
@@ -110,8 +110,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   await stackUp([...services.values()]);
 
   const token = randomBytes(16).toString('hex');
-  const gatewayPort = await freePort();
-  const standinPort = await freePort();
+  const gatewayPort = await freeServicePort();
+  const standinPort = await freeServicePort();
   const taskQueue = `rods-soak-${randomUUID().slice(0, 8)}`;
   const sup = new Supervisor(opts.root, logDir, {
     RODS_TASK_QUEUE: taskQueue,
