@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
+import { buildVariant, type VariantKind } from '../domain/augment.js';
 import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
@@ -34,7 +35,7 @@ import {
 } from './llm/endpoints.js';
 import { GeneratorOutputError, GeneratorRequestError, GeneratorUnavailableError } from './llm/errors.js';
 import { executionSummary } from './llm/execution-summary.js';
-import type { Candidate, Judgement, Plan } from './llm/schemas.js';
+import { augmentChoice, type Candidate, type Judgement, type Plan } from './llm/schemas.js';
 import * as stages from './llm/stages.js';
 
 export interface SynthesisActivityDeps {
@@ -271,6 +272,15 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       return { ...r, candidate: { ...r.value.candidate, id: input.candidate.id } as Candidate };
     },
 
+    /**
+     * The Augment stage: the generator chooses what to withhold (and, for miss_param, writes the
+     * two user messages); the variant is built from that choice by domain/augment.ts.
+     */
+    async augmentCandidate(input: StageRef & { candidate: Candidate; kind: VariantKind }) {
+      const r = await llm(input, (cfg, opts) => stages.augment(input.candidate, input.kind, cfg, opts));
+      return { ...r, variant: buildVariant(input.candidate, augmentChoice(input.kind, r.value)) };
+    },
+
     /** Runs the candidate's ground truth in fresh environment instances (Execute, and the Critique's re-execution). */
     async executeCandidate(input: {
       candidate: Candidate;
@@ -292,9 +302,16 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
      * The deterministic gates of the Critique stage (domain/candidate.ts) and, given the seed, the
      * structure check against it (domain/structure.ts), whose per-turn call cap follows the seed.
      */
-    async gateCandidate(input: { candidate: Candidate; config: unknown; seed?: TaskRecord }) {
+    async gateCandidate(input: {
+      candidate: Candidate;
+      config: unknown;
+      seed?: TaskRecord;
+      variant?: boolean;
+    }) {
       const cfg = parseCampaignConfig(input.config);
       const limits = gateLimits(cfg);
+      // an Augment variant is its validated base plus the turn that brings the function or value
+      if (input.variant) limits.turns.max += 1;
       if (input.seed) limits.callsPerTurn.max = callsPerTurnCap(limits.callsPerTurn.max, input.seed);
       const g = checkCandidate(input.candidate, TOOL_CATALOG, limits);
       if (!g.ok) return { ok: false as const, code: g.code, reason: g.reason };
@@ -339,6 +356,8 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
             judge: { model: string; scores: Record<string, number>; reasons: string[] };
             refined: boolean;
             lineage: Record<string, unknown>;
+            /** An Augment variant's base candidate: it and its other variants are not near-duplicates of it. */
+            derivedFrom?: string;
           }
         | {
             kind: 'rejected';
@@ -397,7 +416,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           ]);
           return { outcome: 'rejected', reasonCode: 'duplicate-candidate' };
         }
-        const near = await nearestKnownTask(c, input.campaignId, input.candidate);
+        const near = await nearestKnownTask(c, input.campaignId, input.candidate, input.derivedFrom);
         if (near && near.similarity.score >= near.threshold) {
           const { score, text, calls } = near.similarity;
           await recordEventsIn(c, stream, [
@@ -447,15 +466,21 @@ export type SynthesisActivities = ReturnType<typeof createSynthesisActivities>;
  * candidate, with the campaign's threshold. Read inside the outcome's transaction, under the same
  * per-campaign lock as the exact-duplicate check, so two near-copies cannot both pass.
  */
-async function nearestKnownTask(c: pg.PoolClient, campaignId: string, candidate: Candidate) {
+async function nearestKnownTask(
+  c: pg.PoolClient,
+  campaignId: string,
+  candidate: Candidate,
+  derivedFrom?: string,
+) {
   const campaign = await loadCampaign(c, campaignId);
   const threshold = (campaign?.config ?? parseCampaignConfig({})).synthesis.nearDuplicateThreshold;
   const { rows } = await c.query<{ kind: 'seed' | 'candidate'; id: string; task: Candidate }>(
     `select 'seed' as kind, task_id as id, task from pool_members where campaign_id = $1 and origin = 'seed'
      union all
      select 'candidate', candidate_id, candidate from candidates
-      where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2`,
-    [campaignId, candidate.id],
+      where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2
+        and ($3::text is null or (candidate_id <> $3 and left(candidate_id, length($3) + 1) <> $3 || '~'))`,
+    [campaignId, candidate.id, derivedFrom ?? null],
   );
   const near = nearestTask(
     taskFeatures(candidate),

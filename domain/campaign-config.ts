@@ -282,11 +282,15 @@ export const SynthesisConfigSchema = z.strictObject({
     .int('synthesis.maxListItems must be a whole number')
     .min(0, 'synthesis.maxListItems must be >= 0')
     .default(5),
-  /** Optional Augment stage: missing-function and missing-parameter variants. */
+  /**
+   * Augment stage (domain/augment.ts): miss_func / miss_param variants of a validated candidate.
+   * Per kind: true for every seed's children, false for none, unset for the children of seeds of
+   * that category only.
+   */
   augment: z
     .strictObject({
-      missingFunction: z.boolean().default(false),
-      missingParameter: z.boolean().default(false),
+      missingFunction: z.boolean().optional(),
+      missingParameter: z.boolean().optional(),
     })
     .prefault({}),
 });

@@ -71,7 +71,7 @@ describe('campaign config defaults', () => {
         structureTolerance: { turns: 2, meanCallsPerTurn: 1.5 },
         maxStringLength: 200,
         maxListItems: 5,
-        augment: { missingFunction: false, missingParameter: false },
+        augment: {},
       },
       generator: {
         endpoint: 'default',

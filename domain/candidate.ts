@@ -10,7 +10,8 @@
 // - Turns are the user turns of `question` (empty turns included, e.g. the turn of a miss_func
 //   task where the withheld function is added); `ground_truth` must have as many turns.
 // - Calls per turn: every turn has at most callsPerTurn.max calls and at least callsPerTurn.min,
-//   except turns deliberately left without calls: the turns listed in missed_function, and any
+//   except turns deliberately left without calls: the turns listed in missed_function and the
+//   turns just before them (the holding turns of BFCL's miss_func tasks), and any
 //   turn of a miss_param task (where the model should ask for the missing parameter). A task
 //   needs at least one call in all.
 // - Tools available at turn t: the methods of the involved classes (from the catalog passed in),
@@ -282,6 +283,8 @@ function gate(candidate: unknown, catalog: ToolCatalog, limits: GateLimits): Par
     const t = Number(k);
     if (t >= turns) fail('malformed', `missed_function turn ${t} is beyond the last turn ${turns - 1}`);
     emptyAllowed.add(t);
+    // BFCL's shape: the turn before the function arrives (the holding turn) has no call
+    if (t > 0) emptyAllowed.add(t - 1);
     for (const f of fns) {
       if (!all.has(f))
         fail('unknown-tool', `missed function ${snippet(f, 60)} is not a method of the involved classes`);

@@ -195,15 +195,16 @@ describe('deterministic gates', () => {
       code: 'too-few-calls',
       reason: 'turn 1 has 0 calls; at least 1 are required',
     });
-    // miss_func: the turn where the withheld function is added has no question and no call
+    // miss_func, BFCL's shape: the holding turn (2) has no call, the function arrives with turn 3
+    // (no user message) whose ground truth is the deferred call
     const missFunc = task({
       category: 'miss_func',
-      question: [user('a'), user('b'), [], user('sort it')],
+      question: [user('a'), user('b'), user('sort it'), []],
       ground_truth: [['ls()'], ['ls()'], [], ["sort('final_report.pdf')"]],
-      missed_function: { 2: ['sort'] },
+      missed_function: { 3: ['sort'] },
     });
     expect(check(missFunc).ok).toBe(true);
-    expect(failure(check({ ...missFunc, missed_function: { 3: ['sort'] } })).code).toBe('too-few-calls');
+    expect(failure(check({ ...missFunc, missed_function: { 1: ['sort'] } })).code).toBe('too-few-calls');
     // miss_param: the turn that withholds a parameter expects a question back, not a call
     const missParam = task({ category: 'miss_param', ground_truth: [['ls()'], [], ['ls()']] });
     expect(check(missParam).ok).toBe(true);

@@ -45,6 +45,15 @@ export const synthesisId = (campaignId: string, step: number, seedTaskId: string
 /** The candidate a synthesis of `seedTaskId` at `step` produces; its task id once injected. */
 export const candidateId = (seedTaskId: string, step: number) => `${seedTaskId}~s${step}`;
 
+/** An Augment variant (miss_func, miss_param) of a candidate: one per kind. */
+export const variantCandidateId = (baseCandidateId: string, kind: string) => `${baseCandidateId}~${kind}`;
+
+/**
+ * The synthesis id a variant's events are recorded under (its own stream and event ids): its
+ * outcome never collides with, or is read as, the outcome of the synthesis run that made it.
+ */
+export const variantSynthesisId = (synthesisId: string, kind: string) => `${synthesisId}~${kind}`;
+
 /**
  * The id a pool task is delivered under to BFCL harnesses (sink and pool API; the rods id rides
  * along as `rods_task_id`). bfcl-eval reads the test category from the id up to its last `_`,

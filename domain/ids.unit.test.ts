@@ -15,6 +15,8 @@ import {
   streams,
   synthesisId,
   useSha256,
+  variantCandidateId,
+  variantSynthesisId,
   workflowIds,
 } from './ids.js';
 
@@ -31,6 +33,12 @@ describe('stream names, prefixes and workflow ids', () => {
     expect(streams.steps(C)).toBe('steps-demo-1');
     expect(synthesisId(C, 3, T)).toBe(S);
     expect(candidateId(T, 2)).toBe('multi_turn_base_17~s2');
+    expect(variantCandidateId(candidateId(T, 2), 'miss_func')).toBe('multi_turn_base_17~s2~miss_func');
+    const vs = variantSynthesisId(S, 'miss_param');
+    expect(vs).toBe('synth-demo-1-3-multi_turn_base_17~miss_param');
+    // a variant's stream is the campaign's (the audit covers it), its outcome ids its own
+    expect(streams.synthesis(vs).startsWith(campaignStreamPrefixes(C)[1]!)).toBe(true);
+    expect(eventIds.candidateValidated(vs)).not.toBe(eventIds.candidateValidated(S));
     expect(workflowIds.campaign(C)).toBe('campaign-demo-1');
     expect(workflowIds.synthesis(S)).toBe(S);
     expect(workflowIds.ingestion(C, 3, 'b1')).toBe('ingest-demo-1-3-b1');

@@ -20,7 +20,10 @@ export interface SynthesisFunnel {
   injected: number;
 }
 
-/** The funnel of one campaign: distinct synthesis runs per stage, events for the rest. */
+/**
+ * The funnel of one campaign: distinct synthesis runs per stage (a variant's stages count for its
+ * run), events for the rest (validated and rejected include Augment variants).
+ */
 export async function synthesisFunnel(
   db: pg.Pool | pg.PoolClient,
   campaignId: string,
@@ -32,7 +35,10 @@ export async function synthesisFunnel(
               case when payload->>'promptVersionHash' = $2 then 'repair'
                    when payload->>'model' is null then 'no-model' else 'model' end
                  when type = 'CandidateRejected' then payload->>'reasonCode' end as key,
-            (case when type = 'StageCompleted' then count(distinct payload->>'synthesisId') else count(*) end)::int as n
+            (case when type = 'StageCompleted'
+                  -- an Augment variant's stages count for the run it came from
+                  then count(distinct regexp_replace(payload->>'synthesisId', '~(miss_func|miss_param)$', ''))
+                  else count(*) end)::int as n
        from events
       where payload->>'campaignId' = $1
         and type in ('SeedSelected', 'StageCompleted', 'CandidateValidated', 'CandidateRejected', 'TaskInjected')

@@ -2,7 +2,8 @@
 // plan; execute (at most `maxConfigRepairs` config-patch repairs, failed functions blocklisted
 // for re-planning); coherence rewrite; critique (deterministic gates and a fresh re-execution,
 // then the LLM quality judge, at most `maxRefinements` classify-and-rewrite refinements);
-// augmentation is off unless configured. Every stage records StageCompleted; the run ends in
+// augment (miss_func / miss_param variants of the validated candidate, by the seed's category
+// unless configured). Every stage records StageCompleted; the run ends in
 // CandidateValidated or CandidateRejected with the stage and reason, and reports to the campaign.
 import {
   ActivityFailure,
@@ -16,6 +17,7 @@ import type { SelectedSeed } from '../activities/curriculum.js';
 import type { Failure } from '../activities/executor-client.js';
 import type { Candidate, Judgement } from '../activities/llm/schemas.js';
 import type { SynthesisActivities } from '../activities/synthesis.js';
+import { type VariantKind, variantKinds } from '../domain/augment.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import * as ids from '../domain/ids.js';
 
@@ -90,6 +92,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
   let stage: StageName = 'plan';
   let current: Candidate | null = null;
   let outcome: SynthesisOutcome;
+  let validatedBase: Candidate | null = null;
 
   await env.synthesisStarted({
     campaignId,
@@ -250,6 +253,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       },
     });
     outcome = { synthesisId, outcome: r.outcome, candidateId: r.candidateId, reasonCode: r.reasonCode };
+    if (r.outcome === 'validated') validatedBase = cand;
   } catch (e) {
     const rej = toRejection(e, stage, current?.id ?? null);
     const r = await env.recordOutcome({
@@ -265,12 +269,143 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     });
     outcome = { synthesisId, outcome: r.outcome, reasonCode: rej.code };
   }
+  // Augment: variants of the validated candidate, each validated and recorded as its own
+  // candidate under its own synthesis id; the run still reports one outcome (its base's).
+  const kinds = validatedBase ? variantKinds(seed.task.category, cfg.synthesis.augment) : [];
+  if (validatedBase && kinds.length > 0 && patched(AUGMENT_STAGE)) {
+    for (const kind of kinds) {
+      await augmentVariant(input, cfg, validatedBase, kind, models, prompts, outputs);
+    }
+  }
   try {
     await getExternalWorkflowHandle(input.parentWorkflowId).signal('synthesisFinished', outcome);
   } catch {
     // The campaign may have ended; the outcome is in the event store either way.
   }
   return outcome;
+}
+
+const AUGMENT_STAGE = 'augment-stage';
+
+/**
+ * One Augment variant: the generator's choice, the variant built from it (domain/augment.ts), then
+ * the Critique as for any candidate (gates, fresh re-execution, judge; no refinement, which could
+ * undo the variant's shape), and its own outcome. Lineage: variant -> base candidate -> seed.
+ * Never throws: a variant that fails is a CandidateRejected of its own, the base stays validated.
+ */
+async function augmentVariant(
+  input: SynthesisInput,
+  cfg: ReturnType<typeof parseCampaignConfig>,
+  base: Candidate,
+  kind: VariantKind,
+  baseModels: Record<string, string>,
+  basePrompts: Record<string, string>,
+  baseOutputs: Record<string, string>,
+): Promise<void> {
+  const { campaignId, seed } = input;
+  const synthesisId = ids.variantSynthesisId(input.synthesisId, kind);
+  const ref = (attempt: number) => ({ campaignId, synthesisId, attempt, config: input.config });
+  const models = { ...baseModels };
+  const prompts = { ...basePrompts };
+  const outputs = { ...baseOutputs };
+  let stage: StageName = 'augment';
+  let variant: Candidate | null = null;
+  try {
+    try {
+      const a = await llm.augmentCandidate({ ...ref(0), candidate: base, kind });
+      models.augment = a.model;
+      prompts.augment = a.promptHash;
+      outputs.augment = a.outputHash;
+      variant = a.variant;
+      stage = 'critique';
+      const gates = await env.gateCandidate({
+        candidate: variant,
+        config: input.config,
+        seed: seed.task,
+        variant: true,
+      });
+      if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, variant.id);
+      const again = await env.executeCandidate({ candidate: variant });
+      if (!again.ok) {
+        throw new Rejection(
+          'critique',
+          'reexecution-failed',
+          `fresh re-execution failed: ${again.failure?.reason}`,
+          variant.id,
+        );
+      }
+      let judgement: Judgement | typeof JUDGE_OFF = JUDGE_OFF;
+      let judgeModel = 'none';
+      let disagreement: { judge: string; rule: string } | undefined;
+      if (cfg.ablation.judge) {
+        const judged = await llm.judgeCandidate({ ...ref(0), candidate: variant, execution: { ok: true } });
+        models.judge = judged.model;
+        prompts.judge = judged.promptHash;
+        outputs.judge = judged.outputHash;
+        judgement = judged.value;
+        judgeModel = judged.model;
+        disagreement = judged.disagreement;
+        if (judgement.verdict !== 'accept') {
+          throw new Rejection(
+            'critique',
+            'judge-rejected',
+            `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`,
+            variant.id,
+          );
+        }
+      }
+      await env.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
+      await env.recordOutcome({
+        kind: 'validated',
+        campaignId,
+        synthesisId,
+        seedTaskId: seed.taskId,
+        candidate: variant,
+        judge: { model: judgeModel, scores: judgement.scores, reasons: judgement.reasons },
+        refined: false,
+        derivedFrom: base.id,
+        lineage: {
+          // the base candidate first: the variant is derived from it; its root is the seed's
+          parents: [base.id, seed.taskId],
+          rootSeedId: seed.rootSeedId,
+          // the first parent's depth (the base is one below its seed), as for a base candidate
+          depth: seed.depth + 1,
+          parentPhi: seed.phi,
+          category: variant.category,
+          variantOf: base.id,
+          variantKind: kind,
+          step: input.step,
+          policyVersion: seed.policyVersion,
+          triggeringStats: seed.stats,
+          selectionEventId: seed.selectionEventId,
+          synthesisId,
+          baseSynthesisId: input.synthesisId,
+          workflowId: workflowInfo().workflowId,
+          models,
+          promptVersions: prompts,
+          stageOutputs: outputs,
+          judgeVerdict: judgement.verdict,
+          judgeScores: judgement.scores,
+          ...(disagreement ? { judgeDisagreements: [{ round: 0, ...disagreement }] } : {}),
+        },
+      });
+    } catch (e) {
+      const rej = toRejection(e, stage, variant?.id ?? null);
+      await env.recordOutcome({
+        kind: 'rejected',
+        campaignId,
+        synthesisId,
+        seedTaskId: seed.taskId,
+        candidateId: rej.candidateId,
+        stage: rej.stage,
+        reasonCode: rej.code,
+        reason: rej.message,
+        ...(rej.raw !== undefined ? { raw: rej.raw } : {}),
+      });
+    }
+  } catch {
+    // Recording the variant's outcome failed: the base's outcome stands, the variant is lost.
+  }
 }
 
 /** Every failure becomes a rejection with its stage and a reason code. */

@@ -9,7 +9,15 @@ import type { Stage } from '../../schemas/types.generated.js';
 import { sha256Hex } from './json.js';
 
 /** The LLM steps of the synthesis pipeline, by prompt name. */
-export const PROMPT_NAMES = ['plan', 'params', 'config-patch', 'rewrite', 'judge', 'refine'] as const;
+export const PROMPT_NAMES = [
+  'plan',
+  'params',
+  'config-patch',
+  'rewrite',
+  'judge',
+  'refine',
+  'augment',
+] as const;
 export type PromptName = (typeof PROMPT_NAMES)[number];
 
 /** The prompt file each step uses now; a new version is a new file and a new entry here. */
@@ -20,6 +28,7 @@ export const PROMPT_FILES: Record<PromptName, string> = {
   rewrite: 'rewrite.v1.md',
   judge: 'judge.v2.md',
   refine: 'refine.v1.md',
+  augment: 'augment.v1.md',
 };
 
 /** The pipeline stage (event `Stage`) each prompt belongs to. */
@@ -30,6 +39,7 @@ export const EVENT_STAGE: Record<PromptName, Stage> = {
   rewrite: 'rewrite',
   judge: 'critique',
   refine: 'refine',
+  augment: 'augment',
 };
 
 export const DEFAULT_PROMPTS_DIR = fileURLToPath(new URL('../../prompts/', import.meta.url));

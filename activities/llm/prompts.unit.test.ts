@@ -79,6 +79,7 @@ describe('stage prompts', () => {
       rewrite: 'rewrite',
       judge: 'critique',
       refine: 'refine',
+      augment: 'augment',
     });
   });
 

@@ -2,6 +2,7 @@
 // builders add the checks that depend on the input (classes of the seed, blocklist, turn counts),
 // so that an answer breaking them is re-asked like any other invalid answer.
 import { z } from 'zod';
+import { choiceProblem, type VariantChoice, type VariantKind } from '../../domain/augment.js';
 import { type TaskRecord, TaskRecordSchema } from '../executor-client.js';
 
 /** A candidate task: a BFCL multi-turn record {id, category, involved_classes, initial_config, question, ground_truth, missed_function?}. */
@@ -242,6 +243,60 @@ export function refinementSchema(candidate: TaskRecord) {
         path: ['candidate', 'involved_classes'],
         message: `must stay ${candidate.involved_classes.join(', ')}`,
       });
+    }
+  });
+}
+
+/** The Augment stage's answer (its choice; domain/augment.ts builds the variant from it). */
+export const MissFuncAnswerSchema = z.object({ turn: z.number().int().min(0), function: Identifier });
+export const MissParamAnswerSchema = z.object({
+  turn: z.number().int().min(0),
+  call: z.number().int().min(0),
+  parameter: z.string().min(1).max(100),
+  request: z.string().min(1).max(4000),
+  follow_up: z.string().min(1).max(4000),
+});
+export type AugmentAnswer = z.infer<typeof MissFuncAnswerSchema> | z.infer<typeof MissParamAnswerSchema>;
+
+export function augmentBaseSchema(kind: VariantKind): z.ZodType<AugmentAnswer> {
+  return kind === 'miss_func' ? MissFuncAnswerSchema : MissParamAnswerSchema;
+}
+
+/** The generator's answer as the transformation's choice. */
+export function augmentChoice(kind: VariantKind, a: AugmentAnswer): VariantChoice {
+  if (kind === 'miss_func') {
+    const f = a as z.infer<typeof MissFuncAnswerSchema>;
+    return { kind, turn: f.turn, function: f.function };
+  }
+  const p = a as z.infer<typeof MissParamAnswerSchema>;
+  return {
+    kind,
+    turn: p.turn,
+    call: p.call,
+    parameter: p.parameter,
+    request: p.request,
+    followUp: p.follow_up,
+  };
+}
+
+/** The augment schema for a base candidate: a choice the transformation accepts (else re-asked). */
+export function augmentSchema(base: TaskRecord, kind: VariantKind) {
+  return augmentBaseSchema(kind).superRefine((a, ctx) => {
+    const problem = choiceProblem(base, augmentChoice(kind, a));
+    if (problem) ctx.addIssue({ code: 'custom', path: [], message: problem });
+    if (kind === 'miss_param') {
+      const p = a as z.infer<typeof MissParamAnswerSchema>;
+      const names = new Set(base.ground_truth.flat().flatMap((c) => callName(c) ?? []));
+      for (const [field, text] of [
+        ['request', p.request],
+        ['follow_up', p.follow_up],
+      ] as const) {
+        for (const name of names) {
+          const esc = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+          if (new RegExp(`\\b${esc}\\s*\\(`).test(text))
+            ctx.addIssue({ code: 'custom', path: [field], message: `writes a call of ${name}` });
+        }
+      }
     }
   });
 }

@@ -5,6 +5,7 @@
 // lineage facts of StageCompleted: model, prompt version hash, output hash.
 // Independent of Temporal: the workflow side wraps these as activities.
 import type { z } from 'zod';
+import type { VariantKind } from '../../domain/augment.js';
 import type { Stage } from '../../schemas/types.generated.js';
 import type { Failure, TaskRecord } from '../executor-client.js';
 import {
@@ -17,6 +18,9 @@ import {
 import type { GeneratorConfig } from './config.js';
 import { EVENT_STAGE, loadPrompt, type PromptName } from './prompts.js';
 import {
+  type AugmentAnswer,
+  augmentBaseSchema,
+  augmentSchema,
   CallsBaseSchema,
   type Candidate,
   type ConfigPatch,
@@ -210,6 +214,27 @@ export function refine(
     { candidate: taskView(candidate), judgement },
     RefinementBaseSchema,
     refinementSchema(candidate),
+    cfg,
+    opts,
+  );
+}
+
+/**
+ * Stage 5 (Augment): which function to withhold (miss_func), or which value to leave out of a
+ * request and the texts that leave it out and supply it (miss_param). The variant is built from
+ * the answer by domain/augment.ts.
+ */
+export function augment(
+  candidate: Candidate,
+  kind: VariantKind,
+  cfg: GeneratorConfig,
+  opts: StageOptions = {},
+): Promise<StageResult<AugmentAnswer>> {
+  return runStage(
+    'augment',
+    { kind, candidate: taskView(candidate) },
+    augmentBaseSchema(kind),
+    augmentSchema(candidate, kind),
     cfg,
     opts,
   );

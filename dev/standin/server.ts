@@ -9,6 +9,7 @@ import { FailureSchema, TaskRecordSchema } from '../../activities/executor-clien
 import { canonicalJson, sha256Hex } from '../../activities/llm/json.js';
 import { parseStageMarker } from '../../activities/llm/prompts.js';
 import { JudgementSchema, PlanFunctionSchema } from '../../activities/llm/schemas.js';
+import { answerAugment } from './augment.js';
 import { checkSchema, instanceOf } from './json-schema.js';
 import { Rng } from './rng.js';
 import { answerParams, answerPatch, answerPlan } from './synth.js';
@@ -139,6 +140,7 @@ const RewriteInput = z.object({
 });
 const JudgeInput = z.object({ candidate: TaskRecordSchema });
 const RefineInput = z.object({ candidate: TaskRecordSchema, judgement: JudgementSchema });
+const AugmentInput = z.object({ kind: z.enum(['miss_func', 'miss_param']), candidate: TaskRecordSchema });
 
 class BadRequest extends Error {}
 
@@ -198,6 +200,8 @@ export function answerStage(stage: string, input: unknown, rng: Rng, reject: boo
       return answerJudge(parseInput(JudgeInput, input, stage), rng, reject);
     case 'refine':
       return answerRefine(parseInput(RefineInput, input, stage), rng);
+    case 'augment':
+      return answerAugment(parseInput(AugmentInput, input, stage));
     default:
       throw new BadRequest(`the stand-in generator does not know the stage ${JSON.stringify(stage)}`);
   }

@@ -404,12 +404,15 @@ export function answerJudge(input: JudgeInput, rng: Rng, reject: boolean): Judge
   );
   const unknown = calls.flat().some((c) => !c.cls || callName(c.text) === null);
   const configOk = Object.keys(cand.initial_config).every((k) => k in BFCL_CATALOG);
+  // a miss_func turn where the withheld function arrives has no user message, by BFCL's format
+  const arrivals = new Set(Object.keys(cand.missed_function ?? {}).map(Number));
+  const spoken = texts.filter((_, t) => !arrivals.has(t));
   const scores: Judgement['scores'] = {
     alignment: Math.round(Math.max(0.3, alignment) * 100) / 100,
     state_consistency: unknown || !configOk ? 0.3 : 0.95,
-    coherence: texts.length === calls.length && texts.every((t) => t.trim().length > 0) ? 0.9 : 0.3,
+    coherence: texts.length === calls.length && spoken.every((t) => t.trim().length > 0) ? 0.9 : 0.3,
     naturalness: codeLike ? 0.2 : texts.some((t) => t.length > 1200) ? 0.6 : 0.9,
-    ambiguity: texts.some((t) => t.trim().length === 0) ? 0.4 : 1,
+    ambiguity: spoken.some((t) => t.trim().length === 0) ? 0.4 : 1,
   };
   const reasons: string[] = [];
   if (reject) {
