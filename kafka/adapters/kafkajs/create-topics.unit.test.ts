@@ -44,3 +44,26 @@ describe('createTopics', () => {
     expect(f.metadataCalls()).toBe(1);
   });
 });
+
+describe('fetchTopicOffsets', () => {
+  it('retries a partition whose leader is still taking over, and throws other errors at once', async () => {
+    const errors: { type: string }[] = [
+      { type: 'NOT_LEADER_FOR_PARTITION' },
+      { type: 'LEADER_NOT_AVAILABLE' },
+    ];
+    let calls = 0;
+    const a = {
+      fetchTopicOffsets: async () => {
+        calls++;
+        const e = errors.shift();
+        if (e) throw Object.assign(new Error(e.type), e);
+        return [{ partition: 0, offset: '5', high: '5', low: '0' }];
+      },
+    } as unknown as Admin;
+    const offsets = await topicAdmin(a).fetchTopicOffsets('t');
+    expect(offsets).toHaveLength(1);
+    expect(calls).toBe(3);
+    errors.push({ type: 'TOPIC_AUTHORIZATION_FAILED' });
+    await expect(topicAdmin(a).fetchTopicOffsets('t')).rejects.toThrow('TOPIC_AUTHORIZATION_FAILED');
+  });
+});

@@ -277,6 +277,13 @@ const COORDINATOR_MOVING = new Set([
 // at once on the first, which failed test setup on a busy CI machine).
 const TOPIC_PROPAGATING = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE']);
 
+// A partition whose leadership is moving or not yet taken (a new topic, a restarting broker).
+const LEADER_MOVING = new Set([
+  'NOT_LEADER_FOR_PARTITION',
+  'LEADER_NOT_AVAILABLE',
+  'UNKNOWN_TOPIC_OR_PARTITION',
+]);
+
 /** Runs f again (with a capped backoff) while it throws a Kafka error whose type is in `passing`. */
 async function retryWhile<T>(passing: Set<string>, f: () => Promise<T>, attempts = 6): Promise<T> {
   for (let i = 1; ; i++) {
@@ -335,7 +342,8 @@ export function topicAdmin(a: Admin): TopicAdmin {
       };
     },
     async fetchTopicOffsets(topic: string): Promise<PartitionOffsets[]> {
-      const offsets = await a.fetchTopicOffsets(topic);
+      // A partition's leader may still be taking over just after the topic was created.
+      const offsets = await retryWhile(LEADER_MOVING, () => a.fetchTopicOffsets(topic), 10);
       return offsets
         .map((p) => ({ partition: p.partition, low: p.low, high: p.high }))
         .sort((x, y) => x.partition - y.partition);
