@@ -369,6 +369,11 @@ export const IngestionConfigSchema = z.strictObject({
  * Recorded in CampaignStarted with the rest of the config, so a campaign says what it ablated.
  */
 export const AblationConfigSchema = z.strictObject({
+  /**
+   * The coherence rewrite; off: each turn's user message is written on its own from that turn's
+   * calls alone (prompts/turn-query.v1.md), with no view of the other turns, narrative or seed.
+   */
+  rewrite: z.boolean().default(true),
   /** The LLM quality judge; off: a candidate that passes the gates and re-executes is validated. */
   judge: z.boolean().default(true),
   /** `boundary` (φ, the method) or `random`: seeds drawn uniformly among observed members, seeded. */

@@ -36,6 +36,7 @@ describe('campaign config defaults', () => {
       rewards: { maxRollouts: 1024, staleStepTolerance: 2 },
       ingestion: { maxStepsAhead: 16 },
       ablation: {
+        rewrite: true,
         judge: true,
         selection: 'boundary',
         randomSeed: 0,

@@ -164,16 +164,27 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     }
     await env.stageCompleted({ ...ref(0), stage: 'execute', output: current.ground_truth });
 
-    // Coherence rewrite.
+    // Coherence rewrite; ablated: each turn's message written alone (attempt = turn index).
     stage = 'rewrite';
-    const rewritten = await llm.rewriteCandidate({
-      ...ref(0),
-      candidate: current,
-      narrative,
-      seed: seed.task,
-    });
-    note('rewrite', rewritten);
-    let cand: Candidate = rewritten.candidate;
+    let cand: Candidate;
+    if (cfg.ablation.rewrite) {
+      const rewritten = await llm.rewriteCandidate({
+        ...ref(0),
+        candidate: current,
+        narrative,
+        seed: seed.task,
+      });
+      note('rewrite', rewritten);
+      cand = rewritten.candidate;
+    } else {
+      const question: { role: 'user'; content: string }[][] = [];
+      for (let t = 0; t < current.ground_truth.length; t++) {
+        const q = await llm.writeTurnQuery({ ...ref(t), candidate: current, turn: t });
+        note(t === 0 ? 'turn-query' : `turn-query-${t}`, q);
+        question.push([{ role: 'user', content: q.value.content }]);
+      }
+      cand = { ...current, question };
+    }
     current = cand;
 
     // Critique: deterministic gates and a fresh re-execution, then the judge; one refinement.

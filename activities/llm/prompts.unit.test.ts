@@ -77,6 +77,7 @@ describe('stage prompts', () => {
       params: 'execute',
       'config-patch': 'execute',
       rewrite: 'rewrite',
+      'turn-query': 'rewrite',
       judge: 'critique',
       refine: 'refine',
       augment: 'augment',

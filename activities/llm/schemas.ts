@@ -153,9 +153,24 @@ function codeLike(name: string): boolean {
   return name.includes('_') || /[a-z][A-Z]/.test(name);
 }
 
+/** The functions of `calls` a user message names (a call, or a code-like name verbatim). */
+function namedFunctions(content: string, names: ReadonlySet<string>): string[] {
+  return [...names].filter((name) => {
+    const esc = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    return (
+      new RegExp(`\\b${esc}\\s*\\(`).test(content) ||
+      (codeLike(name) && new RegExp(`\\b${esc}\\b`).test(content))
+    );
+  });
+}
+
+function callNames(calls: readonly string[]): Set<string> {
+  return new Set(calls.flatMap((c) => callName(c) ?? []));
+}
+
 /** The rewrite schema for a candidate: one message per turn, no function names or call syntax. */
 export function rewriteSchema(candidate: TaskRecord) {
-  const names = new Set(candidate.ground_truth.flat().flatMap((c) => callName(c) ?? []));
+  const names = callNames(candidate.ground_truth.flat());
   return RewriteBaseSchema.superRefine((out, ctx) => {
     if (out.question.length !== candidate.ground_truth.length) {
       ctx.addIssue({
@@ -166,20 +181,33 @@ export function rewriteSchema(candidate: TaskRecord) {
     }
     out.question.forEach((turn, t) => {
       turn.forEach((m, i) => {
-        for (const name of names) {
-          const esc = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-          const call = new RegExp(`\\b${esc}\\s*\\(`).test(m.content);
-          const verbatim = codeLike(name) && new RegExp(`\\b${esc}\\b`).test(m.content);
-          if (call || verbatim) {
-            ctx.addIssue({
-              code: 'custom',
-              path: ['question', t, i, 'content'],
-              message: `names the function ${name}; say what the user wants instead`,
-            });
-          }
+        for (const name of namedFunctions(m.content, names)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['question', t, i, 'content'],
+            message: `names the function ${name}; say what the user wants instead`,
+          });
         }
       });
     });
+  });
+}
+
+/** The rewrite-off ablation's answer for one turn: its user message alone. */
+export const TurnQueryBaseSchema = z.object({ content: UserMessageSchema.shape.content });
+export type TurnQuery = z.infer<typeof TurnQueryBaseSchema>;
+
+/** The turn-query schema for one turn's calls: no function names or call syntax. */
+export function turnQuerySchema(calls: readonly string[]) {
+  const names = callNames(calls);
+  return TurnQueryBaseSchema.superRefine((out, ctx) => {
+    for (const name of namedFunctions(out.content, names)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['content'],
+        message: `names the function ${name}; say what the user wants instead`,
+      });
+    }
   });
 }
 

@@ -41,6 +41,9 @@ import {
   refinementSchema,
   rewriteSchema,
   type SynthesisLimits,
+  type TurnQuery,
+  TurnQueryBaseSchema,
+  turnQuerySchema,
 } from './schemas.js';
 
 export type StageOptions = Pick<ChatJsonOptions, 'heartbeat' | 'signal' | 'seed' | 'random'>;
@@ -182,6 +185,32 @@ export function rewrite(
     rewriteSchema(candidate),
     cfg,
     rest,
+  );
+}
+
+/**
+ * The rewrite-off ablation (config.ablation.rewrite false): the user message of one turn, written
+ * from that turn's calls and the initial state alone, so no turn knows the others.
+ */
+export function turnQuery(
+  candidate: Candidate,
+  turn: number,
+  cfg: GeneratorConfig,
+  opts: StageOptions = {},
+): Promise<StageResult<TurnQuery>> {
+  const calls = candidate.ground_truth[turn];
+  if (!calls) throw new RangeError(`turn ${turn} is not a turn of ${candidate.id}`);
+  return runStage(
+    'turn-query',
+    {
+      involved_classes: candidate.involved_classes,
+      initial_config: candidate.initial_config,
+      calls,
+    },
+    TurnQueryBaseSchema,
+    turnQuerySchema(calls),
+    cfg,
+    opts,
   );
 }
 

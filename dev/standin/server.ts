@@ -13,7 +13,7 @@ import { answerAugment } from './augment.js';
 import { checkSchema, instanceOf } from './json-schema.js';
 import { Rng } from './rng.js';
 import { answerParams, answerPatch, answerPlan } from './synth.js';
-import { answerJudge, answerRefine, answerRewrite } from './text.js';
+import { answerJudge, answerRefine, answerRewrite, answerTurnQuery } from './text.js';
 
 export const STANDIN_MODEL = 'rods-standin-generator';
 export const DEFAULT_STANDIN_PORT = 7400;
@@ -138,6 +138,10 @@ const RewriteInput = z.object({
   seed: TaskRecordSchema.optional(),
   narrative: z.string().optional(),
 });
+const TurnQueryInput = z.object({
+  involved_classes: z.array(z.string()),
+  calls: z.array(z.string()).min(1),
+});
 const JudgeInput = z.object({ candidate: TaskRecordSchema });
 const RefineInput = z.object({ candidate: TaskRecordSchema, judgement: JudgementSchema });
 const AugmentInput = z.object({ kind: z.enum(['miss_func', 'miss_param']), candidate: TaskRecordSchema });
@@ -196,6 +200,8 @@ export function answerStage(stage: string, input: unknown, rng: Rng, reject: boo
       return answerPatch(parseInput(PatchInput, input, stage));
     case 'rewrite':
       return answerRewrite(parseInput(RewriteInput, input, stage), rng);
+    case 'turn-query':
+      return answerTurnQuery(parseInput(TurnQueryInput, input, stage), rng);
     case 'judge':
       return answerJudge(parseInput(JudgeInput, input, stage), rng, reject);
     case 'refine':

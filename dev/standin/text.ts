@@ -12,6 +12,7 @@ import {
   type RefineClass,
   type Refinement,
   type Rewrite,
+  type TurnQuery,
 } from '../../activities/llm/schemas.js';
 import { BFCL_CATALOG } from '../../domain/bfcl-catalog.js';
 import { applyTextMap, FS_NAME_PARAMS, seedTurnText } from './mutate.js';
@@ -282,6 +283,15 @@ export interface RewriteInput {
   candidate: TaskRecord;
   seed?: TaskRecord;
   narrative?: string;
+}
+
+/**
+ * The rewrite-off ablation's answer: one turn's message from its calls alone, from templates (no
+ * seed wording to borrow, no earlier turn to refer back to).
+ */
+export function answerTurnQuery(input: { involved_classes: string[]; calls: string[] }, rng: Rng): TurnQuery {
+  const [calls] = seedCalls({ ground_truth: [input.calls], involved_classes: input.involved_classes });
+  return { content: templateTurn(calls!, rng) };
 }
 
 /** The rewrite answer: one user message per candidate turn. */

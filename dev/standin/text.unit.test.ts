@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { TaskRecord } from '../../activities/executor-client.js';
-import { rewriteSchema } from '../../activities/llm/schemas.js';
+import { rewriteSchema, turnQuerySchema } from '../../activities/llm/schemas.js';
 import { Rng } from './rng.js';
 import { answerPatch } from './synth.js';
-import { answerJudge, answerRefine, answerRewrite } from './text.js';
+import { answerJudge, answerRefine, answerRewrite, answerTurnQuery } from './text.js';
 
 const seed: TaskRecord = {
   id: 'seed-1',
@@ -75,6 +75,24 @@ describe('stand-in rewrite', () => {
     expect(texts[0]).toMatch(/'summaries'.*last 5 lines of 'q1.txt'/);
     expect(texts[1]).toMatch(/folder called 'vault'/);
     expect(rewriteSchema(candidate).safeParse(r).success).toBe(true);
+  });
+});
+
+describe('stand-in turn query (the rewrite-off ablation)', () => {
+  it("writes one turn from its calls alone, without the seed's wording or function names", () => {
+    const calls = candidate.ground_truth[1]!;
+    const r = answerTurnQuery({ involved_classes: candidate.involved_classes, calls }, new Rng('t'));
+    expect(r.content).toMatch(/folder called 'vault'/);
+    expect(r.content).not.toMatch(/there/);
+    expect(turnQuerySchema(calls).safeParse(r).success).toBe(true);
+  });
+
+  it('the schema refuses a message that names a call of the turn', () => {
+    const calls = candidate.ground_truth[0]!;
+    const r = turnQuerySchema(calls).safeParse({ content: "please run tail(file_name='q1.txt')" });
+    expect(r.success).toBe(false);
+    expect(r.error?.issues[0]?.message).toMatch(/names the function tail/);
+    expect(turnQuerySchema(calls).safeParse({ content: 'show the end of q1.txt' }).success).toBe(true);
   });
 });
 
