@@ -243,6 +243,11 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       return { ...r, candidate: stages.withQuestion(input.candidate, r.value) };
     },
 
+    /** The rewrite-off ablation: one turn's user message, from that turn's calls alone. */
+    async writeTurnQuery(input: StageRef & { candidate: Candidate; turn: number }) {
+      return llm(input, (cfg, opts) => stages.turnQuery(input.candidate, input.turn, cfg, opts));
+    },
+
     /**
      * The quality judge, shown the candidate's execution (each call's result and the state after
      * each turn, from a fresh run); its verdict is then recomputed from its scores by the rule
@@ -474,10 +479,15 @@ async function nearestKnownTask(
 ) {
   const campaign = await loadCampaign(c, campaignId);
   const threshold = (campaign?.config ?? parseCampaignConfig({})).synthesis.nearDuplicateThreshold;
+  // Only the two fields the features use: a task's initial_config can be most of its size.
   const { rows } = await c.query<{ kind: 'seed' | 'candidate'; id: string; task: Candidate }>(
-    `select 'seed' as kind, task_id as id, task from pool_members where campaign_id = $1 and origin = 'seed'
+    `select 'seed' as kind, task_id as id,
+            jsonb_build_object('question', task->'question', 'ground_truth', task->'ground_truth') as task
+       from pool_members where campaign_id = $1 and origin = 'seed'
      union all
-     select 'candidate', candidate_id, candidate from candidates
+     select 'candidate', candidate_id,
+            jsonb_build_object('question', candidate->'question', 'ground_truth', candidate->'ground_truth')
+       from candidates
       where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2
         and ($3::text is null or (candidate_id <> $3 and left(candidate_id, length($3) + 1) <> $3 || '~'))`,
     [campaignId, candidate.id, derivedFrom ?? null],
