@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { runDemo } from '../../dev/demo/run.js';
+import { ABLATION_SWITCHES, parseAblationSwitches } from '../../domain/ablation.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { UsageError } from '../errors.js';
@@ -24,25 +25,46 @@ export function register(program: Command): void {
       'report folder (must not exist)',
       `reports/demo-${new Date().toISOString().replace(/[:.]/g, '-')}`,
     )
+    .option(
+      '--ablation <switches>',
+      `comma-separated ablation switches for the campaign config: ${Object.entries(ABLATION_SWITCHES)
+        .map(([k, v]) => `${k} (${v.what})`)
+        .join('; ')}`,
+    )
     .option('--json', 'print the summary as JSON')
-    .action(async (opts: { steps: number; perCategory: number; out: string; json?: boolean }) => {
-      if (!(opts.steps >= 1)) throw new UsageError('--steps must be >= 1');
-      if (!(opts.perCategory >= 1 && opts.perCategory <= 200))
-        throw new UsageError('--per-category must be in 1..200');
-      if (existsSync(opts.out)) throw new UsageError(`${opts.out} exists; choose another --out`);
-      await migrate();
-      const db = createPool({ application: 'rods-demo', max: 4 });
-      try {
-        const r = await runDemo(db, {
-          steps: opts.steps,
-          perCategory: opts.perCategory,
-          out: opts.out,
-          json: Boolean(opts.json),
-        });
-        if (opts.json) printJson({ out: r.out, ...r.summary });
-        else console.log(`report: ${r.out}/report.md`);
-      } finally {
-        await db.end();
-      }
-    });
+    .action(
+      async (opts: {
+        steps: number;
+        perCategory: number;
+        out: string;
+        json?: boolean;
+        ablation?: string;
+      }) => {
+        if (!(opts.steps >= 1)) throw new UsageError('--steps must be >= 1');
+        if (!(opts.perCategory >= 1 && opts.perCategory <= 200))
+          throw new UsageError('--per-category must be in 1..200');
+        if (existsSync(opts.out)) throw new UsageError(`${opts.out} exists; choose another --out`);
+        let ablation: Record<string, unknown> = {};
+        try {
+          ablation = parseAblationSwitches(opts.ablation ?? '');
+        } catch (e) {
+          throw new UsageError(`--ablation: ${(e as Error).message}`);
+        }
+        await migrate();
+        const db = createPool({ application: 'rods-demo', max: 4 });
+        try {
+          const r = await runDemo(db, {
+            steps: opts.steps,
+            perCategory: opts.perCategory,
+            out: opts.out,
+            json: Boolean(opts.json),
+            ablation,
+          });
+          if (opts.json) printJson({ out: r.out, ...r.summary });
+          else console.log(`report: ${r.out}/report.md`);
+        } finally {
+          await db.end();
+        }
+      },
+    );
 }

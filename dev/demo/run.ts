@@ -29,6 +29,8 @@ export interface DemoOptions {
   perCategory: number;
   out: string;
   json: boolean;
+  /** Ablation switches for the campaign config (domain/ablation.ts); empty: the method as published. */
+  ablation?: Record<string, unknown>;
 }
 
 interface StepRow {
@@ -190,6 +192,8 @@ export async function runDemo(
     ) as Record<string, unknown>;
     const { campaignId: _c, name: _n, ...config } = example;
     (config as { seeds: { perCategory: number } }).seeds = { perCategory: opts.perCategory };
+    if (opts.ablation && Object.keys(opts.ablation).length > 0)
+      (config as { ablation?: unknown }).ablation = opts.ablation;
     const gw = `http://127.0.0.1:${gatewayPort}`;
     const created = await fetch(`${gw}/v1/campaigns`, {
       method: 'POST',
@@ -275,7 +279,7 @@ export async function runDemo(
       [campaignId],
     );
     const funnel = await synthesisFunnel(db, campaignId);
-    const summary = writeReport(out, campaignId, rows, depths.rows, seconds, funnel);
+    const summary = writeReport(out, campaignId, rows, depths.rows, seconds, funnel, opts.ablation ?? {});
     return { out, summary };
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
@@ -295,6 +299,7 @@ function writeReport(
   depths: { depth: number; n: number }[],
   seconds: number,
   funnel: SynthesisFunnel,
+  ablation: Record<string, unknown>,
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -302,6 +307,7 @@ function writeReport(
   const last = rows[rows.length - 1];
   const summary = {
     campaignId,
+    ablation,
     steps: rows.length,
     seconds: Number(seconds.toFixed(1)),
     bandCountsPerStep: rows.map((r) => ({
@@ -388,6 +394,13 @@ figures show the pipeline's behaviour on simulated dynamics, not model quality.
 | figure | value |
 | --- | --- |
 | steps | ${rows.length} (${summary.seconds} s) |
+| ablation | ${
+    Object.keys(ablation).length
+      ? Object.entries(ablation)
+          .map(([k, v]) => `${k}: ${v}`)
+          .join(', ')
+      : 'none (the method as published)'
+  } |
 | seeds selected | ${summary.seedsSelected} |
 | candidates validated / rejected | ${summary.candidates.validated} / ${summary.candidates.rejected} |
 | tasks injected / retired | ${summary.candidates.injected} / ${summary.retired} |
