@@ -28,7 +28,7 @@ export const PROMPT_FILES: Record<PromptName, string> = {
   'config-patch': 'config-patch.v1.md',
   rewrite: 'rewrite.v1.md',
   'turn-query': 'turn-query.v1.md',
-  judge: 'judge.v2.md',
+  judge: 'judge.v3.md',
   refine: 'refine.v1.md',
   augment: 'augment.v1.md',
 };

@@ -64,7 +64,7 @@ describe('stage prompts', () => {
     const file = path.join(dir, PROMPT_FILES.judge);
     writeFileSync(
       file,
-      readFileSync(file, 'utf8').replace('[rods-stage: judge v2]', '[rods-stage: plan v1]'),
+      readFileSync(file, 'utf8').replace('[rods-stage: judge v3]', '[rods-stage: plan v1]'),
     );
     expect(() => loadPrompt('judge', dir)).toThrow(PromptError);
     writeFileSync(file, 'no marker here\n');
