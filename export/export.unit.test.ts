@@ -40,4 +40,42 @@ describe('export helpers', () => {
     expect(fail.run.facets.errorMessage).toMatchObject({ message: 'generator-unavailable: down' });
     expect(new Set(out.map((e) => e.run.runId)).size).toBe(3);
   });
+
+  it('exports an Augment variant as a run of its own, its input the base candidate', () => {
+    const base = events();
+    const baseStart = base.find((e) => e.type === 'SynthesisStarted')!;
+    const sid = String(baseStart.payload.synthesisId);
+    const baseOutcome = base.find((e) => e.type === 'CandidateValidated' && e.payload.synthesisId === sid)!;
+    const vid = `${sid}~miss_param`;
+    const evs = [
+      ...base,
+      ev('StageCompleted', `synthesis-${vid}`, {
+        synthesisId: vid,
+        stage: 'augment',
+        attempt: 0,
+        model: 'm',
+        promptVersionHash: 'p',
+        outputHash: 'o',
+        occurredAt: 2000,
+      }),
+      ev('CandidateValidated', `synthesis-${vid}`, {
+        synthesisId: vid,
+        seedTaskId: baseStart.payload.seedTaskId,
+        candidateId: `${baseOutcome.payload.candidateId}~miss_param`,
+        candidateHash: 'h',
+        occurredAt: 3000,
+      }),
+    ];
+    const before = openLineageEvents(C, base);
+    const out = openLineageEvents(C, evs);
+    expect(out).toHaveLength(before.length + 1);
+    const v = out.find((e) => (e.run.facets.rods_synthesis as { synthesisId: string }).synthesisId === vid)!;
+    expect(v.eventType).toBe('COMPLETE');
+    expect(v.inputs.map((i) => i.name)).toEqual([baseOutcome.payload.candidateId]);
+    expect(v.outputs.map((o) => o.name)).toEqual([`${baseOutcome.payload.candidateId}~miss_param`]);
+    expect(v.run.facets.rods_synthesis).toMatchObject({
+      baseSynthesisId: sid,
+      seedTaskId: baseStart.payload.seedTaskId,
+    });
+  });
 });

@@ -30,6 +30,8 @@ export interface RunEvent {
   schemaURL: string;
 }
 
+const VARIANT_SUFFIX = /~(miss_func|miss_param)$/;
+
 export const lineageNamespace = (campaignId: string) => `rods://${campaignId}`;
 
 const iso = (ms: unknown) => new Date(typeof ms === 'number' && Number.isFinite(ms) ? ms : 0).toISOString();
@@ -64,12 +66,19 @@ export function openLineageEvents(
   }
   const out: RunEvent[] = [];
   for (const [synthesisId, r] of runs) {
-    if (!r.started) continue;
-    const s = r.started.payload;
+    // An Augment variant's stream has no SynthesisStarted: it is part of its base's run (same
+    // seed, selection and generator), and its input is the base candidate.
+    const baseSynthesisId = VARIANT_SUFFIX.test(synthesisId) ? synthesisId.replace(VARIANT_SUFFIX, '') : null;
+    const base = !r.started && baseSynthesisId ? runs.get(baseSynthesisId) : undefined;
+    const started = r.started ?? base?.started;
+    if (!started || (!r.started && r.stages.length === 0 && !r.outcome)) continue;
+    const s = started.payload;
     const o = r.outcome;
     const eventType = !o ? 'RUNNING' : o.type === 'CandidateValidated' ? 'COMPLETE' : 'FAIL';
-    const last = o ?? r.stages[r.stages.length - 1] ?? r.started;
+    const last = o ?? r.stages[r.stages.length - 1] ?? started;
     const seedTaskId = String(s.seedTaskId);
+    const baseCandidateId = base?.outcome?.payload.candidateId;
+    const input = typeof baseCandidateId === 'string' ? baseCandidateId : seedTaskId;
     const candidateId = typeof o?.payload.candidateId === 'string' ? o.payload.candidateId : null;
     const lineage = (o?.metadata.lineage ?? {}) as Record<string, unknown>;
     const facets: Record<string, unknown> = {
@@ -79,6 +88,7 @@ export function openLineageEvents(
         campaignId,
         synthesisId,
         seedTaskId,
+        ...(base ? { baseSynthesisId } : {}),
         selectionEventId: s.selectionEventId ?? null,
         generatorModel: s.generatorModel ?? null,
         step: lineage.step ?? null,
@@ -119,7 +129,7 @@ export function openLineageEvents(
       eventTime: iso(last.payload.occurredAt),
       run: { runId: openLineageRunId(campaignId, synthesisId), facets },
       job: { namespace, name: SYNTHESIS_JOB, facets: {} },
-      inputs: [{ namespace, name: seedTaskId, facets: {} }],
+      inputs: [{ namespace, name: input, facets: {} }],
       outputs: candidateId ? [{ namespace, name: candidateId, facets: {} }] : [],
       producer,
       schemaURL: OPENLINEAGE_SCHEMA_URL,
