@@ -125,6 +125,8 @@ function asFailure(e: unknown): never {
   throw e;
 }
 
+type RejectionStage = 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | 'augment';
+
 export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   const now = deps.now ?? Date.now;
 
@@ -370,7 +372,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
             synthesisId: string;
             seedTaskId: string;
             candidateId: string | null;
-            stage: 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | 'augment';
+            stage: RejectionStage;
             reasonCode: string;
             reason: string;
             raw?: unknown;
@@ -378,7 +380,13 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     ): Promise<{ outcome: 'validated' | 'rejected'; reasonCode?: string; candidateId?: string }> {
       const stream = streams.synthesis(input.synthesisId);
       return inTransaction(deps.pool, async (c) => {
-        if (input.kind === 'rejected') {
+        const reject = async (r: {
+          candidateId: string | null;
+          stage: RejectionStage;
+          reasonCode: string;
+          reason: string;
+          raw?: unknown;
+        }) => {
           await recordEventsIn(c, stream, [
             ev(
               'CandidateRejected',
@@ -386,18 +394,19 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
               {
                 campaignId: input.campaignId,
                 synthesisId: input.synthesisId,
-                candidateId: input.candidateId,
+                candidateId: r.candidateId,
                 seedTaskId: input.seedTaskId,
-                stage: input.stage,
-                reasonCode: input.reasonCode,
-                reason: input.reason.slice(0, 2000),
+                stage: r.stage,
+                reasonCode: r.reasonCode,
+                reason: r.reason.slice(0, 2000),
                 occurredAt: now(),
               },
-              input.raw !== undefined ? { raw: input.raw } : {},
+              r.raw !== undefined ? { raw: r.raw } : {},
             ),
           ]);
-          return { outcome: 'rejected', reasonCode: input.reasonCode };
-        }
+          return { outcome: 'rejected' as const, reasonCode: r.reasonCode };
+        };
+        if (input.kind === 'rejected') return reject(input);
         const hash = candidateHash(input.candidate);
         await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
           `rods-candidates:${input.campaignId}`,
@@ -407,36 +416,22 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           [input.campaignId, hash, input.candidate.id],
         );
         if (dup.rows[0]) {
-          await recordEventsIn(c, stream, [
-            ev('CandidateRejected', eventIds.candidateRejected(input.synthesisId), {
-              campaignId: input.campaignId,
-              synthesisId: input.synthesisId,
-              candidateId: input.candidate.id,
-              seedTaskId: input.seedTaskId,
-              stage: 'critique',
-              reasonCode: 'duplicate-candidate',
-              reason: `exact duplicate (content hash ${hash.slice(0, 16)}) of candidate ${dup.rows[0].candidate_id}`,
-              occurredAt: now(),
-            }),
-          ]);
-          return { outcome: 'rejected', reasonCode: 'duplicate-candidate' };
+          return reject({
+            candidateId: input.candidate.id,
+            stage: 'critique',
+            reasonCode: 'duplicate-candidate',
+            reason: `exact duplicate (content hash ${hash.slice(0, 16)}) of candidate ${dup.rows[0].candidate_id}`,
+          });
         }
         const near = await nearestKnownTask(c, input.campaignId, input.candidate, input.derivedFrom);
         if (near && near.similarity.score >= near.threshold) {
           const { score, text, calls } = near.similarity;
-          await recordEventsIn(c, stream, [
-            ev('CandidateRejected', eventIds.candidateRejected(input.synthesisId), {
-              campaignId: input.campaignId,
-              synthesisId: input.synthesisId,
-              candidateId: input.candidate.id,
-              seedTaskId: input.seedTaskId,
-              stage: 'critique',
-              reasonCode: 'near-duplicate',
-              reason: `near duplicate of ${near.task.kind} ${near.task.id}: similarity ${score.toFixed(3)} (question ${text.toFixed(3)}, calls ${calls.toFixed(3)}) >= ${near.threshold}`,
-              occurredAt: now(),
-            }),
-          ]);
-          return { outcome: 'rejected', reasonCode: 'near-duplicate' };
+          return reject({
+            candidateId: input.candidate.id,
+            stage: 'critique',
+            reasonCode: 'near-duplicate',
+            reason: `near duplicate of ${near.task.kind} ${near.task.id}: similarity ${score.toFixed(3)} (question ${text.toFixed(3)}, calls ${calls.toFixed(3)}) >= ${near.threshold}`,
+          });
         }
         await recordEventsIn(c, stream, [
           ev(

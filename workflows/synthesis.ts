@@ -267,17 +267,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     if (r.outcome === 'validated') validatedBase = cand;
   } catch (e) {
     const rej = toRejection(e, stage, current?.id ?? null);
-    const r = await env.recordOutcome({
-      kind: 'rejected',
-      campaignId,
-      synthesisId,
-      seedTaskId: seed.taskId,
-      candidateId: rej.candidateId,
-      stage: rej.stage,
-      reasonCode: rej.code,
-      reason: rej.message,
-      ...(rej.raw !== undefined ? { raw: rej.raw } : {}),
-    });
+    const r = await recordRejection(campaignId, synthesisId, seed.taskId, rej);
     outcome = { synthesisId, outcome: r.outcome, reasonCode: rej.code };
   }
   // Augment: variants of the validated candidate, each validated and recorded as its own
@@ -401,18 +391,7 @@ async function augmentVariant(
         },
       });
     } catch (e) {
-      const rej = toRejection(e, stage, variant?.id ?? null);
-      await env.recordOutcome({
-        kind: 'rejected',
-        campaignId,
-        synthesisId,
-        seedTaskId: seed.taskId,
-        candidateId: rej.candidateId,
-        stage: rej.stage,
-        reasonCode: rej.code,
-        reason: rej.message,
-        ...(rej.raw !== undefined ? { raw: rej.raw } : {}),
-      });
+      await recordRejection(campaignId, synthesisId, seed.taskId, toRejection(e, stage, variant?.id ?? null));
     }
   } catch {
     // Recording the variant's outcome failed: the base's outcome stands, the variant is lost.
@@ -420,6 +399,21 @@ async function augmentVariant(
 }
 
 /** Every failure becomes a rejection with its stage and a reason code. */
+/** Records a run's (or a variant's) CandidateRejected. */
+function recordRejection(campaignId: string, synthesisId: string, seedTaskId: string, rej: Rejection) {
+  return env.recordOutcome({
+    kind: 'rejected',
+    campaignId,
+    synthesisId,
+    seedTaskId,
+    candidateId: rej.candidateId,
+    stage: rej.stage,
+    reasonCode: rej.code,
+    reason: rej.message,
+    ...(rej.raw !== undefined ? { raw: rej.raw } : {}),
+  });
+}
+
 function toRejection(e: unknown, stage: StageName, candidateId: string | null): Rejection {
   if (e instanceof Rejection) return e;
   const cause = e instanceof ActivityFailure ? e.cause : e;
