@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { encode } from '../codec/registry.js';
 import { eventIds } from '../domain/ids.js';
 import { openKafka } from '../kafka/client.js';
+import { SharedProducer } from '../kafka/shared-producer.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 
 /** What the gateway stores as the claim check of a rollout batch. */
@@ -42,7 +43,12 @@ export interface IngestionResult {
 
 const CHUNK = 2000;
 
-export function createIngestionActivities(deps: { pool: pg.Pool }) {
+export function createIngestionActivities(deps: {
+  pool: pg.Pool;
+  /** The process's producer (the worker closes it at shutdown); default: one of this activity set's own. */
+  producer?: SharedProducer;
+}) {
+  const producer = deps.producer ?? new SharedProducer(() => openKafka({ clientId: 'rods-ingestion' }));
   return {
     async publishRolloutBatch(input: IngestionInput): Promise<IngestionResult> {
       const claim = await deps.pool.query<{ body: RolloutBatchBody }>(
@@ -104,13 +110,7 @@ export function createIngestionActivities(deps: { pool: pg.Pool }) {
           }),
         });
       }
-      const p = await openKafka({ clientId: 'rods-ingestion' }).producer({ idempotent: true });
-      try {
-        for (let i = 0; i < messages.length; i += CHUNK)
-          await p.send(input.topic ?? REWARDS_TOPIC, messages.slice(i, i + CHUNK));
-      } finally {
-        await p.disconnect();
-      }
+      await producer.send(input.topic ?? REWARDS_TOPIC, messages, CHUNK);
       await deps.pool.query(
         `update ingestion_batches set status = 'published', published_at = now(), step_groups = $4
           where campaign_id = $1 and step = $2 and batch_id = $3`,

@@ -11,6 +11,8 @@ import { ExecutorClient } from '../activities/executor-client.js';
 import { createIngestionActivities } from '../activities/ingestion.js';
 import type { GeneratorEndpoints } from '../activities/llm/endpoints.js';
 import { createSynthesisActivities } from '../activities/synthesis.js';
+import { openKafka } from '../kafka/client.js';
+import { SharedProducer } from '../kafka/shared-producer.js';
 import { temporalNamespace, workerConnection } from './connect.js';
 
 export const DEFAULT_TASK_QUEUE = 'rods';
@@ -31,7 +33,7 @@ export interface RodsWorkerOptions {
   maxConcurrentActivityTaskExecutions?: number;
 }
 
-export function rodsActivities(opts: RodsWorkerOptions, temporal: Client) {
+export function rodsActivities(opts: RodsWorkerOptions, temporal: Client, producer?: SharedProducer) {
   const executor = new ExecutorClient();
   return {
     ...createCampaignActivities({
@@ -42,7 +44,7 @@ export function rodsActivities(opts: RodsWorkerOptions, temporal: Client) {
     }),
     ...createCurriculumActivities({ pool: opts.pool, executor }),
     ...createSynthesisActivities({ pool: opts.pool, executor, endpoints: opts.generatorEndpoints }),
-    ...createIngestionActivities({ pool: opts.pool }),
+    ...createIngestionActivities({ pool: opts.pool, ...(producer ? { producer } : {}) }),
   };
 }
 
@@ -50,16 +52,24 @@ export async function createRodsWorker(
   opts: RodsWorkerOptions,
 ): Promise<{ worker: Worker; close: () => Promise<void> }> {
   const connection = await workerConnection();
+  // One Kafka producer for the worker's ingestion activities, closed with the worker.
+  const producer = new SharedProducer(() => openKafka({ clientId: 'rods-ingestion' }));
   const worker = await Worker.create({
     connection,
     namespace: temporalNamespace(),
     taskQueue: opts.taskQueue ?? taskQueue(),
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     // The activities' client shares the worker's connection.
-    activities: rodsActivities(opts, new Client({ connection, namespace: temporalNamespace() })),
+    activities: rodsActivities(opts, new Client({ connection, namespace: temporalNamespace() }), producer),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivityTaskExecutions ?? 20,
   });
-  return { worker, close: () => connection.close() };
+  return {
+    worker,
+    close: async () => {
+      await producer.close();
+      await connection.close();
+    },
+  };
 }
 
 /** A worker of the doctor's one-activity round trip on its own task queue (rods doctor, benchmarks). */
