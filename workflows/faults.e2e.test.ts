@@ -1,54 +1,29 @@
 // A 20-step campaign with about 30 % of generator calls failing in every way the stand-in
 // offers (HTTP 503, 429, hanging until the client's timeout, malformed JSON, judge rejections):
 // the campaign completes, and every decision and every failure is an event in the store.
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LoopHarness } from '../dev/harness/loop.js';
-import {
-  type StandinProcess,
-  standinEndpoints,
-  standinGenerator,
-  startStandin,
-} from '../dev/harness/standin.js';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { describe, expect, it } from 'vitest';
+import { standinCampaigns } from '../test/support/standin-campaign.js';
 
-let bundle: WorkflowBundleWithSourceMap;
-let standin: StandinProcess;
-let loop: LoopHarness;
-
-beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
-  standin = await startStandin([
-    '--seed',
-    '3',
-    '--quiet',
-    '--fail-rate',
-    '0.08',
-    '--rate-limit-rate',
-    '0.04',
-    '--timeout-rate',
-    '0.04',
-    '--malformed-rate',
-    '0.08',
-    '--reject-rate',
-    '0.3',
-  ]);
-}, 180_000);
-
-afterAll(async () => {
-  await loop?.close();
-  await standin?.stop();
-});
+const campaigns = standinCampaigns([
+  '--seed',
+  '3',
+  '--quiet',
+  '--fail-rate',
+  '0.08',
+  '--rate-limit-rate',
+  '0.04',
+  '--timeout-rate',
+  '0.04',
+  '--malformed-rate',
+  '0.08',
+  '--reject-rate',
+  '0.3',
+]);
 
 describe('campaign under generator faults', () => {
   it('completes 20 steps with ~30 % of generator calls failing, and records every decision and failure', async () => {
-    loop = new LoopHarness({
-      workflowBundle: bundle,
-      untilStep: 20,
-      endpoints: standinEndpoints(standin.url),
-      config: {
+    const loop = await campaigns.start(
+      {
         seeds: { perCategory: 4 },
         selection: {
           budgetPerStep: 4,
@@ -57,17 +32,19 @@ describe('campaign under generator faults', () => {
           maxConcurrentSyntheses: 6,
         },
         pool: { injectionCadence: 'steps:4' },
-        generator: standinGenerator({
+      },
+      {
+        untilStep: 20,
+        generator: {
           // Fail fast in the test: short timeouts and backoff, two schema attempts.
           timeoutMs: 2000,
           maxAttempts: 2,
           transientRetries: 2,
           backoffBaseMs: 50,
           backoffMaxMs: 200,
-        }),
+        },
       },
-    });
-    await loop.start();
+    );
     for (let step = 1; step <= 20; step++) {
       await loop.trainStep(step);
       await loop.waitPlanned(step, 300_000);
@@ -109,12 +86,9 @@ describe('campaign under generator faults', () => {
   }, 900_000);
 
   it('keeps the raw generator output of a schema failure with the rejection, for audit', async () => {
-    await loop?.close();
-    loop = new LoopHarness({
-      workflowBundle: bundle,
-      // Every answer of the stand-in is malformed JSON.
-      endpoints: standinEndpoints(standin.url, { 'x-rods-fault': 'malformed' }),
-      config: {
+    // Every answer of the stand-in is malformed JSON.
+    const loop = await campaigns.start(
+      {
         seeds: { perCategory: 6 },
         selection: {
           budgetPerStep: 4,
@@ -122,10 +96,9 @@ describe('campaign under generator faults', () => {
           cooldownSteps: 0,
           maxConcurrentSyntheses: 4,
         },
-        generator: standinGenerator({ maxAttempts: 2 }),
       },
-    });
-    await loop.start();
+      { headers: { 'x-rods-fault': 'malformed' }, generator: { maxAttempts: 2 } },
+    );
     for (let step = 1; step <= 8 && (await loop.status()).totals.selected === 0; step++) {
       await loop.trainStep(step);
       await loop.waitPlanned(step);

@@ -1,39 +1,15 @@
 // A campaign naming a generator endpoint the worker does not have: each synthesis fails at its
 // first stage, once (not retried), and is rejected naming the endpoint and the worker's ones.
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LoopHarness } from '../dev/harness/loop.js';
-import {
-  type StandinProcess,
-  standinEndpoints,
-  standinGenerator,
-  startStandin,
-} from '../dev/harness/standin.js';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { describe, expect, it } from 'vitest';
+import { standinCampaigns } from '../test/support/standin-campaign.js';
 import { waitUntil } from '../test/support/wait.js';
 
-let bundle: WorkflowBundleWithSourceMap;
-let standin: StandinProcess;
-let loop: LoopHarness | undefined;
-
-beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
-  standin = await startStandin(['--quiet']);
-}, 180_000);
-
-afterAll(async () => {
-  await loop?.close();
-  await standin?.stop();
-});
+const campaigns = standinCampaigns(['--quiet']);
 
 describe('a campaign naming an endpoint the worker lacks', () => {
   it('rejects each synthesis at its first stage without retrying, naming the endpoint', async () => {
-    loop = new LoopHarness({
-      workflowBundle: bundle,
-      endpoints: standinEndpoints(standin.url),
-      config: {
+    const loop = await campaigns.start(
+      {
         seeds: { perCategory: 3 },
         selection: {
           budgetPerStep: 2,
@@ -41,17 +17,16 @@ describe('a campaign naming an endpoint the worker lacks', () => {
           cooldownSteps: 0,
           maxConcurrentSyntheses: 2,
         },
-        generator: standinGenerator({ endpoint: 'not-configured' }),
       },
-    });
-    await loop.start();
+      { generator: { endpoint: 'not-configured' } },
+    );
     let step = 0;
     const rejected = await waitUntil(
       async () => {
         step++;
-        await loop!.trainStep(step);
-        await loop!.waitPlanned(step);
-        const { rows } = await loop!.pool.query<{
+        await loop.trainStep(step);
+        await loop.waitPlanned(step);
+        const { rows } = await loop.pool.query<{
           synthesis_id: string;
           stage: string;
           code: string;
@@ -60,17 +35,17 @@ describe('a campaign naming an endpoint the worker lacks', () => {
           `select payload->>'synthesisId' as synthesis_id, payload->>'stage' as stage,
                   payload->>'reasonCode' as code, payload->>'reason' as reason
              from events where type = 'CandidateRejected' and payload->>'campaignId' = $1`,
-          [loop!.campaignId],
+          [loop.campaignId],
         );
         return rows.length > 0 ? rows : undefined;
       },
-      { what: () => `a rejection in ${loop!.campaignId} (step ${step})`, timeoutMs: 300_000, intervalMs: 0 },
+      { what: () => `a rejection in ${loop.campaignId} (step ${step})`, timeoutMs: 300_000, intervalMs: 0 },
     );
     const r = rejected[0]!;
     expect(r).toMatchObject({ stage: 'plan', code: 'generator-request-refused' });
     expect(r.reason).toContain('"not-configured", which this worker does not have (its endpoints: default)');
     // The stand-in was never asked, and the plan activity ran once.
-    const health = (await (await fetch(standin.url.replace(/\/v1$/, '/health'))).json()) as {
+    const health = (await (await fetch(campaigns.standin.url.replace(/\/v1$/, '/health'))).json()) as {
       stats: { requests: number };
     };
     expect(health.stats.requests).toBe(0);

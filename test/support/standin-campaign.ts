@@ -4,7 +4,7 @@
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll } from 'vitest';
-import { LoopHarness } from '../../dev/harness/loop.js';
+import { LoopHarness, type LoopOptions } from '../../dev/harness/loop.js';
 import {
   type StandinProcess,
   standinEndpoints,
@@ -24,10 +24,19 @@ export const ONE_SEED_PER_CATEGORY = {
 export interface StandinCampaigns {
   /** The stand-in process (its URL, /health). */
   readonly standin: StandinProcess;
-  /** Starts a campaign with this config (the stand-in as its generator) and an in-process worker. */
-  start(config: Record<string, unknown>): Promise<LoopHarness>;
+  /**
+   * Starts a campaign with this config (the stand-in as its generator, with `opts.generator`'s
+   * settings) and an in-process worker; `opts.headers` go with every generator request (the
+   * stand-in's fault headers), the rest to the harness.
+   */
+  start(config: Record<string, unknown>, opts?: StartOptions): Promise<LoopHarness>;
   /** Trains steps 1..n, waiting for each plan and its syntheses. */
   runSteps(loop: LoopHarness, n: number): Promise<void>;
+}
+
+export interface StartOptions extends Omit<LoopOptions, 'config' | 'endpoints' | 'workflowBundle'> {
+  headers?: Record<string, string>;
+  generator?: Record<string, unknown>;
 }
 
 export function standinCampaigns(standinArgs: string[]): StandinCampaigns {
@@ -50,11 +59,13 @@ export function standinCampaigns(standinArgs: string[]): StandinCampaigns {
       if (!standin) throw new Error('the stand-in starts in beforeAll');
       return standin;
     },
-    async start(config) {
+    async start(config, opts = {}) {
+      const { headers, generator, ...harness } = opts;
       const loop = new LoopHarness({
-        endpoints: standinEndpoints(this.standin.url),
+        ...harness,
+        endpoints: standinEndpoints(this.standin.url, headers),
         workflowBundle: bundle,
-        config: { ...config, generator: standinGenerator() },
+        config: { ...config, generator: standinGenerator(generator) },
       });
       loops.push(loop);
       await loop.start();
