@@ -2,55 +2,28 @@
 // stand-in generator and the real environment executor, injection at the cadence, lineage, the
 // JSONL sink and the campaign updates.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LoopHarness } from '../dev/harness/loop.js';
-import {
-  type StandinProcess,
-  standinEndpoints,
-  standinGenerator,
-  startStandin,
-} from '../dev/harness/standin.js';
-import { executeUpdateWithRetry, installWorkerRuntime } from '../temporal/connect.js';
+import { describe, expect, it } from 'vitest';
+import { executeUpdateWithRetry } from '../temporal/connect.js';
+import { standinCampaigns } from '../test/support/standin-campaign.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 
-let bundle: WorkflowBundleWithSourceMap;
-let standin: StandinProcess;
-let loop: LoopHarness;
-
-beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
-  standin = await startStandin(['--seed', '7']);
-}, 180_000);
-
-afterAll(async () => {
-  await loop?.close();
-  await standin?.stop();
-});
+const campaigns = standinCampaigns(['--seed', '7']);
 
 describe('campaign loop', () => {
   it('seeds, selects boundary seeds, synthesizes, validates and injects with lineage, and obeys updates', async () => {
-    loop = new LoopHarness({
-      endpoints: standinEndpoints(standin.url),
-      workflowBundle: bundle,
-      config: {
-        seeds: { perCategory: 4 },
-        detector: { low: 0.2, high: 0.85 },
-        selection: {
-          budgetPerStep: 4,
-          perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
-          cooldownSteps: 1,
-          maxConcurrentSyntheses: 4,
-        },
-        pool: { injectionCadence: 'steps:2' },
-        generator: standinGenerator(),
+    const loop = await campaigns.start({
+      seeds: { perCategory: 4 },
+      detector: { low: 0.2, high: 0.85 },
+      selection: {
+        budgetPerStep: 4,
+        perCategoryQuota: { base: 1, miss_func: 1, miss_param: 1, long_context: 1 },
+        cooldownSteps: 1,
+        maxConcurrentSyntheses: 4,
       },
+      pool: { injectionCadence: 'steps:2' },
     });
-    await loop.start();
     const h = loop.client.workflow.getHandle(loop.workflowId);
 
     // A bad reconfiguration is refused by the update's validator with a message.
