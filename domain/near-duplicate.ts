@@ -5,7 +5,7 @@
 // (function names and their order, what is done). Exact Jaccard rather than a MinHash estimate:
 // a campaign compares a candidate with at most a few thousand tasks of a few hundred features,
 // which takes milliseconds, and an exact figure is what a rejection reason should carry. (The
-// MinHash of the npm `bloom-filters` package draws its hash functions from Math.random, so
+// MinHash of the npm `bloom-filters` package draws its hash functions at random per process, so
 // signatures made by two worker processes, or before and after a restart, could not be compared.)
 // Pure and sandbox-safe.
 import type { CandidateTask } from './candidate.js';

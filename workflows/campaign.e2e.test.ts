@@ -130,22 +130,29 @@ describe('campaign loop', () => {
     expect(stopped.status).toBe('stopped');
     await h.result();
 
-    // RODS_RECORD_FIXTURES=1 refreshes the replay fixtures (workflows/fixtures/) from this run.
-    if (process.env.RODS_RECORD_FIXTURES === '1') {
+    // RODS_RECORD_FIXTURES=<name> records replay fixtures (workflows/fixtures/<kind>-history.<name>.pb)
+    // from this run: the campaign and a base synthesis that ran Augment. Older fixtures stay, so
+    // histories recorded before a patch keep replaying.
+    const fixture = process.env.RODS_RECORD_FIXTURES;
+    if (fixture) {
       const synthesisId = (
-        await loop.pool.query<{ payload: { synthesisId: string } }>(
-          `select payload from events where type = 'CandidateValidated' and payload->>'campaignId' = $1 limit 1`,
+        await loop.pool.query<{ synthesis_id: string }>(
+          `select v.payload->>'synthesisId' as synthesis_id from events v
+            where v.type = 'CandidateValidated' and v.payload->>'campaignId' = $1
+              and exists (select 1 from events a where a.type = 'StageCompleted' and a.payload->>'stage' = 'augment'
+                           and a.payload->>'synthesisId' like (v.payload->>'synthesisId') || '~%')
+            limit 1`,
           [loop.campaignId],
         )
-      ).rows[0]!.payload.synthesisId;
+      ).rows[0]!.synthesis_id;
       mkdirSync(new URL('./fixtures/', import.meta.url), { recursive: true });
-      for (const [name, id] of [
+      for (const [kind, id] of [
         ['campaign', loop.workflowId],
         ['synthesis', synthesisId],
       ] as const) {
         const history = await loop.client.workflow.getHandle(id).fetchHistory();
         writeFileSync(
-          new URL(`./fixtures/${name}-history.pb`, import.meta.url),
+          new URL(`./fixtures/${kind}-history.${fixture}.pb`, import.meta.url),
           temporal.api.history.v1.History.encode(history).finish(),
         );
       }

@@ -11,6 +11,7 @@ import {
   getExternalWorkflowHandle,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SelectedSeed } from '../activities/curriculum.js';
@@ -53,6 +54,20 @@ const env = proxyActivities<SynthesisActivities>({
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 
+// The run's bookkeeping (SynthesisStarted, StageCompleted, the gates, the outcome): short
+// database writes and pure checks, run as local activities in the worker that runs the workflow.
+// As ordinary activities each cost a round trip through the server's task queue, about half of
+// a synthesis' wall time on a loaded machine. A local activity that completed but whose workflow
+// task did not runs again on replay: each writes under a deterministic event id, so a second
+// run records nothing new.
+const local = proxyLocalActivities<SynthesisActivities>({
+  startToCloseTimeout: '1 minute',
+  scheduleToCloseTimeout: '10 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+const LOCAL_BOOKKEEPING = 'local-bookkeeping-activities';
+type Bookkeeping = typeof env;
+
 /** A failure that ends the run with a CandidateRejected. */
 class Rejection extends Error {
   constructor(
@@ -89,12 +104,13 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
   const cfg = parseCampaignConfig(input.config);
   const ref = (attempt: number) => ({ campaignId, synthesisId, attempt, config: input.config });
   const candidateId = ids.candidateId(seed.taskId, input.step);
+  const book: Bookkeeping = patched(LOCAL_BOOKKEEPING) ? local : env;
   let stage: StageName = 'plan';
   let current: Candidate | null = null;
   let outcome: SynthesisOutcome;
   let validatedBase: Candidate | null = null;
 
-  await env.synthesisStarted({
+  await book.synthesisStarted({
     campaignId,
     synthesisId,
     seedTaskId: seed.taskId,
@@ -162,7 +178,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
         current?.id ?? null,
       );
     }
-    await env.stageCompleted({ ...ref(0), stage: 'execute', output: current.ground_truth });
+    await book.stageCompleted({ ...ref(0), stage: 'execute', output: current.ground_truth });
 
     // Coherence rewrite; ablated: each turn's message written alone (attempt = turn index).
     stage = 'rewrite';
@@ -195,7 +211,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     // Rounds where the judge's verdict contradicted its scores (the rule decided): lineage.
     const disagreements: { round: number; judge: string; rule: string }[] = [];
     for (let round = 0; ; round++) {
-      const gates = await env.gateCandidate({ candidate: cand, config: input.config, seed: seed.task });
+      const gates = await book.gateCandidate({ candidate: cand, config: input.config, seed: seed.task });
       if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, cand.id);
       const again = await env.executeCandidate({ candidate: cand });
       if (!again.ok) {
@@ -233,9 +249,9 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
       refined = true;
       stage = 'critique';
     }
-    await env.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
+    await book.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
 
-    const r = await env.recordOutcome({
+    const r = await book.recordOutcome({
       kind: 'validated',
       campaignId,
       synthesisId,
@@ -267,7 +283,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     if (r.outcome === 'validated') validatedBase = cand;
   } catch (e) {
     const rej = toRejection(e, stage, current?.id ?? null);
-    const r = await recordRejection(campaignId, synthesisId, seed.taskId, rej);
+    const r = await recordRejection(book, campaignId, synthesisId, seed.taskId, rej);
     outcome = { synthesisId, outcome: r.outcome, reasonCode: rej.code };
   }
   // Augment: variants of the validated candidate, each validated and recorded as its own
@@ -275,7 +291,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
   const kinds = validatedBase ? variantKinds(seed.task.category, cfg.synthesis.augment) : [];
   if (validatedBase && kinds.length > 0 && patched(AUGMENT_STAGE)) {
     for (const kind of kinds) {
-      await augmentVariant(input, cfg, validatedBase, kind, models, prompts, outputs);
+      await augmentVariant(input, cfg, book, validatedBase, kind, models, prompts, outputs);
     }
   }
   try {
@@ -297,6 +313,7 @@ const AUGMENT_STAGE = 'augment-stage';
 async function augmentVariant(
   input: SynthesisInput,
   cfg: ReturnType<typeof parseCampaignConfig>,
+  book: Bookkeeping,
   base: Candidate,
   kind: VariantKind,
   baseModels: Record<string, string>,
@@ -319,7 +336,7 @@ async function augmentVariant(
       outputs.augment = a.outputHash;
       variant = a.variant;
       stage = 'critique';
-      const gates = await env.gateCandidate({
+      const gates = await book.gateCandidate({
         candidate: variant,
         config: input.config,
         seed: seed.task,
@@ -355,8 +372,8 @@ async function augmentVariant(
           );
         }
       }
-      await env.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
-      await env.recordOutcome({
+      await book.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
+      await book.recordOutcome({
         kind: 'validated',
         campaignId,
         synthesisId,
@@ -391,7 +408,13 @@ async function augmentVariant(
         },
       });
     } catch (e) {
-      await recordRejection(campaignId, synthesisId, seed.taskId, toRejection(e, stage, variant?.id ?? null));
+      await recordRejection(
+        book,
+        campaignId,
+        synthesisId,
+        seed.taskId,
+        toRejection(e, stage, variant?.id ?? null),
+      );
     }
   } catch {
     // Recording the variant's outcome failed: the base's outcome stands, the variant is lost.
@@ -400,8 +423,14 @@ async function augmentVariant(
 
 /** Every failure becomes a rejection with its stage and a reason code. */
 /** Records a run's (or a variant's) CandidateRejected. */
-function recordRejection(campaignId: string, synthesisId: string, seedTaskId: string, rej: Rejection) {
-  return env.recordOutcome({
+function recordRejection(
+  book: Bookkeeping,
+  campaignId: string,
+  synthesisId: string,
+  seedTaskId: string,
+  rej: Rejection,
+) {
+  return book.recordOutcome({
     kind: 'rejected',
     campaignId,
     synthesisId,
