@@ -26,7 +26,7 @@ import {
   type SimPolicy,
   type SimTask,
   seedDifficulty,
-} from '../simulator/model.js';
+} from '../simulator/toy-model.js';
 
 export interface LoopOptions {
   config: Record<string, unknown>;

@@ -1,146 +1,263 @@
 import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { Command } from 'commander';
+import { afterAll, describe, expect, it } from 'vitest';
+import { register } from '../../cli/commands/experiment.js';
+import { UsageError } from '../../cli/errors.js';
+import { AblationConfigSchema, parseCampaignConfig } from '../../domain/campaign-config.js';
 import {
   BFCL_CLASSES,
-  isZeroVariance,
-  makeSeedTasks,
+  CATEGORIES,
+  DEFAULT_POLICIES,
+  makeTasks,
+  POLICY_SPECS,
+  policyConfig,
+  policySpec,
   runExperiment,
-  zeroVarianceShare,
+  runPolicy,
+  sweepPoints,
 } from './experiment.js';
+import { PARAMETERS, REASONS, type SimParameters } from './parameters.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-describe('makeSeedTasks', () => {
-  it('makes BFCL-like seeds: ids per category, 1–2 BFCL classes, 2–5 turns, difficulty in [0.05, 0.95]', () => {
-    const seeds = makeSeedTasks(100, 1);
-    expect(seeds).toHaveLength(400);
-    expect(new Set(seeds.map((s) => s.taskId)).size).toBe(400);
-    expect(seeds.map((s) => s.taskId)).toContain('base_17');
-    expect(seeds.map((s) => s.taskId)).toContain('long_context_99');
-    for (const s of seeds) {
-      expect(s.taskId.startsWith(`${s.category}_`)).toBe(true);
-      expect(s.classes.length).toBeGreaterThanOrEqual(1);
-      expect(s.classes.length).toBeLessThanOrEqual(2);
-      for (const c of s.classes) expect(BFCL_CLASSES).toContain(c);
-      expect(s.turns).toBeGreaterThanOrEqual(2);
-      expect(s.turns).toBeLessThanOrEqual(5);
-      expect(s.difficulty).toBeGreaterThanOrEqual(0.05);
-      expect(s.difficulty).toBeLessThanOrEqual(0.95);
+/** A small world: 10 seeds and 10 held-out tasks per category, 8 tasks per step. */
+const small: SimParameters = { ...PARAMETERS, trainPerCategory: 10, heldOutPerCategory: 10, batchTasks: 8 };
+const config = parseCampaignConfig({});
+
+describe('makeTasks', () => {
+  it('splits each category into seeds and held-out tasks, BFCL-like', () => {
+    const set = makeTasks(1, PARAMETERS);
+    expect(set.train).toHaveLength(400);
+    expect(set.heldOut).toHaveLength(400);
+    const ids = [...set.train, ...set.heldOut].map((t) => t.taskId);
+    expect(new Set(ids).size).toBe(800);
+    expect(set.train.map((t) => t.taskId)).toContain('base_99');
+    expect(set.heldOut.map((t) => t.taskId)).toContain('long_context_100');
+    for (const t of [...set.train, ...set.heldOut]) {
+      expect(CATEGORIES).toContain(t.category);
+      expect(t.classes.length === 1 || (t.classes.length === 2 && t.classes[0] !== t.classes[1])).toBe(true);
+      for (const c of t.classes) expect(BFCL_CLASSES).toContain(c);
+      const miss = t.category === 'miss_func' || t.category === 'miss_param';
+      expect(t.turns).toBeGreaterThanOrEqual(miss ? 2 : 1);
+      expect(t.turns).toBeLessThanOrEqual(miss ? 8 : 7);
     }
-    expect(new Set(seeds.map((s) => s.turns))).toEqual(new Set([2, 3, 4, 5]));
+    expect(makeTasks(1, PARAMETERS)).toEqual(set);
+    expect(makeTasks(2, PARAMETERS).train[0]!.difficulty).not.toBe(set.train[0]!.difficulty);
   });
 });
 
-describe('zero-variance share', () => {
-  it('counts the groups whose rewards are all equal', () => {
-    const groups = [
-      [1, 1, 1, 1],
-      [0, 0.5, 1, 1],
-      [0, 0, 0, 0],
-      [0.5, 0.5, 0.5, 0.25],
-      [0.25, 0.25, 0.25, 0.25],
-    ];
-    expect(groups.map(isZeroVariance)).toEqual([true, false, true, false, true]);
-    expect(zeroVarianceShare(groups)).toBe(3 / 5);
-    expect(zeroVarianceShare([])).toBe(0);
+describe('policies as campaign config ablations', () => {
+  it('maps each policy to a valid ablation of the campaign config', () => {
+    const expected: Record<string, object> = {
+      static: { injection: false, retirement: false },
+      'random-seed': { selection: 'random' },
+      rods: {},
+      'rods-no-retirement': { retirement: false },
+      'rods-static-pool': { injection: false },
+    };
+    expect(Object.keys(POLICY_SPECS)).toEqual(DEFAULT_POLICIES);
+    for (const [name, ablation] of Object.entries(expected)) {
+      expect(POLICY_SPECS[name]!.ablation).toEqual(ablation);
+      const cfg = policyConfig(config, POLICY_SPECS[name]!.ablation, 7);
+      expect(AblationConfigSchema.parse(cfg.ablation)).toEqual(cfg.ablation);
+      expect(cfg.ablation).toMatchObject({ ...ablation, randomSeed: 7 });
+    }
+    expect(POLICY_SPECS.static!.synthesis).toBe(false);
+    expect(POLICY_SPECS['rods-static-pool']!.synthesis).toBe(true);
   });
 
-  it('reports zero-variance groups over all groups of a run', () => {
-    const r = runExperiment({ policies: ['static'], steps: 3, seedsPerCategory: 2, seed: 5 }).static!;
-    expect(r.groups).toBe(3 * 8);
-    expect(r.rollouts).toBe(3 * 8 * 16);
-    expect(r.zeroVarianceShare).toBe(r.zeroVarianceGroups / r.groups);
+  it("policy `config` runs the config's own ablation", () => {
+    const base = { ablation: { retirement: false } };
+    const a = runExperiment({
+      policies: ['config', 'rods-no-retirement'],
+      seeds: 1,
+      steps: 25,
+      params: small,
+      config: base,
+    });
+    expect(a.policies[0]!.ablation).toEqual({ ...parseCampaignConfig(base).ablation, randomSeed: undefined });
+    expect(a.policies[0]!.heldOut.mean).toBe(a.policies[1]!.heldOut.mean);
+    expect(a.policies[0]!.retired).toBe(0);
+    expect(() => policySpec('bogus', config)).toThrow(/unknown policy/);
+  });
+});
+
+describe('runPolicy', () => {
+  const set = makeTasks(3, small);
+  const run = (name: string, steps = 40) =>
+    runPolicy(name, POLICY_SPECS[name]!, set, { seed: 3, steps, params: small, config });
+
+  it('every policy uses the same rollouts: B tasks x K each step', () => {
+    const runs = DEFAULT_POLICIES.map((p) => run(p));
+    for (const r of runs) {
+      expect(r.rollouts).toBe(40 * 8 * 16);
+      expect(r.groups).toBe(40 * 8);
+    }
+    const result = runExperiment({ seeds: 2, steps: 20, params: small });
+    expect(new Set(result.policies.map((p) => p.rollouts))).toEqual(new Set([20 * 8 * 16]));
+  });
+
+  it('never trains on a held-out task, and does train on synthesized ones', () => {
+    const heldOut = new Set(set.heldOut.map((t) => t.taskId));
+    for (const p of DEFAULT_POLICIES) {
+      const r = run(p);
+      expect(r.trainedTaskIds.filter((id) => heldOut.has(id))).toEqual([]);
+      if (p === 'rods') expect(r.trainedTaskIds.some((id) => id.includes('~s'))).toBe(true);
+      else if (p === 'static' || p === 'rods-static-pool')
+        expect(r.trainedTaskIds.every((id) => !id.includes('~'))).toBe(true);
+    }
+  });
+
+  it('follows each ablation: static changes nothing, the static pool injects nothing, no-retirement retires nothing', () => {
+    const stat = run('static');
+    expect(stat).toMatchObject({
+      selected: expect.any(Number),
+      validated: 0,
+      injected: 0,
+      retired: 0,
+      finalPoolSize: 40,
+    });
+    const staticPool = run('rods-static-pool');
+    expect(staticPool.validated).toBeGreaterThan(0);
+    expect(staticPool.injected).toBe(0);
+    const rods = run('rods');
+    expect(rods.injected).toBeGreaterThan(0);
+    expect(rods.finalPoolSize).toBeGreaterThan(40);
+    const noRet = run('rods-no-retirement');
+    expect(noRet.retired).toBe(0);
+    expect(noRet.injected).toBeGreaterThan(0);
+    expect(run('random-seed').trainedTaskIds.sort()).not.toEqual(rods.trainedTaskIds.sort());
+  });
+
+  it('learns: held-out success rises under every policy, and is deterministic for a seed', () => {
+    const r = run('static', 60);
+    expect(r.heldOutEnd).toBeGreaterThan(r.heldOutStart);
+    expect(r.trainEnd).toBeGreaterThan(r.heldOutEnd);
+    expect(r.heldOutCurve.map((c) => c.step)).toEqual([0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60]);
+    expect(r.boundaryShare).toHaveLength(60);
+    expect(run('rods', 60)).toEqual(run('rods', 60));
   });
 });
 
 describe('runExperiment', () => {
-  const small = { steps: 20, seedsPerCategory: 10 } as const;
-
-  it('is deterministic for a seed, and the seed matters', () => {
-    const a = runExperiment({ ...small, seed: 7 });
-    const b = runExperiment({ ...small, seed: 7 });
-    expect(a).toEqual(b);
-    const c = runExperiment({ ...small, seed: 8 });
-    expect(c.rods!.skillEnd).not.toBe(a.rods!.skillEnd);
+  it('summarises each policy over seeds with intervals and a paired comparison with static', () => {
+    const r = runExperiment({ policies: ['static', 'rods'], seeds: 3, steps: 20, params: small });
+    expect(r.seeds).toEqual([1, 2, 3]);
+    const [stat, rods] = r.policies;
+    expect(stat!.vsStatic).toBeNull();
+    expect(stat!.heldOut.n).toBe(3);
+    expect(stat!.heldOut.half).toBeGreaterThan(0);
+    expect(rods!.vsStatic!.mean).toBeCloseTo(rods!.heldOut.mean - stat!.heldOut.mean, 12);
+    expect(rods!.boundaryShare).toHaveLength(20);
   });
 
-  it('static never changes its pool: every step trains on every seed', () => {
-    const r = runExperiment({ ...small, policies: ['static'], seed: 3 }).static!;
-    const seeds = makeSeedTasks(10, 3)
-      .map((s) => s.taskId)
-      .sort();
-    expect(r.finalPool).toEqual(seeds);
-    expect(r.groups).toBe(20 * 40);
-    expect(r.generated).toBe(0);
-    expect(r.selected).toBe(0);
-    expect(r.retired).toEqual({ mastered: 0, burnIn: 0 });
-    expect(r.skillEnd).toBeGreaterThan(r.skillStart);
+  it('sweeps three parameters, two values each', () => {
+    const pts = sweepPoints();
+    expect(pts.map((p) => p.parameter)).toEqual([
+      'transfer (x default)',
+      'transfer (x default)',
+      'difficultyMean',
+      'difficultyMean',
+      'generatorNoiseSd',
+      'generatorNoiseSd',
+    ]);
+    expect(pts[1]!.params).toEqual({
+      classTransfer: 2 * PARAMETERS.classTransfer,
+      structureTransfer: 2 * PARAMETERS.structureTransfer,
+    });
   });
 
-  it('rods injects synthesized children and retires mastered tasks', () => {
-    const r = runExperiment({
-      steps: 30,
-      seedsPerCategory: 10,
-      seed: 1,
-      policies: ['rods'],
-      config: { pool: { epochSteps: 5 } },
-    }).rods!;
-    expect(r.selected).toBeGreaterThan(0);
-    expect(r.generated).toBeGreaterThan(0);
-    const children = r.finalPool.filter((id) => id.includes('~s'));
-    expect(children.length).toBe(r.generatedInPool);
-    for (const id of children) expect(id).toMatch(/^(base|miss_func|miss_param|long_context)_\d+(~s\d+)+$/);
-    expect(r.retired.mastered).toBeGreaterThan(0);
-    // Human seeds stay (retireSeeds is off); generated = in pool + retired + pruned.
-    expect(r.finalPool.length - r.generatedInPool).toBe(40);
-    expect(r.generated).toBe(r.generatedInPool + r.retired.mastered + r.retired.burnIn + r.pruned);
-  });
-
-  it('the three policies differ', () => {
-    const r = runExperiment({ ...small, seed: 2 });
-    const [rods, stat, random] = [r.rods!, r.static!, r['random-seed']!];
-    expect(new Set([rods.skillEnd, stat.skillEnd, random.skillEnd]).size).toBe(3);
-    expect(rods.finalPool).not.toEqual(random.finalPool);
-    expect(rods.finalPool).not.toEqual(stat.finalPool);
-    expect(rods.zeroVarianceShare).not.toBe(stat.zeroVarianceShare);
+  it('every parameter has a reason', () => {
+    for (const k of Object.keys(PARAMETERS))
+      expect(REASONS[k as keyof SimParameters]).toMatch(/^[A-Z0-9].{30,}\.$/);
   });
 });
 
 describe('rods experiment (CLI)', () => {
-  async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    try {
-      const { stdout, stderr } = await promisify(execFile)(process.execPath, ['bin/rods.mjs', ...args], {
-        cwd: ROOT,
-      });
-      return { code: 0, stdout, stderr };
-    } catch (e) {
-      const err = e as { code?: number; stdout?: string; stderr?: string };
-      return { code: err.code ?? -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-    }
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+  const tmp = () => {
+    const d = mkdtempSync(path.join(tmpdir(), 'rods-experiment-'));
+    dirs.push(d);
+    return d;
+  };
+
+  async function parse(args: string[]): Promise<unknown> {
+    const program = new Command().exitOverride();
+    register(program);
+    return program.parseAsync(['node', 'rods', 'experiment', ...args]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   }
 
-  it('exits 2 for an unknown policy', async () => {
-    const r = await cli(['experiment', '--policies', 'bogus']);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('unknown policy "bogus"');
+  it.each([
+    [['--policies', 'bogus'], /unknown policy "bogus"/],
+    [['--policies', ','], /at least one/],
+    [['--seeds', '0'], /--seeds must be a positive integer/],
+    [['--steps', '2.5'], /--steps must be a positive integer/],
+    [['--first-seed', '-1'], /--first-seed/],
+    [['--policies', 'config'], /needs --config/],
+    [['--config', '/nonexistent/c.json'], /--config/],
+    [['--ablation', 'judge-of'], /unknown ablation switch "judge-of"/],
+  ])('refuses %j', async (args, message) => {
+    const e = await parse(args as string[]);
+    expect(e).toBeInstanceOf(UsageError);
+    expect((e as Error).message).toMatch(message as RegExp);
   });
 
-  it('prints a JSON object keyed by policy', async () => {
-    const r = await cli([
-      'experiment',
-      '--policies',
-      'static,rods',
-      '--steps',
-      '2',
-      '--seeds-per-category',
-      '2',
-      '--json',
-    ]);
-    expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout) as Record<string, { rollouts: number }>;
-    expect(Object.keys(out)).toEqual(['static', 'rods']);
-    expect(out.static!.rollouts).toBe(2 * 8 * 16);
+  it('refuses an invalid config file and a non-empty --out folder', async () => {
+    const d = tmp();
+    const bad = path.join(d, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ ablation: { selection: 'sometimes' } }));
+    expect(await parse(['--config', bad])).toBeInstanceOf(UsageError);
+    expect(((await parse(['--out', d])) as Error).message).toMatch(/not empty/);
+  });
+
+  it("prints JSON with every policy, including the config file's, and writes the report with --out", async () => {
+    const d = tmp();
+    const cfg = path.join(d, 'campaign.json');
+    writeFileSync(cfg, JSON.stringify({ campaignId: 'x', ablation: { judge: false } }));
+    const out = path.join(d, 'report');
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        'bin/rods.mjs',
+        'experiment',
+        '--seeds',
+        '2',
+        '--steps',
+        '10',
+        '--per-category',
+        '5',
+        '--batch',
+        '4',
+        '--config',
+        cfg,
+        '--out',
+        out,
+        '--json',
+      ],
+      { cwd: ROOT },
+    );
+    const r = JSON.parse(stdout) as { policies: { policy: string; rollouts: number; ablation: object }[] };
+    expect(r.policies.map((p) => p.policy)).toEqual([...DEFAULT_POLICIES, 'config']);
+    expect(new Set(r.policies.map((p) => p.rollouts))).toEqual(new Set([10 * 4 * 16]));
+    expect(r.policies.at(-1)!.ablation).toMatchObject({ judge: false });
+    for (const f of ['report.md', 'held-out.svg', 'boundary.svg', 'zero-variance.svg', 'result.json'])
+      expect(existsSync(path.join(out, f)), f).toBe(true);
+    const svg = readFileSync(path.join(out, 'held-out.svg'), 'utf8');
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg).not.toMatch(/NaN|undefined/);
+    expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toMatch(
+      /\| rods-static-pool \| [\d.]+% ± [\d.]+ \|/,
+    );
   });
 });

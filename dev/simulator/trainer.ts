@@ -1,28 +1,39 @@
-// The SIMULATED GRPO trainer (simulator/model.ts dynamics): it talks to rods only through the
-// gateway's HTTP API, like a real trainer — fetch the pool (ETag), roll K=16 rollouts per task,
-// post the step's scored groups and close the step.
+// The SIMULATED GRPO trainer (simulator/model.ts, the model `rods experiment` uses): it talks to
+// rods only through the gateway's HTTP API, like a real trainer — fetch the pool (ETag), sample a
+// batch of B tasks, roll K=16 rollouts per task, post the step's scored groups and close the step.
 import {
-  childDifficulty,
+  aimedDifficulty,
+  expectedReward,
+  groupStd,
   hash32,
   learn,
+  type ModelState,
+  newModel,
+  normal,
+  rng,
   rolloutGroup,
-  type SimPolicy,
   type SimTask,
+  sampleBatch,
   seedDifficulty,
+  turnSuccess,
 } from './model.js';
+import { PARAMETERS, type SimParameters } from './parameters.js';
 
 export interface SimTrainerOptions {
   gatewayUrl: string;
   token: string;
   campaignId: string;
   k?: number;
-  learningRate?: number;
+  /** Overrides of the model's parameters (parameters.ts), e.g. batchTasks. */
+  params?: Partial<SimParameters>;
   /** How long a request is retried through gateway errors and outages (default 15 minutes). */
   retryForMs?: number;
 }
 
 export interface TaskRecord {
   id: string;
+  /** The pool's category of the task (its structure in the model). */
+  category?: string;
   involved_classes?: string[];
   ground_truth?: unknown[];
 }
@@ -53,15 +64,26 @@ export interface RolledStep {
   zeroVarianceGroups: number;
 }
 
+/**
+ * The parent of a synthesized task id: `<parent>~s<step>`, or an Augment variant of it
+ * (`<seed>~s<step>~miss_func`: the base candidate may never have joined the pool, its seed did).
+ */
+export function parentOf(taskId: string): string | undefined {
+  return /^(.+)~s\d+(?:~[a-z_]+)?$/.exec(taskId)?.[1];
+}
+
 export class SimulatedTrainer {
-  policy: SimPolicy;
+  readonly model: ModelState = newModel();
+  readonly params: SimParameters;
   private etag: string | null = null;
   private pool: TaskRecord[] = [];
   private poolVersionValue = 0;
-  private readonly difficulty = new Map<string, number>();
+  private readonly tasks = new Map<string, SimTask>();
+  /** Mean reward of each task's latest group (a child aims at its parent's). */
+  private readonly lastMean = new Map<string, number>();
 
   constructor(private readonly opts: SimTrainerOptions) {
-    this.policy = { skill: {}, learningRate: opts.learningRate ?? 0.1 };
+    this.params = { ...PARAMETERS, ...opts.params };
   }
 
   /**
@@ -115,55 +137,71 @@ export class SimulatedTrainer {
       headers: this.etag ? { 'if-none-match': this.etag } : {},
     });
     if (r.status === 304) return this.pool;
-    const body = (await r.json()) as { version: number; tasks: { taskId: string; task: TaskRecord }[] };
+    const body = (await r.json()) as {
+      version: number;
+      tasks: { taskId: string; category?: string; task: TaskRecord }[];
+    };
     this.etag = r.headers.get('etag');
-    this.pool = body.tasks.map((t) => ({ ...t.task, id: t.taskId }));
+    this.pool = body.tasks.map((t) => ({ category: t.category, ...t.task, id: t.taskId }));
     this.poolVersionValue = body.version;
     return this.pool;
   }
 
+  /**
+   * The model's task for a pool record: a seed's difficulty follows from its id; a synthesized
+   * task is aimed at its parent's latest measured mean reward, with generator noise (model.ts).
+   */
   private simTask(t: TaskRecord): SimTask {
-    let d = this.difficulty.get(t.id);
-    if (d === undefined) {
-      // Generated tasks are named <parent>~s<step>: they inherit a difficulty near the parent's.
-      const cut = t.id.lastIndexOf('~');
-      d =
-        cut > 0
-          ? childDifficulty(
-              this.difficulty.get(t.id.slice(0, cut)) ?? seedDifficulty(t.id.slice(0, cut)),
-              t.id,
-            )
-          : seedDifficulty(t.id);
-      this.difficulty.set(t.id, d);
-    }
-    return {
+    const known = this.tasks.get(t.id);
+    if (known) return known;
+    const shape = {
       taskId: t.id,
+      category: t.category ?? 'base',
       classes: t.involved_classes ?? [],
       turns: Math.max(1, t.ground_truth?.length ?? 1),
-      difficulty: d,
     };
+    const parentId = parentOf(t.id);
+    let difficulty: number;
+    if (parentId === undefined) difficulty = seedDifficulty(t.id, this.params);
+    else {
+      const parent = this.tasks.get(parentId);
+      const measured =
+        this.lastMean.get(parentId) ??
+        (parent ? expectedReward(turnSuccess(this.model, parent), parent.turns) : 0.5);
+      const noise = this.params.generatorNoiseSd * normal(rng(hash32(`generator:${t.id}`)));
+      difficulty = aimedDifficulty(this.model, shape, measured, noise);
+    }
+    const task = { ...shape, difficulty };
+    this.tasks.set(t.id, task);
+    return task;
   }
 
   get poolVersion(): number {
     return this.poolVersionValue;
   }
 
-  /** K rollouts of each task at `step`; the policy learns from each group as it goes. */
+  /**
+   * The step's batch: B tasks sampled from `tasks` (all of them when the pool is smaller), K
+   * rollouts each; the model learns from each group as it goes.
+   */
   rollouts(step: number, tasks: TaskRecord[]): RolledStep {
     let sum = 0;
     let zero = 0;
-    const groups = tasks.map((t) => {
-      const sim = this.simTask(t);
+    const sims = tasks.map((t) => this.simTask(t));
+    const batch = sampleBatch(sims, this.params.batchTasks, `batch:${this.opts.campaignId}:${step}`);
+    const groups = batch.map((sim) => {
       const rewards = rolloutGroup(
-        this.policy,
+        this.model,
         sim,
         this.opts.k ?? 16,
-        hash32(`${this.opts.campaignId}:${step}:${t.id}`),
+        hash32(`${this.opts.campaignId}:${step}:${sim.taskId}`),
       );
-      this.policy = learn(this.policy, sim, rewards);
-      sum += rewards.reduce((a, b) => a + b, 0) / rewards.length;
-      if (rewards.every((x) => x === rewards[0])) zero++;
-      return { taskId: t.id, rewards };
+      learn(this.model, sim, rewards, this.params);
+      const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
+      this.lastMean.set(sim.taskId, mean);
+      sum += mean;
+      if (groupStd(rewards) === 0) zero++;
+      return { taskId: sim.taskId, rewards };
     });
     return {
       groups,
@@ -187,7 +225,7 @@ export class SimulatedTrainer {
     return { status: r.status, duplicate: body.duplicate === true };
   }
 
-  /** One training step: K rollouts per active task, posted as one closing batch. */
+  /** One training step: K rollouts per sampled task, posted as one closing batch. */
   async step(step: number): Promise<StepReport> {
     const tasks = await this.fetchPool();
     const { groups, meanReward, zeroVarianceGroups } = this.rollouts(step, tasks);

@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../util/free-port.js';
-import { GatewayError, SimulatedTrainer } from './trainer.js';
+import { GatewayError, parentOf, SimulatedTrainer, type TaskRecord } from './trainer.js';
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -63,5 +63,36 @@ describe('the simulated trainer client', () => {
     const g = await scripted([503]);
     const t = new SimulatedTrainer({ gatewayUrl: g.url, token: 'x', campaignId: 'c', retryForMs: 300 });
     await expect(t.postBatch(1, batch)).rejects.toThrow(/503.*after \d+ attempts/);
+  });
+});
+
+describe('the simulated trainer model', () => {
+  const record = (id: string): TaskRecord => ({
+    id,
+    category: 'base',
+    involved_classes: ['MathAPI'],
+    ground_truth: [[], [], []],
+  });
+
+  it('samples a batch of B tasks of the pool per step (the whole of a smaller pool)', () => {
+    const t = new SimulatedTrainer({
+      gatewayUrl: 'http://x',
+      token: 'x',
+      campaignId: 'c',
+      params: { batchTasks: 5 },
+    });
+    const pool = Array.from({ length: 12 }, (_, i) => record(`multi_turn_base_${i}`));
+    const a = t.rollouts(1, pool);
+    expect(a.groups).toHaveLength(5);
+    for (const g of a.groups) expect(g.rewards).toHaveLength(16);
+    expect(t.rollouts(2, pool).groups.map((g) => g.taskId)).not.toEqual(a.groups.map((g) => g.taskId));
+    expect(t.rollouts(3, pool.slice(0, 3)).groups).toHaveLength(3);
+  });
+
+  it('names the parent of a synthesized task and of an Augment variant', () => {
+    expect(parentOf('multi_turn_base_2')).toBeUndefined();
+    expect(parentOf('multi_turn_base_2~s6')).toBe('multi_turn_base_2');
+    expect(parentOf('multi_turn_base_2~s6~s14')).toBe('multi_turn_base_2~s6');
+    expect(parentOf('multi_turn_miss_func_3~s6~miss_param')).toBe('multi_turn_miss_func_3');
   });
 });
