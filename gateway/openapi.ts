@@ -1,6 +1,7 @@
 // The gateway's OpenAPI 3.0 document, served at GET /openapi.json. Request bodies are generated
 // from the zod schemas that validate them (gateway/schemas.ts); responses are written here.
 import { z } from 'zod';
+import { API_VERSION } from './api-version.js';
 import { CampaignCreate, ID_PATTERN, MAX_WAIT_SECONDS, RolloutBatch } from './schemas.js';
 
 const toSchema = (s: z.ZodType) => {
@@ -71,7 +72,7 @@ export function openApiDocument(): Record<string, unknown> {
     openapi: '3.0.3',
     info: {
       title: 'rods gateway',
-      version: '1',
+      version: API_VERSION,
       description:
         'The trainer-facing API of rods: campaigns, scored rollout batches (ingested exactly once into rods.rewards.v1) and the active training pool. Every error is RFC 9457 application/problem+json.',
     },

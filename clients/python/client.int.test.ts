@@ -1,4 +1,4 @@
-// The Python client (clients/python/rods_client.py, standard library only) against the real
+// The Python client (clients/python/rods_client/, standard library only) against the real
 // gateway with an in-process rods worker.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';

@@ -1,4 +1,4 @@
-"""rods_client — the trainer side of rods, in one file, standard library only.
+"""rods_client — the trainer side of rods, standard library only.
 
 rods keeps a GRPO training pool at the policy's capability boundary. A trainer does two things
 with it: report each step's per-task rewards, and pull the current pool (or a batch of it).
@@ -13,27 +13,28 @@ with it: report each step's per-task rewards, and pull the current pool (or a ba
     pool = rods.fetch_pool()          # {"version": 7, "tasks": [...]} — cached by version (ETag)
     batch = rods.fetch_batch(64, seed=step)
 
-Where it plugs into a GRPO loop:
+Trainer adapters (each imports its framework only if it is installed):
 
-* TRL (GRPOTrainer): a ``TrainerCallback.on_step_end`` calls ``report_step`` with the step's
-  rewards per prompt id, and ``on_epoch_begin`` swaps the train dataset for
-  ``Dataset.from_list(rods.fetch_pool()["tasks"])`` when the version changed.
-* slime: a custom ``DataSource`` whose ``get_samples`` draws from ``fetch_batch`` and whose
-  ``add_samples``/reward hook calls ``report_step``.
-* prime-rl: a ``TaskSampler`` that refreshes from ``fetch_pool(wait=0)`` each step (a 304 costs
-  one round trip) and reports rewards after the orchestrator scores a step.
-* verl: refresh the RL dataset at the epoch boundary (``fetch_pool``) and report the step's
-  ``token_level_scores`` aggregated per uid with ``report_step`` in the trainer's ``fit`` loop.
+* ``rods_client.hf``: a ``transformers``/TRL ``TrainerCallback``, a pool dataset and a reward
+  function wrapper that records the rewards the callback reports at each step's end.
+* ``rods_client.verl``: a verl curriculum sampler (``AbstractCurriculumSampler``).
+* ``rods_client.slime``: a slime ``DataSource`` and a reward post-process hook.
+
+``__version__`` is the gateway API version this client speaks (``GET /openapi.json`` info.version).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-__all__ = ["RodsClient", "RodsError"]
+__all__ = ["RodsClient", "RodsError", "__version__"]
+
+# The gateway API version (gateway/api-version.ts); pyproject.toml reads it as the package version.
+__version__ = "1.0.0"
 
 
 class RodsError(Exception):
@@ -55,6 +56,17 @@ class RodsClient:
         self.timeout = timeout
         self._pool: Optional[Dict[str, Any]] = None
         self._etag: Optional[str] = None
+
+    @classmethod
+    def from_env(cls, base_url: Optional[str] = None, token: Optional[str] = None,
+                 campaign: Optional[str] = None) -> "RodsClient":
+        """A client from arguments, else RODS_GATEWAY_URL, RODS_TOKEN and RODS_CAMPAIGN."""
+        def pick(value: Optional[str], name: str) -> str:
+            value = value or os.environ.get(name)
+            if not value:
+                raise ValueError(f"rods: set {name} (or pass it to the adapter)")
+            return value
+        return cls(pick(base_url, "RODS_GATEWAY_URL"), pick(token, "RODS_TOKEN"), pick(campaign, "RODS_CAMPAIGN"))
 
     def _request(self, method: str, path: str, body: Any = None, headers: Optional[Mapping[str, str]] = None,
                  timeout: Optional[float] = None):
@@ -118,3 +130,8 @@ class RodsClient:
         query = f"?n={int(n)}" + (f"&seed={int(seed)}" if seed is not None else "")
         _, _, body = self._request("GET", f"/v1/campaigns/{self.campaign}/batch{query}")
         return body
+
+    def api_version(self) -> str:
+        """The API version the gateway serves (its OpenAPI document's info.version)."""
+        _, _, body = self._request("GET", "/openapi.json")
+        return str(body["info"]["version"])

@@ -1,0 +1,165 @@
+// The trainer adapters of the installed Python client (clients/python/rods_client/{hf,verl,slime}.py)
+// against the real gateway with an in-process rods worker: `pip install ./clients/python` into
+// .stack/client-venv, then its pytest suite (clients/python/tests) from outside the source tree.
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { Client } from '@temporalio/client';
+import { bundleWorkflowCode, type Worker } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshRewardTopic } from '../../aggregator/trace.js';
+import { API_VERSION } from '../../gateway/api-version.js';
+import { TokenSet } from '../../gateway/auth.js';
+import { buildGateway } from '../../gateway/server.js';
+import { withAdmin } from '../../kafka/client.js';
+import { createPool, type Pool } from '../../store/db.js';
+import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
+import { createRodsWorker } from '../../temporal/worker.js';
+import { clientPython, installClientVenv } from './venv.js';
+
+const execFileP = promisify(execFile);
+const TOKEN = `tok-${randomUUID()}`;
+const taskQueue = `py-adapters-${randomUUID().slice(0, 8)}`;
+const suffix = randomUUID().slice(0, 8);
+const campaigns = {
+  HF: `py-hf-${suffix}`,
+  VERL: `py-verl-${suffix}`,
+  SLIME: `py-slime-${suffix}`,
+  EXAMPLE: `py-example-${suffix}`,
+};
+let db: Pool;
+let client: Client;
+let closeClient: () => Promise<void>;
+let worker: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
+let app: FastifyInstance;
+let base: string;
+let topic: string;
+let outside: string;
+
+beforeAll(async () => {
+  await installClientVenv();
+  await installWorkerRuntime('WARN');
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+  });
+  db = createPool({ application: 'rods-py-adapters-test', max: 6 });
+  topic = await freshRewardTopic('py-adapters.rewards', 1);
+  const w = await createRodsWorker({
+    pool: db,
+    taskQueue,
+    workflowBundle: bundle,
+    sinkDir: '.stack/test-sink',
+  });
+  worker = { ...w, running: w.worker.run() };
+  ({ client, close: closeClient } = await temporalClient());
+  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN]), taskQueue, rewardsTopic: topic });
+  base = await app.listen({ port: 0, host: '127.0.0.1' });
+  for (const campaignId of Object.values(campaigns)) {
+    const created = await fetch(`${base}/v1/campaigns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ campaignId, config: { seeds: { perCategory: 2 } } }),
+    });
+    expect(created.status).toBe(201);
+  }
+  outside = mkdtempSync(path.join(tmpdir(), 'rods-py-adapters-'));
+}, 900_000);
+
+afterAll(async () => {
+  for (const campaignId of Object.values(campaigns))
+    await client?.workflow
+      .getHandle(`campaign-${campaignId}`)
+      .terminate('test over')
+      .catch(() => {});
+  await app?.close();
+  if (worker) {
+    worker.worker.shutdown();
+    await worker.running;
+    await worker.close();
+  }
+  await closeClient?.();
+  if (topic) await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
+  await db?.end();
+  if (outside) rmSync(outside, { recursive: true, force: true });
+});
+
+describe('Python client adapters (pytest in .stack/client-venv against the real gateway)', () => {
+  it('the installed package passes its adapter tests and its reports reach the gateway', async () => {
+    const tests = fileURLToPath(new URL('./tests', import.meta.url));
+    let out: string;
+    try {
+      const r = await execFileP(
+        clientPython(),
+        ['-m', 'pytest', tests, '-q', '-p', 'no:cacheprovider', '-rA'],
+        {
+          // From a folder outside the source tree, so `import rods_client` finds the installed copy.
+          cwd: outside,
+          env: {
+            ...process.env,
+            PYTHONDONTWRITEBYTECODE: '1',
+            RODS_GATEWAY_URL: base,
+            RODS_TOKEN: TOKEN,
+            RODS_CAMPAIGN_HF: campaigns.HF,
+            RODS_CAMPAIGN_VERL: campaigns.VERL,
+            RODS_CAMPAIGN_SLIME: campaigns.SLIME,
+            RODS_CAMPAIGN_EXAMPLE: campaigns.EXAMPLE,
+          },
+          timeout: 300_000,
+          maxBuffer: 16 * 1024 * 1024,
+        },
+      );
+      out = `${r.stdout}${r.stderr}`;
+    } catch (e) {
+      const err = e as Error & { stdout?: string; stderr?: string };
+      throw new Error(`pytest failed:\n${err.stdout ?? ''}${err.stderr ?? err.message}`);
+    }
+    // every test ran and passed: none skipped (a missing framework would show here)
+    const summary = out.match(/^\d+ passed in .*$/m)?.[0];
+    expect(summary, out).toBeDefined();
+    console.log(`[pytest clients/python/tests] ${summary}`);
+    const passed = out.split('\n').filter((l) => l.startsWith('PASSED '));
+    for (const name of [
+      'test_package.py::test_version_is_the_gateways_api_version',
+      'test_hf.py::test_callback_reports_the_steps_rewards',
+      'test_verl.py::test_appends_pool_tasks_to_a_growable_dataset_and_reports_rewards',
+      'test_slime.py::test_report_rewards_posts_the_rollout_and_normalizes_per_group',
+      'test_package.py::test_slime_example_runs_against_the_gateway',
+    ])
+      expect(
+        passed.some((l) => l.endsWith(name)),
+        `${name} passed`,
+      ).toBe(true);
+
+    // What each adapter reported is recorded by the gateway as step 1's closing batch.
+    const { rows } = await db.query<{ campaign_id: string; step: number; batch_id: string; groups: number }>(
+      `select campaign_id, step, batch_id, groups from ingestion_batches
+        where campaign_id = any($1) and closes order by campaign_id`,
+      [Object.values(campaigns)],
+    );
+    const byCampaign = Object.fromEntries(rows.map((r) => [r.campaign_id, r]));
+    expect(byCampaign[campaigns.HF]).toMatchObject({ step: 1, batch_id: 'step-1', groups: 3 });
+    expect(byCampaign[campaigns.VERL]).toMatchObject({ step: 1, batch_id: 'step-1', groups: 3 });
+    expect(byCampaign[campaigns.SLIME]).toMatchObject({ step: 1, batch_id: 'step-1' });
+    expect(byCampaign[campaigns.SLIME]!.groups).toBeGreaterThanOrEqual(1);
+    expect(byCampaign[campaigns.EXAMPLE]).toMatchObject({ step: 1, batch_id: 'step-1' });
+    expect(rows).toHaveLength(4);
+  }, 600_000);
+
+  it('the package version is the API version the gateway serves', async () => {
+    const { stdout } = await execFileP(
+      clientPython(),
+      ['-c', 'import rods_client; print(rods_client.__version__)'],
+      {
+        cwd: outside,
+      },
+    );
+    expect(stdout.trim()).toBe(API_VERSION);
+    const served = (await (await fetch(`${base}/openapi.json`)).json()) as { info: { version: string } };
+    expect(served.info.version).toBe(API_VERSION);
+  });
+});
