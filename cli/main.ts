@@ -22,7 +22,7 @@ import { register as standinCommand } from './commands/standin.js';
 import { register as topicsCommand } from './commands/topics.js';
 import { register as whatifCommand } from './commands/whatif.js';
 import { register as workerCommand } from './commands/worker.js';
-import { UsageError } from './errors.js';
+import { describeUnreachable, UsageError, unreachableService } from './errors.js';
 
 export function program(): Command {
   const p = new Command('rods')
@@ -73,7 +73,9 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = 2;
       return;
     }
-    console.error(`rods: ${(e as Error).message}`);
+    // A service that does not answer: say which, where, which variable sets it and how to start it.
+    const down = unreachableService(e);
+    console.error(`rods: ${down ? describeUnreachable(down) : (e as Error).message}`);
     if (process.env.RODS_DEBUG) console.error((e as Error).stack);
     process.exitCode = 1;
   }

@@ -3,11 +3,28 @@
 // client changes openKafka and adds an adapter folder (kafka/README.md).
 import { randomUUID } from 'node:crypto';
 import { kafkajsClient } from './adapters/kafkajs/index.js';
-import type { BatchConsumerOptions, ConsumedRecord, KafkaClient, KafkaOptions, TopicAdmin } from './port.js';
+import { setTransientLog } from './adapters/kafkajs/log.js';
+import type {
+  BatchConsumerOptions,
+  ClientLogNote,
+  ConsumedRecord,
+  KafkaClient,
+  KafkaOptions,
+  TopicAdmin,
+} from './port.js';
 import { type TopicSpec, topology } from './topology.js';
 
 export type * from './port.js';
 export { RecordTooLargeError } from './port.js';
+
+/**
+ * Where the client library's transient errors go (a coordinator loading, a leader election: they
+ * pass by themselves) instead of its error log; undefined puts them back as warnings. Real
+ * failures are logged as errors either way.
+ */
+export function onTransientKafkaErrors(handler: ((note: ClientLogNote) => void) | undefined): void {
+  setTransientLog(handler);
+}
 
 /** A client for the configured brokers (KAFKA_BROKERS unless opts.brokers). */
 export function openKafka(opts: KafkaOptions = {}): KafkaClient {

@@ -243,6 +243,18 @@ export interface KafkaOptions {
   quiet?: boolean;
 }
 
+/**
+ * A line of the client library's log about an error that passes by itself (a group coordinator
+ * loading on a fresh broker, a leader election): the client retries it.
+ */
+export interface ClientLogNote {
+  /** What is passing, in words (`the group coordinator is loading`). */
+  what: string;
+  /** The library's line. */
+  detail: string;
+  broker?: string;
+}
+
 /** The entry point an adapter provides: opens connected producers, consumers and admins. */
 export interface KafkaClient {
   producer(opts?: ProducerOptions): Promise<RecordProducer>;

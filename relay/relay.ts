@@ -82,7 +82,16 @@ export interface RelayOptions {
   /** Where to start when the relay has no checkpoint yet; default the start of the log. */
   startAfter?: Cursor;
   /** Called after each committed page (for progress and tests). */
-  onCommit?: (info: { cursor: Cursor; events: number; deadLettered: number; referenced: number }) => void;
+  onCommit?: (info: {
+    cursor: Cursor;
+    events: number;
+    deadLettered: number;
+    referenced: number;
+    /** From reading the page to the commit. */
+    seconds: number;
+  }) => void;
+  /** Called when a failure restarts the session (for metrics). */
+  onRestart?: (error: Error) => void;
   /** The largest record sent (key, value, headers); default maxRecordBytes() (kafka/topology.ts). */
   maxRecordBytes?: number;
 }
@@ -256,6 +265,7 @@ export class Relay {
   /** Publishes one page after the cursor in one transaction; returns how many events it carried. */
   async step(): Promise<number> {
     if (!this.producer) throw new Error('relay not started');
+    const t0 = performance.now();
     const page = await readPage(this.pool, this.stats.cursor, this.batchSize);
     if (page.length === 0) return 0;
     const tx = await this.producer.transaction();
@@ -330,7 +340,13 @@ export class Relay {
     this.stats.deadLettered += dead;
     this.stats.referenced += referenced;
     this.stats.transactions++;
-    this.opts.onCommit?.({ cursor: this.stats.cursor, events: page.length, deadLettered: dead, referenced });
+    this.opts.onCommit?.({
+      cursor: this.stats.cursor,
+      events: page.length,
+      deadLettered: dead,
+      referenced,
+      seconds: (performance.now() - t0) / 1000,
+    });
     return page.length;
   }
 
@@ -396,6 +412,7 @@ export class Relay {
           this.recordLimit = Math.max(MIN_RECORD_BYTES, Math.floor(this.recordLimit / 2));
         }
         restarts++;
+        this.opts.onRestart?.(e as Error);
         if (opts.maxRestarts !== undefined && restarts > opts.maxRestarts) throw e;
         this.stats.lastError = (e as Error).message;
         process.stderr.write(

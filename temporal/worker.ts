@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
+import type { Registry } from 'prom-client';
 import { createCampaignActivities } from '../activities/campaign.js';
 import { createCurriculumActivities } from '../activities/curriculum.js';
 import * as doctorActivities from '../activities/doctor.js';
@@ -13,6 +14,7 @@ import type { GeneratorEndpoints } from '../activities/llm/endpoints.js';
 import { createSynthesisActivities } from '../activities/synthesis.js';
 import { openKafka } from '../kafka/client.js';
 import { SharedProducer } from '../kafka/shared-producer.js';
+import { activityMetrics } from './activity-metrics.js';
 import { temporalNamespace, workerConnection } from './connect.js';
 
 export const DEFAULT_TASK_QUEUE = 'rods';
@@ -31,6 +33,8 @@ export interface RodsWorkerOptions {
   /** The operator's generator endpoints (default: from the worker's environment, activities/llm/endpoints.ts). */
   generatorEndpoints?: GeneratorEndpoints;
   maxConcurrentActivityTaskExecutions?: number;
+  /** Where activity executions, failures and duration are counted (temporal/activity-metrics.ts). */
+  metrics?: Registry;
 }
 
 export function rodsActivities(opts: RodsWorkerOptions, temporal: Client, producer?: SharedProducer) {
@@ -62,6 +66,7 @@ export async function createRodsWorker(
     // The activities' client shares the worker's connection.
     activities: rodsActivities(opts, new Client({ connection, namespace: temporalNamespace() }), producer),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivityTaskExecutions ?? 20,
+    ...(opts.metrics ? { interceptors: { activity: [activityMetrics(opts.metrics)] } } : {}),
   });
   return {
     worker,

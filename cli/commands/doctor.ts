@@ -5,13 +5,14 @@ import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import { loadEndpoints } from '../../config/endpoints.js';
 import { workflowIds } from '../../domain/ids.js';
-import { ensureTopics, openKafka, withAdmin } from '../../kafka/client.js';
+import { ensureTopics, onTransientKafkaErrors, openKafka, withAdmin } from '../../kafka/client.js';
 import { DEFAULT_SYNTHESIS_TIMEOUT_MS } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
 import { doctorRoundTrip } from '../../workflows/doctor.js';
+import { describeUnreachable, unreachableService } from '../errors.js';
 import { printJson } from '../output.js';
 import { type StatusCliOptions, statusReport } from './campaign.js';
 
@@ -28,7 +29,9 @@ async function timed(service: string, fn: () => Promise<string>): Promise<Check>
     const detail = await fn();
     return { service, ok: true, ms: Math.round(performance.now() - t0), detail };
   } catch (e) {
-    return { service, ok: false, ms: Math.round(performance.now() - t0), detail: (e as Error).message };
+    const down = unreachableService(e);
+    const detail = down ? describeUnreachable(down) : (e as Error).message;
+    return { service, ok: false, ms: Math.round(performance.now() - t0), detail };
   }
 }
 
@@ -51,6 +54,21 @@ async function checkPostgres(): Promise<string> {
 }
 
 async function checkKafka(messages: number): Promise<string> {
+  // On a fresh broker the group coordinator loads for a while: say so once, as progress.
+  const said = new Set<string>();
+  onTransientKafkaErrors((note) => {
+    if (said.has(note.what)) return;
+    said.add(note.what);
+    process.stderr.write(`kafka: ${note.what}; waiting (retried) ...\n`);
+  });
+  try {
+    return await kafkaRoundTrip(messages);
+  } finally {
+    onTransientKafkaErrors(undefined);
+  }
+}
+
+async function kafkaRoundTrip(messages: number): Promise<string> {
   const topic = `rods.doctor.${randomUUID().slice(0, 8)}`;
   const ensured = await withAdmin((a) => ensureTopics(a));
   await withAdmin((a) =>

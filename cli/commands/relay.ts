@@ -1,9 +1,11 @@
 import type { Command } from 'commander';
 import { DECISIONS_TOPIC } from '../../kafka/topology.js';
 import { anchorIntervalMs, runPeriodicAnchor } from '../../relay/anchor.js';
+import { relayMetrics } from '../../relay/metrics.js';
 import { defaultRoute, Relay } from '../../relay/relay.js';
 import { createPool } from '../../store/db.js';
 import type { Cursor } from '../../store/event-store.js';
+import { processRegistry, serveMetrics } from '../../util/metrics.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 
@@ -43,6 +45,16 @@ export function register(program: Command): void {
         return m;
       },
     )
+    .option(
+      '--metrics-port <port>',
+      'serve Prometheus metrics (events relayed, dead letters, lag to the committed head) on 127.0.0.1:PORT/metrics',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 65535)
+          throw new UsageError(`--metrics-port must be a port number, got ${JSON.stringify(v)}`);
+        return n;
+      },
+    )
     .option('--json', 'print the final stats as JSON')
     .action(
       async (opts: {
@@ -54,12 +66,15 @@ export function register(program: Command): void {
         streamPrefix?: string;
         untilCaughtUp?: boolean;
         anchorMinutes?: number;
+        metricsPort?: number;
         json?: boolean;
       }) => {
         if (!(opts.batchSize > 0)) throw new UsageError('--batch-size must be a positive integer');
         const pool = createPool({ application: `rods-relay-${opts.name}`, max: 3 });
         const topic = opts.topic;
-        const relay = new Relay(pool, {
+        const metrics = opts.metricsPort !== undefined ? processRegistry() : undefined;
+        const relay: Relay = new Relay(pool, {
+          ...(metrics ? relayMetrics(metrics, pool, () => relay.stats.cursor) : {}),
           name: opts.name,
           batchSize: opts.batchSize,
           pollMs: opts.pollMs,
@@ -67,6 +82,9 @@ export function register(program: Command): void {
           streamPrefix: opts.streamPrefix,
           route: topic ? (e) => ({ topic, key: defaultRoute(e).key }) : defaultRoute,
         });
+        const metricsServer = metrics
+          ? await serveMetrics({ registry: metrics, port: opts.metricsPort! })
+          : undefined;
         const ac = new AbortController();
         const onSignal = () => ac.abort();
         process.once('SIGTERM', onSignal);
@@ -90,6 +108,7 @@ export function register(program: Command): void {
           ac.abort();
           await anchoring;
           await relay.stop();
+          await metricsServer?.close();
           await pool.end();
         }
       },

@@ -4,6 +4,7 @@ import { createPool } from '../../store/db.js';
 import { migrateWhenReachable } from '../../store/migrate.js';
 import { installWorkerRuntime, waitForTemporal } from '../../temporal/connect.js';
 import { createRodsWorker, taskQueue } from '../../temporal/worker.js';
+import { processRegistry, serveMetrics } from '../../util/metrics.js';
 import { UsageError } from '../errors.js';
 
 export function register(program: Command): void {
@@ -18,7 +19,17 @@ export function register(program: Command): void {
       'folder of the JSONL pool sink (RODS_SINK_DIR)',
       process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
     )
-    .action(async (opts: { taskQueue: string; sinkDir: string }) => {
+    .option(
+      '--metrics-port <port>',
+      'serve Prometheus metrics (activity executions, failures and duration by type) on 127.0.0.1:PORT/metrics',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 65535)
+          throw new UsageError(`--metrics-port must be a port number, got ${JSON.stringify(v)}`);
+        return n;
+      },
+    )
+    .action(async (opts: { taskQueue: string; sinkDir: string; metricsPort?: number }) => {
       // The operator's generator endpoints: read (and refused when invalid) before anything starts.
       let generatorEndpoints: ReturnType<typeof loadGeneratorEndpoints>;
       try {
@@ -31,12 +42,25 @@ export function register(program: Command): void {
       await waitForTemporal();
       await installWorkerRuntime((process.env.RODS_TEMPORAL_LOG_LEVEL as 'WARN') ?? 'WARN');
       const pool = createPool({ application: 'rods-worker', max: 10 });
+      const metrics = opts.metricsPort !== undefined ? processRegistry() : undefined;
       const { worker, close } = await createRodsWorker({
         pool,
         taskQueue: opts.taskQueue,
         sinkDir: opts.sinkDir,
         generatorEndpoints,
+        metrics,
       });
+      const metricsServer = metrics
+        ? await serveMetrics({
+            registry: metrics,
+            port: opts.metricsPort!,
+            // Ready while the worker polls its task queue.
+            ready: async () =>
+              worker.getState() === 'RUNNING'
+                ? { ok: true }
+                : { ok: false, detail: `worker ${worker.getState()}` },
+          })
+        : undefined;
       const stop = () => worker.shutdown();
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
@@ -44,6 +68,7 @@ export function register(program: Command): void {
       const eps = generatorEndpoints.toJSON().map((e) => `${e.name} (${new URL(e.baseUrl).origin})`);
       console.error(`rods worker on task queue ${opts.taskQueue}; generator endpoints: ${eps.join(', ')}`);
       await worker.run();
+      await metricsServer?.close();
       await close();
       await pool.end();
     });

@@ -33,6 +33,7 @@ import type {
 } from '../../port.js';
 import { RecordTooLargeError } from '../../port.js';
 import type { TopicSpec } from '../../topology.js';
+import { routedLogCreator } from './log.js';
 
 /** A kafkajs-backed client: allowAutoTopicCreation is always off (topics come from kafka/topology.ts). */
 export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
@@ -40,6 +41,7 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
     clientId: opts.clientId ?? 'rods',
     brokers: opts.brokers ?? loadEndpoints().kafkaBrokers,
     logLevel: opts.quiet ? logLevel.NOTHING : logLevel.ERROR,
+    logCreator: routedLogCreator,
     retry: { retries: opts.retries ?? 8, initialRetryTime: 200 },
     // A probe (no retries) must answer quickly.
     connectionTimeout: opts.retries === 0 ? 1500 : 5000,
