@@ -8,6 +8,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
+import type { Registry } from 'prom-client';
 import type { IngestionInput } from '../activities/ingestion.js';
 import {
   NewCampaignConfigSchema,
@@ -31,7 +32,9 @@ import {
   type Requirement,
   type TokenSet,
 } from './auth.js';
+import { type DashboardOptions, registerDashboard } from './dashboard.js';
 import { acceptBatch } from './ingest.js';
+import { instrumentGateway } from './metrics.js';
 import { openApiDocument } from './openapi.js';
 import { activePool, parseIfNoneMatch, poolVersion, sample } from './pool.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
@@ -73,14 +76,19 @@ export interface GatewayOptions {
   generatorEndpoints?: readonly string[];
   /** Per-token limits (gateway/request-limits.ts); DEFAULT_LIMITS for what is absent. */
   limits?: Partial<GatewayLimits>;
+  /** Where request rate, errors and duration are counted (gateway/metrics.ts); none when absent. */
+  metrics?: Registry;
+  /** The dashboard's built page and the Temporal UI it links to (gateway/dashboard.ts). */
+  dashboard?: Pick<DashboardOptions, 'dir' | 'temporalUiUrl' | 'namespace'>;
 }
 
 /**
  * What a route asks of the caller: nothing (`open`), the admin scope, or a scope over the
  * campaign of its `:id` (`campaign-read`: read, campaign:<id> or admin; `campaign-write`:
- * campaign:<id> or admin). A route that declares nothing needs admin.
+ * campaign:<id> or admin), or any valid token (`authenticated`: the route filters by scope). A
+ * route that declares nothing needs admin.
  */
-export type Access = 'open' | 'admin' | 'campaign-read' | 'campaign-write';
+export type Access = 'open' | 'authenticated' | 'admin' | 'campaign-read' | 'campaign-write';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -95,6 +103,7 @@ function requirement(req: FastifyRequest, access: Access | undefined): Requireme
   const campaignId = String((req.params as { id?: unknown } | undefined)?.id ?? '');
   if (access === 'campaign-read') return { kind: 'campaign-read', campaignId };
   if (access === 'campaign-write') return { kind: 'campaign-write', campaignId };
+  if (access === 'authenticated') return { kind: 'authenticated' };
   return { kind: 'admin' };
 }
 
@@ -118,6 +127,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   });
   // JSON only: any other media type (fastify also parses text/plain by default) is a 415.
   app.removeContentTypeParser('text/plain');
+  if (opts.metrics) instrumentGateway(app, opts.metrics);
   const db = opts.db;
   const pollMs = opts.pollMs ?? 250;
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -440,6 +450,13 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       ...(truncated ? { maxBytes: limits.maxBatchBytes } : {}),
       tasks,
     });
+  });
+
+  registerDashboard(app, {
+    db,
+    temporal: opts.temporal,
+    ...opts.dashboard,
+    status: { rewardsTopic: opts.rewardsTopic, queryTimeoutMs: opts.queryTimeoutMs, ...opts.status },
   });
 
   return app;

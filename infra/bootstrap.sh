@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the local stack needs and is missing: Debian packages (PostgreSQL 15 server,
-# Java 17, Maven, python3-venv) and checks Go and Node. Kafka jars (Maven) and the temporal CLI (Go) are
+# Java 17, Maven, python3-venv, Chromium for the dashboard's browser test) and checks Go and Node. Kafka jars (Maven) and the temporal CLI (Go) are
 # fetched by `npm run stack:up` into .stack/ and cached there.
 # Usage: infra/bootstrap.sh            (as root, installs; otherwise says what to install)
 set -euo pipefail
@@ -23,6 +23,8 @@ have psql || need_apt+=(postgresql-client-15)
 have java || need_apt+=(openjdk-17-jre-headless)
 have mvn || need_apt+=(maven)
 have ss || need_apt+=(iproute2)
+# Debian's Chromium, driven headless by playwright-core in the dashboard's browser test.
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # The environment executor runs from a venv in .stack/venv (infra/stack/executor.ts). Debian
 # ships the venv module's ensurepip (without which `python3 -m venv` fails) in python3-venv.
 venv_works() { python3 -c 'import ensurepip, venv' >/dev/null 2>&1; }

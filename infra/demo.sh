@@ -2,13 +2,16 @@
 # `npm run demo`, the README's main job. On a fresh machine it installs what is missing, starts
 # the real stack, proves each service with a round trip, then runs the demo campaign (30 steps
 # over the 400 BFCL seeds, stand-in generator, simulated trainer) and writes its report under
-# reports/. The stack stays up afterwards (stop it with `npm run stack:down`).
+# reports/. The stack stays up afterwards (stop it with `npm run stack:down`); with --keep, the
+# gateway and its dashboard too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash infra/bootstrap.sh
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 fi
+# The dashboard's page (dashboard/dist, not committed), which the demo's gateway serves.
+npm run --silent build:dashboard
 npx tsx infra/stack/cli.ts up
 npx rods doctor
 npx rods demo "$@"

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { runDemo } from '../../dev/demo/run.js';
+import { dashboardHint, runDemo } from '../../dev/demo/run.js';
 import { ABLATION_SWITCHES, parseAblationSwitches } from '../../domain/ablation.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
@@ -32,6 +32,10 @@ export function register(program: Command): void {
         .join('; ')}`,
     )
     .option('--json', 'print the summary as JSON')
+    .option(
+      '--keep',
+      'leave the gateway (its dashboard) running after the report; the stack stays up in any case',
+    )
     .action(
       async (opts: {
         steps: number;
@@ -39,6 +43,7 @@ export function register(program: Command): void {
         out: string;
         json?: boolean;
         ablation?: string;
+        keep?: boolean;
       }) => {
         if (!(opts.steps >= 1)) throw new UsageError('--steps must be >= 1');
         if (!(opts.perCategory >= 1 && opts.perCategory <= 200))
@@ -59,9 +64,19 @@ export function register(program: Command): void {
             out: opts.out,
             json: Boolean(opts.json),
             ablation,
+            keep: Boolean(opts.keep),
           });
-          if (opts.json) printJson({ out: r.out, ...r.summary });
-          else console.log(`report: ${r.out}/report.md`);
+          if (opts.json) printJson({ out: r.out, ...r.summary, dashboard: r.dashboard });
+          else {
+            console.log(`report: ${r.out}/report.md`);
+            if (r.dashboard.stopScript) {
+              console.log(dashboardHint(r.dashboard));
+              console.log(
+                `the gateway (pid ${r.dashboard.gatewayPid}) and the stack keep running; stop the gateway with\n` +
+                  `  sh ${r.dashboard.stopScript}\nand the stack with\n  npm run stack:down`,
+              );
+            }
+          }
         } finally {
           await db.end();
         }

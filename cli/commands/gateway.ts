@@ -6,10 +6,12 @@ import { DEFAULT_RECONCILE_GRACE_MS, DEFAULT_RECONCILE_INTERVAL_MS } from '../..
 import { type GatewayLimits, limitsFromEnv } from '../../gateway/request-limits.js';
 import { buildGateway, DEFAULT_BODY_LIMIT, DEFAULT_PORT } from '../../gateway/server.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
+import { registerPipelineGauges } from '../../status/metrics.js';
 import { createPool } from '../../store/db.js';
 import { migrateWhenReachable } from '../../store/migrate.js';
 import { temporalClient } from '../../temporal/connect.js';
 import { taskQueue } from '../../temporal/worker.js';
+import { processRegistry, serveMetrics } from '../../util/metrics.js';
 import { UsageError } from '../errors.js';
 
 const int = (what: string) => (v: string) => {
@@ -47,6 +49,12 @@ export function register(program: Command): void {
     )
     .option('--task-queue <name>', 'task queue of the rods worker (RODS_TASK_QUEUE)', taskQueue())
     .option('--rewards-topic <name>', 'topic the ingestion publishes to', REWARDS_TOPIC)
+    .option('--relay-name <name>', 'relay whose lag campaign status and the dashboard show', 'main')
+    .option(
+      '--aggregator-group <id>',
+      "the aggregators' consumer group (campaign status, dashboard)",
+      'rods-aggregator',
+    )
     .option(
       '--reconcile-interval <s>',
       'seconds between two passes of the reconciler of accepted but unpublished batches (RODS_RECONCILE_INTERVAL_S)',
@@ -59,14 +67,22 @@ export function register(program: Command): void {
       int('--reconcile-grace'),
       Number(process.env.RODS_RECONCILE_GRACE_S ?? DEFAULT_RECONCILE_GRACE_MS / 1000),
     )
+    .option(
+      '--metrics-port <port>',
+      "serve Prometheus metrics (requests by route and status, the pipeline's gauges) on 127.0.0.1:PORT/metrics",
+      int('--metrics-port'),
+    )
     .action(
       async (opts: {
+        metricsPort?: number;
         port: number;
         host: string;
         tokens?: string;
         bodyLimit: number;
         taskQueue: string;
         rewardsTopic: string;
+        relayName: string;
+        aggregatorGroup: string;
         reconcileInterval: number;
         reconcileGrace: number;
       }) => {
@@ -105,6 +121,8 @@ export function register(program: Command): void {
         await migrateWhenReachable();
         const db = createPool({ application: 'rods-gateway', max: 20 });
         const { client, close } = await temporalClient({ lazy: true });
+        const metrics = opts.metricsPort !== undefined ? processRegistry() : undefined;
+        if (metrics) registerPipelineGauges(db, metrics);
         const app = buildGateway({
           db,
           temporal: client,
@@ -116,14 +134,21 @@ export function register(program: Command): void {
           reconcile: { intervalMs: opts.reconcileInterval * 1000, graceMs: opts.reconcileGrace * 1000 },
           limits,
           generatorEndpoints,
+          status: { relayName: opts.relayName, aggregatorGroup: opts.aggregatorGroup },
+          metrics,
         });
+        const metricsServer = metrics
+          ? await serveMetrics({ registry: metrics, port: opts.metricsPort! })
+          : undefined;
         const address = await app.listen({ port: opts.port, host: opts.host });
         console.error(`rods gateway on ${address} (${tokens.size} token(s), task queue ${opts.taskQueue})`);
+        console.error(`rods gateway: dashboard at ${address}/dashboard/ (it asks for a token)`);
         await new Promise<void>((resolve) => {
           process.once('SIGTERM', resolve);
           process.once('SIGINT', resolve);
         });
         await app.close();
+        await metricsServer?.close();
         await close();
         await db.end();
       },

@@ -4,12 +4,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
 import { workflowIds } from '../../domain/ids.js';
+import { DEFAULT_PORT } from '../../gateway/server.js';
 import { campaignStatus } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
 import { type SynthesisFunnel, synthesisFunnel } from '../../status/funnel.js';
@@ -31,6 +33,17 @@ export interface DemoOptions {
   json: boolean;
   /** Ablation switches for the campaign config (domain/ablation.ts); empty: the method as published. */
   ablation?: Record<string, unknown>;
+  /** Leave the gateway running after the report (its dashboard), with a script to stop it. */
+  keep?: boolean;
+}
+
+/** The gateway's dashboard for the demo campaign, and the file holding a read-only token for it. */
+export interface DemoDashboard {
+  url: string;
+  tokenFile: string;
+  /** With --keep: the gateway's pid and the script that stops it. */
+  gatewayPid?: number;
+  stopScript?: string;
 }
 
 interface StepRow {
@@ -61,13 +74,28 @@ function startProcess(
   args: string[],
   logDir: string,
   env: NodeJS.ProcessEnv = {},
+  detached = false,
 ): ChildProcess {
   const fd = openSync(path.join(logDir, `${name}.log`), 'a');
-  return spawn(process.execPath, [path.join(ROOT, 'bin/rods.mjs'), ...args], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/rods.mjs'), ...args], {
     cwd: ROOT,
     stdio: ['ignore', fd, fd],
     env: { ...process.env, RODS_LOG_LEVEL: 'warn', ...env },
+    // A kept gateway outlives the demo (and a Ctrl-C in its terminal).
+    detached,
   });
+  if (detached) child.unref();
+  return child;
+}
+
+/** The gateway's port: 7500 (its default) when free, so a kept dashboard has a stable address. */
+async function gatewayPortFor(): Promise<number> {
+  const ok = await new Promise<boolean>((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(DEFAULT_PORT, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+  return ok ? DEFAULT_PORT : freePort();
 }
 
 async function waitHttp(url: string, what: string, child: ChildProcess, timeoutMs = 60_000): Promise<void> {
@@ -136,7 +164,7 @@ async function stepRow(db: pg.Pool, campaignId: string, report: StepReport): Pro
 export async function runDemo(
   db: pg.Pool,
   opts: DemoOptions,
-): Promise<{ out: string; summary: Record<string, unknown> }> {
+): Promise<{ out: string; summary: Record<string, unknown>; dashboard: DemoDashboard }> {
   const out = path.resolve(opts.out);
   const logDir = path.join(out, 'logs');
   mkdirSync(logDir, { recursive: true });
@@ -150,9 +178,21 @@ export async function runDemo(
     .slice(0, 14)}`;
   const tokensDir = mkdtempSync(path.join(tmpdir(), 'rods-demo-'));
   const tokensFile = path.join(tokensDir, 'gateway-tokens');
-  writeFileSync(tokensFile, `${token} admin\n${trainerToken} campaign:${campaignId}\n`, { mode: 0o600 });
+  // The dashboard's token may read every campaign and change nothing; it stays in the report
+  // folder (mode 0600), never in a URL the gateway sees (the page takes it from the fragment).
+  const readToken = randomBytes(16).toString('hex');
+  const tokenFile = path.join(out, 'dashboard.token');
+  writeFileSync(tokenFile, `${readToken}\n`, { mode: 0o600 });
+  writeFileSync(tokensFile, `${token} admin\n${trainerToken} campaign:${campaignId}\n${readToken} read\n`, {
+    mode: 0o600,
+  });
   const standinPort = await freePort();
-  const gatewayPort = await freePort();
+  const gatewayPort = await gatewayPortFor();
+  const dashboard: DemoDashboard = {
+    url: `http://127.0.0.1:${gatewayPort}/dashboard/#campaign=${campaignId}`,
+    tokenFile,
+  };
+  let keptGateway: ChildProcess | undefined;
   const taskQueue = `rods-demo-${randomUUID().slice(0, 8)}`;
   const env = {
     RODS_TASK_QUEUE: taskQueue,
@@ -179,11 +219,13 @@ export async function runDemo(
     children.push(startProcess('relay', ['relay', '--name', 'demo'], logDir, env));
     const gateway = startProcess(
       'gateway',
-      ['gateway', '--port', String(gatewayPort), '--task-queue', taskQueue],
+      ['gateway', '--port', String(gatewayPort), '--task-queue', taskQueue, '--relay-name', 'demo'],
       logDir,
       env,
+      opts.keep,
     );
-    children.push(gateway);
+    if (opts.keep) keptGateway = gateway;
+    else children.push(gateway);
     await waitHttp(`http://127.0.0.1:${standinPort}/v1/models`, 'stand-in generator', standin);
     await waitHttp(`http://127.0.0.1:${gatewayPort}/healthz`, 'gateway', gateway);
 
@@ -207,6 +249,7 @@ export async function runDemo(
     if (created.status !== 201)
       throw new Error(`creating the campaign failed: ${created.status} ${await created.text()}`);
     log(`campaign ${campaignId}: seeding ${opts.perCategory * 4} BFCL tasks ...`);
+    log(dashboardHint(dashboard));
 
     const trainer = new SimulatedTrainer({ gatewayUrl: gw, token: trainerToken, campaignId });
     // Wait until the pool is seeded before the first step.
@@ -280,11 +323,33 @@ export async function runDemo(
     );
     const funnel = await synthesisFunnel(db, campaignId);
     const summary = writeReport(out, campaignId, rows, depths.rows, seconds, funnel, opts.ablation ?? {});
-    return { out, summary };
+    if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
+      dashboard.gatewayPid = keptGateway.pid;
+      dashboard.stopScript = path.join(out, 'stop-gateway.sh');
+      writeFileSync(
+        dashboard.stopScript,
+        `#!/bin/sh\n# Stops the gateway \`rods demo --keep\` left running (pid ${keptGateway.pid}), if it is still that process.\n` +
+          `if tr '\\0' ' ' < /proc/${keptGateway.pid}/cmdline 2>/dev/null | grep -q 'gateway --port ${gatewayPort}'; then kill ${keptGateway.pid}; fi\n`,
+        { mode: 0o755 },
+      );
+      keptGateway = undefined;
+    }
+    return { out, summary, dashboard };
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+    // A run that failed stops its gateway even with --keep.
+    if (keptGateway?.exitCode === null) keptGateway.kill('SIGTERM');
     rmSync(tokensDir, { recursive: true, force: true });
   }
+}
+
+/** Where the dashboard is and how to open it with the token. */
+export function dashboardHint(d: DemoDashboard): string {
+  return (
+    `dashboard: ${d.url}\n` +
+    `  token (read-only): ${d.tokenFile}; paste it into the page, or open\n` +
+    `  "${d.url.replace('#campaign=', '#token=$(cat ' + d.tokenFile + ')&campaign=')}"`
+  );
 }
 
 function mean(xs: (number | null)[]): number | null {

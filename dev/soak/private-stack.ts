@@ -66,6 +66,8 @@ export async function layoutPrivateStack(sharedStack: string, run: string): Prom
       TEMPORAL_ADDRESS: `127.0.0.1:${temporal}`,
       RODS_TEMPORAL_HTTP_PORT: String(temporalHttp),
       RODS_TEMPORAL_METRICS_PORT: String(temporalMetrics),
+      // No Web UI: its port would sit next to a random one.
+      RODS_TEMPORAL_UI_PORT: '0',
       RODS_EXECUTOR_URL: `http://127.0.0.1:${executor}`,
     },
   };

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { isLoopback, loadEndpoints, splitHostPort } from '../../config/endpoints.js';
+import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../temporal/ui.js';
 import { paths } from './paths.js';
 import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
 import type { Probe, Service } from './service.js';
@@ -11,12 +12,12 @@ const NAME = 'temporal';
 export const TEMPORAL_CLI_VERSION = '1.5.1';
 
 /** Dynamic config the dev server starts with; extra `key=value` pairs via RODS_TEMPORAL_DYNAMIC_CONFIG (comma-separated). */
-function dynamicConfig(): string[] {
+function dynamicConfig(env: NodeJS.ProcessEnv = process.env): string[] {
   const base = [
     'frontend.enableUpdateWorkflowExecution=true',
     'frontend.enableUpdateWorkflowExecutionAsyncAccepted=true',
   ];
-  const extra = (process.env.RODS_TEMPORAL_DYNAMIC_CONFIG ?? '')
+  const extra = (env.RODS_TEMPORAL_DYNAMIC_CONFIG ?? '')
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
@@ -36,6 +37,58 @@ export async function probeTemporal(address: string, namespace: string): Promise
   }
 }
 
+/**
+ * The `temporal server start-dev` arguments of the stack's server: the Web UI on loopback at
+ * RODS_TEMPORAL_UI_PORT (default the frontend's port + 1000, 8233; 0 or off: headless), the HTTP
+ * API at RODS_TEMPORAL_HTTP_PORT (default + 3000), metrics at RODS_TEMPORAL_METRICS_PORT
+ * (default + 2000). No dbFile: in memory (tests).
+ */
+export function devServerArgs(o: {
+  host: string;
+  port: number;
+  namespace: string;
+  dbFile?: string;
+  logLevel?: string;
+  env?: NodeJS.ProcessEnv;
+}): string[] {
+  const env = o.env ?? process.env;
+  const ui = temporalUiPort(o.port, env);
+  return [
+    'server',
+    'start-dev',
+    ...(ui === null ? ['--headless'] : ['--ui-ip', o.host, '--ui-port', String(ui)]),
+    '--ip',
+    o.host,
+    '--port',
+    String(o.port),
+    '--http-port',
+    String(temporalHttpPort(o.port, env)),
+    '--metrics-port',
+    String(Number(env.RODS_TEMPORAL_METRICS_PORT || o.port + 2000)),
+    '--namespace',
+    o.namespace,
+    ...(o.dbFile ? ['--db-filename', o.dbFile] : []),
+    '--log-level',
+    o.logLevel ?? 'warn',
+    ...dynamicConfig(env),
+  ];
+}
+
+/** Whether the Web UI answers at this URL (its HTML page, not the HTTP API's JSON). */
+export async function probeTemporalUi(url: string, timeoutMs = 3000): Promise<Probe> {
+  try {
+    const r = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'follow' });
+    const type = r.headers.get('content-type') ?? '';
+    if (r.ok && type.includes('text/html')) return { answering: true, detail: `Web UI ${url}` };
+    return {
+      answering: false,
+      detail: `${url} answered ${r.status} ${type || 'without a content type'}, not the Web UI`,
+    };
+  } catch (e) {
+    return { answering: false, detail: `${url}: ${(e as Error).message}` };
+  }
+}
+
 export function temporalService(): Service {
   const { temporalAddress, temporalNamespace } = loadEndpoints();
   const { host, port } = splitHostPort(temporalAddress);
@@ -45,7 +98,19 @@ export function temporalService(): Service {
   const log = paths.log(NAME);
   const marker = `--port ${port} --http-port`;
 
-  const probe = () => probeTemporal(temporalAddress, temporalNamespace);
+  const uiUrl = temporalUiUrl(temporalAddress);
+  // Up means the frontend answers; the detail says where the Web UI is and whether it answers.
+  const probe = async (): Promise<Probe> => {
+    const p = await probeTemporal(temporalAddress, temporalNamespace);
+    if (!p.answering || uiUrl === null) return p;
+    const ui = await probeTemporalUi(uiUrl);
+    return {
+      answering: true,
+      detail: ui.answering
+        ? `${p.detail}; ${ui.detail}`
+        : `${p.detail}; no Web UI at ${uiUrl} (a server started headless by an older stack gets it at its next start: npm run stack:down && npm run stack:up)`,
+    };
+  };
 
   return {
     name: NAME,
@@ -78,26 +143,11 @@ export function temporalService(): Service {
     pid: () => ourPid(NAME, marker, dbFile),
     async start() {
       mkdirSync(path.dirname(dbFile), { recursive: true });
-      const pid = spawnDetached(NAME, binary, [
-        'server',
-        'start-dev',
-        '--headless',
-        '--ip',
-        host,
-        '--port',
-        String(port),
-        '--http-port',
-        String(Number(process.env.RODS_TEMPORAL_HTTP_PORT ?? port + 1000)),
-        '--metrics-port',
-        String(Number(process.env.RODS_TEMPORAL_METRICS_PORT ?? port + 2000)),
-        '--namespace',
-        temporalNamespace,
-        '--db-filename',
-        dbFile,
-        '--log-level',
-        'warn',
-        ...dynamicConfig(),
-      ]);
+      const pid = spawnDetached(
+        NAME,
+        binary,
+        devServerArgs({ host, port, namespace: temporalNamespace, dbFile, logLevel: 'warn' }),
+      );
       // The first start creates the SQLite schema, which takes a minute or more on a busy 2-core machine.
       await waitFor(
         'temporal',
