@@ -2,31 +2,22 @@
 // through the API, and rollout batches that land on Kafka exactly once even when POSTed twice
 // (a per-test rewards topic keeps rods.rewards.v1 clean).
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode, type Worker } from '@temporalio/worker';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IngestionResult } from '../activities/ingestion.js';
-import { freshRewardTopic } from '../aggregator/trace.js';
 import { decode } from '../codec/registry.js';
 import { readUntil, withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
-import { createPool, type Pool } from '../store/db.js';
-import { installWorkerRuntime, temporalClient } from '../temporal/connect.js';
-import { createRodsWorker } from '../temporal/worker.js';
-import { TokenSet } from './auth.js';
-import { buildGateway } from './server.js';
+import type { Pool } from '../store/db.js';
+import { type GatewayWithWorker, startGatewayWithWorker } from './testing/gateway-with-worker.js';
 
 const TOKEN = `tok-${randomUUID()}`;
-const taskQueue = `gateway-ingest-${randomUUID().slice(0, 8)}`;
+let gw: GatewayWithWorker;
 let db: Pool;
 let client: Client;
-let closeClient: () => Promise<void>;
-let worker: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
-let app: FastifyInstance;
 let base: string;
 let topic: string;
+let taskQueue: string;
 const workflows: string[] = [];
 
 async function call(method: string, path: string, body?: unknown, token = TOKEN) {
@@ -61,39 +52,17 @@ async function readTopic(count: number): Promise<ReturnType<typeof decode>[]> {
 }
 
 beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
+  gw = await startGatewayWithWorker({
+    application: 'rods-gateway-test',
+    tokens: [TOKEN],
+    name: 'gateway-ingest',
+    partitions: 2,
   });
-  db = createPool({ application: 'rods-gateway-test', max: 10 });
-  topic = await freshRewardTopic('gateway.rewards', 2);
-  const w = await createRodsWorker({
-    pool: db,
-    taskQueue,
-    workflowBundle: bundle,
-    sinkDir: '.stack/test-sink',
-  });
-  worker = { ...w, running: w.worker.run() };
-  ({ client, close: closeClient } = await temporalClient());
-  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN]), taskQueue, rewardsTopic: topic });
-  base = await app.listen({ port: 0, host: '127.0.0.1' });
+  ({ db, client, base, topic, taskQueue } = gw);
 }, 180_000);
 
 afterAll(async () => {
-  for (const id of workflows)
-    await client?.workflow
-      .getHandle(id)
-      .terminate('test over')
-      .catch(() => {});
-  await app?.close();
-  if (worker) {
-    worker.worker.shutdown();
-    await worker.running;
-    await worker.close();
-  }
-  await closeClient?.();
-  if (topic) await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
-  await db?.end();
+  await gw?.close(workflows);
 });
 
 describe('gateway over HTTP', () => {

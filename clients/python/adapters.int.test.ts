@@ -8,23 +8,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode, type Worker } from '@temporalio/worker';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshRewardTopic } from '../../aggregator/trace.js';
 import { API_VERSION } from '../../gateway/api-version.js';
-import { TokenSet } from '../../gateway/auth.js';
-import { buildGateway } from '../../gateway/server.js';
-import { withAdmin } from '../../kafka/client.js';
-import { createPool, type Pool } from '../../store/db.js';
-import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
-import { createRodsWorker } from '../../temporal/worker.js';
+import { type GatewayWithWorker, startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
+import type { Pool } from '../../store/db.js';
 import { clientPython, installClientVenv } from './venv.js';
 
 const execFileP = promisify(execFile);
 const TOKEN = `tok-${randomUUID()}`;
-const taskQueue = `py-adapters-${randomUUID().slice(0, 8)}`;
 const suffix = randomUUID().slice(0, 8);
 const campaigns = {
   HF: `py-hf-${suffix}`,
@@ -32,33 +23,19 @@ const campaigns = {
   SLIME: `py-slime-${suffix}`,
   EXAMPLE: `py-example-${suffix}`,
 };
+let gw: GatewayWithWorker;
 let db: Pool;
-let client: Client;
-let closeClient: () => Promise<void>;
-let worker: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
-let app: FastifyInstance;
 let base: string;
-let topic: string;
 let outside: string;
 
 beforeAll(async () => {
   await installClientVenv();
-  await installWorkerRuntime('WARN');
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+  gw = await startGatewayWithWorker({
+    application: 'rods-py-adapters-test',
+    tokens: [TOKEN],
+    name: 'py-adapters',
   });
-  db = createPool({ application: 'rods-py-adapters-test', max: 6 });
-  topic = await freshRewardTopic('py-adapters.rewards', 1);
-  const w = await createRodsWorker({
-    pool: db,
-    taskQueue,
-    workflowBundle: bundle,
-    sinkDir: '.stack/test-sink',
-  });
-  worker = { ...w, running: w.worker.run() };
-  ({ client, close: closeClient } = await temporalClient());
-  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN]), taskQueue, rewardsTopic: topic });
-  base = await app.listen({ port: 0, host: '127.0.0.1' });
+  ({ db, base } = gw);
   for (const campaignId of Object.values(campaigns)) {
     const created = await fetch(`${base}/v1/campaigns`, {
       method: 'POST',
@@ -71,20 +48,7 @@ beforeAll(async () => {
 }, 900_000);
 
 afterAll(async () => {
-  for (const campaignId of Object.values(campaigns))
-    await client?.workflow
-      .getHandle(`campaign-${campaignId}`)
-      .terminate('test over')
-      .catch(() => {});
-  await app?.close();
-  if (worker) {
-    worker.worker.shutdown();
-    await worker.running;
-    await worker.close();
-  }
-  await closeClient?.();
-  if (topic) await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
-  await db?.end();
+  await gw?.close(Object.values(campaigns).map((c) => `campaign-${c}`));
   if (outside) rmSync(outside, { recursive: true, force: true });
 });
 

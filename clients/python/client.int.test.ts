@@ -4,47 +4,22 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode, type Worker } from '@temporalio/worker';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshRewardTopic } from '../../aggregator/trace.js';
-import { TokenSet } from '../../gateway/auth.js';
-import { buildGateway } from '../../gateway/server.js';
-import { withAdmin } from '../../kafka/client.js';
-import { createPool, type Pool } from '../../store/db.js';
-import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
-import { createRodsWorker } from '../../temporal/worker.js';
+import { type GatewayWithWorker, startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
 
 const execFileP = promisify(execFile);
 const TOKEN = `tok-${randomUUID()}`;
-const taskQueue = `py-client-${randomUUID().slice(0, 8)}`;
 const campaignId = `py-${randomUUID().slice(0, 8)}`;
-let db: Pool;
-let client: Client;
-let closeClient: () => Promise<void>;
-let worker: { worker: Worker; close: () => Promise<void>; running: Promise<void> };
-let app: FastifyInstance;
+let gw: GatewayWithWorker;
 let base: string;
-let topic: string;
 
 beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+  gw = await startGatewayWithWorker({
+    application: 'rods-py-client-test',
+    tokens: [TOKEN],
+    name: 'py-client',
   });
-  db = createPool({ application: 'rods-py-client-test', max: 6 });
-  topic = await freshRewardTopic('py.rewards', 1);
-  const w = await createRodsWorker({
-    pool: db,
-    taskQueue,
-    workflowBundle: bundle,
-    sinkDir: '.stack/test-sink',
-  });
-  worker = { ...w, running: w.worker.run() };
-  ({ client, close: closeClient } = await temporalClient());
-  app = buildGateway({ db, temporal: client, tokens: new TokenSet([TOKEN]), taskQueue, rewardsTopic: topic });
-  base = await app.listen({ port: 0, host: '127.0.0.1' });
+  base = gw.base;
   const created = await fetch(`${base}/v1/campaigns`, {
     method: 'POST',
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -54,19 +29,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await client?.workflow
-    .getHandle(`campaign-${campaignId}`)
-    .terminate('test over')
-    .catch(() => {});
-  await app?.close();
-  if (worker) {
-    worker.worker.shutdown();
-    await worker.running;
-    await worker.close();
-  }
-  await closeClient?.();
-  if (topic) await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
-  await db?.end();
+  await gw?.close([`campaign-${campaignId}`]);
 });
 
 describe('Python client', () => {

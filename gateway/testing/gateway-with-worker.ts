@@ -1,0 +1,82 @@
+// The gateway as its HTTP tests use it: listening on a loopback port, with an in-process rods
+// worker on a private task queue and a fresh rewards topic, so the workflows it starts run and
+// publish. Call it in beforeAll; close() terminates the given workflows and stops everything.
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@temporalio/client';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import { freshRewardTopic } from '../../aggregator/trace.js';
+import { withAdmin } from '../../kafka/client.js';
+import { createPool, type Pool } from '../../store/db.js';
+import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
+import { createRodsWorker } from '../../temporal/worker.js';
+import { TokenSet } from '../auth.js';
+import { buildGateway } from '../server.js';
+
+export interface GatewayWithWorker {
+  db: Pool;
+  client: Client;
+  app: FastifyInstance;
+  /** The gateway's base URL. */
+  base: string;
+  topic: string;
+  taskQueue: string;
+  /** Terminates these workflows (ids), then stops the gateway, the worker and the clients. */
+  close(workflowIds: readonly string[]): Promise<void>;
+}
+
+export async function startGatewayWithWorker(opts: {
+  application: string;
+  /** Admin tokens. */
+  tokens: string[];
+  /** Prefix of the fresh rewards topic and of the task queue. */
+  name: string;
+  partitions?: number;
+}): Promise<GatewayWithWorker> {
+  await installWorkerRuntime('WARN');
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+  });
+  const taskQueue = `${opts.name}-${randomUUID().slice(0, 8)}`;
+  const db = createPool({ application: opts.application, max: 10 });
+  const topic = await freshRewardTopic(`${opts.name}.rewards`, opts.partitions ?? 1);
+  const w = await createRodsWorker({
+    pool: db,
+    taskQueue,
+    workflowBundle: bundle,
+    sinkDir: '.stack/test-sink',
+  });
+  const running = w.worker.run();
+  const { client, close: closeClient } = await temporalClient();
+  const app = buildGateway({
+    db,
+    temporal: client,
+    tokens: new TokenSet(opts.tokens),
+    taskQueue,
+    rewardsTopic: topic,
+  });
+  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    db,
+    client,
+    app,
+    base,
+    topic,
+    taskQueue,
+    async close(workflowIds) {
+      for (const id of workflowIds)
+        await client.workflow
+          .getHandle(id)
+          .terminate('test over')
+          .catch(() => {});
+      await app.close();
+      w.worker.shutdown();
+      await running;
+      await w.close();
+      await closeClient();
+      await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
+      await db.end();
+    },
+  };
+}
