@@ -7,7 +7,6 @@
 // same batch is applied again with backoff (it starts from the stored offset, as any
 // redelivery does); /readyz answers 503 meanwhile. Any other failure of a batch is narrowed down
 // to its record, which is dead-lettered after a few attempts (aggregator/isolate.ts).
-import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import pino from 'pino';
@@ -24,6 +23,7 @@ import {
 import { deadLetter } from '../kafka/dlq.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLoss } from '../store/db.js';
+import { type MetricsServer, processRegistry, serveMetrics } from '../util/metrics.js';
 import { installNodeSha256 } from '../util/node-sha256.js';
 import { type DeadLetterNote, processBatch } from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
@@ -51,13 +51,13 @@ export class AggregatorService {
   readonly topic: string;
   private consumer?: BatchConsumer;
   private producer?: RecordProducer;
-  private server?: http.Server;
+  private server?: MetricsServer;
   private sweeper?: NodeJS.Timeout;
   private stopping = false;
   private readonly registry: SchemaRegistry = defaultRegistry();
   private readonly campaigns: CampaignCache;
   private readonly log: pino.Logger;
-  readonly metrics = new client.Registry();
+  readonly metrics = processRegistry();
   private readonly events = new client.Counter({
     name: 'rods_aggregator_events_total',
     help: 'reward records consumed, by outcome (applied, duplicate, rejected, skipped)',
@@ -82,6 +82,12 @@ export class AggregatorService {
     labelNames: ['partition'],
     registers: [this.metrics],
   });
+  private readonly lagSeconds = new client.Gauge({
+    name: 'rods_aggregator_lag_seconds',
+    help: 'age of the last applied record while the partition is behind its high watermark (0 when caught up)',
+    labelNames: ['partition'],
+    registers: [this.metrics],
+  });
   private readonly stepsClosed = new client.Counter({
     name: 'rods_aggregator_steps_closed_total',
     help: 'training steps closed (StepAggregated emitted)',
@@ -100,7 +106,6 @@ export class AggregatorService {
       level: opts.logLevel ?? process.env.RODS_LOG_LEVEL ?? 'info',
       base: { component: 'aggregator' },
     });
-    client.collectDefaultMetrics({ register: this.metrics });
   }
 
   async start(): Promise<void> {
@@ -205,6 +210,11 @@ export class AggregatorService {
     this.events.inc({ outcome: 'rejected' }, r.rejected);
     this.events.inc({ outcome: 'skipped' }, r.skipped);
     this.lag.set({ partition: String(batch.partition) }, batch.lag);
+    const lastAt = Number(batch.records[batch.records.length - 1]?.timestamp);
+    this.lagSeconds.set(
+      { partition: String(batch.partition) },
+      batch.lag > 0 && Number.isFinite(lastAt) ? Math.max(0, (Date.now() - lastAt) / 1000) : 0,
+    );
     // A hint for the next join; the authority is aggregator_offsets.
     if (r.nextOffset) {
       await this.consumer
@@ -252,30 +262,15 @@ export class AggregatorService {
     }
   }
 
-  private serveMetrics(port: number): Promise<void> {
-    this.server = http.createServer(async (req, res) => {
-      if (req.url === '/metrics') {
-        res.setHeader('content-type', this.metrics.contentType);
-        res.end(await this.metrics.metrics());
-      } else if (req.url === '/healthz') {
-        res.end('ok');
-      } else if (req.url === '/readyz') {
-        // Ready only while the database answers (the batches wait for it otherwise).
-        const ok = await ping(this.pool);
-        res.statusCode = ok ? 200 : 503;
-        res.end(ok ? 'ready' : 'not ready: PostgreSQL unreachable');
-      } else {
-        res.statusCode = 404;
-        res.end('not found: try /metrics, /healthz or /readyz');
-      }
+  private async serveMetrics(port: number): Promise<void> {
+    this.server = await serveMetrics({
+      registry: this.metrics,
+      port,
+      // Ready only while the database answers (the batches wait for it otherwise).
+      ready: async () =>
+        (await ping(this.pool)) ? { ok: true } : { ok: false, detail: 'PostgreSQL unreachable' },
     });
-    return new Promise((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(port, '127.0.0.1', () => {
-        this.log.info({ port }, 'metrics on /metrics');
-        resolve();
-      });
-    });
+    this.log.info({ port: this.server.port }, 'metrics on /metrics');
   }
 
   async stop(): Promise<void> {
@@ -283,6 +278,6 @@ export class AggregatorService {
     if (this.sweeper) clearInterval(this.sweeper);
     await this.consumer?.disconnect().catch(() => {});
     await this.producer?.disconnect().catch(() => {});
-    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+    await this.server?.close();
   }
 }

@@ -370,7 +370,6 @@ describe('rods export', () => {
       schemaURL: string;
     }[];
     const counts = await eventCounts();
-    expect(events.length).toBe(counts.get('SynthesisStarted'));
     const outcomes = await loop.pool.query<{
       sid: string;
       type: string;
@@ -383,6 +382,10 @@ describe('rods export', () => {
       [loop.campaignId],
     );
     const bySid = new Map(outcomes.rows.map((o) => [o.sid, o]));
+    // One run per SynthesisStarted, and one per Augment variant (its stream has none).
+    const variant = /~(miss_func|miss_param)$/;
+    const variants = outcomes.rows.filter((o) => variant.test(o.sid)).length;
+    expect(events.length).toBe((counts.get('SynthesisStarted') ?? 0) + variants);
     const namespace = `rods://${loop.campaignId}`;
     const runIds = new Set<string>();
     for (const e of events) {
@@ -398,7 +401,9 @@ describe('rods export', () => {
       const sid = e.run.facets.rods_synthesis!.synthesisId!;
       const o = bySid.get(sid)!;
       expect(e.eventType).toBe(o.type === 'CandidateValidated' ? 'COMPLETE' : 'FAIL');
-      expect(e.inputs).toEqual([expect.objectContaining({ namespace, name: o.seed })]);
+      // a variant's input is its base candidate
+      const input = variant.test(sid) ? bySid.get(sid.replace(variant, ''))!.candidate : o.seed;
+      expect(e.inputs).toEqual([expect.objectContaining({ namespace, name: input })]);
       if (o.type === 'CandidateValidated')
         expect(e.outputs).toEqual([expect.objectContaining({ namespace, name: o.candidate })]);
     }
