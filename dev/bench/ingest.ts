@@ -3,17 +3,10 @@
 // until the workflow completed; against, in the same run, publishing the same records straight
 // to Kafka with an idempotent producer. ratio = raw_produce_p50_ms / p50_step_ms.
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
-import { TokenSet } from '../../gateway/auth.js';
-import { buildGateway } from '../../gateway/server.js';
-import { openKafka, withAdmin } from '../../kafka/client.js';
-import { createPool } from '../../store/db.js';
+import { startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
+import { openKafka } from '../../kafka/client.js';
 import { migrate } from '../../store/migrate.js';
-import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
-import { createRodsWorker } from '../../temporal/worker.js';
 import type { BenchResult } from './run.js';
 
 function pct(xs: number[], p: number): number {
@@ -26,31 +19,15 @@ export default async function ingestBench(opts: Record<string, string | boolean>
   const tasks = Number(opts.tasks ?? 800);
   const k = 16;
   await migrate();
-  await installWorkerRuntime('ERROR');
-  const bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
-    logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never,
-  });
-  const db = createPool({ application: 'rods-bench-ingest', max: 8 });
-  const topic = await freshRewardTopic('bench.ingest', 6);
-  const taskQueue = `bench-ingest-${randomUUID().slice(0, 8)}`;
   const token = randomUUID();
-  const w = await createRodsWorker({
-    pool: db,
-    taskQueue,
-    workflowBundle: bundle,
-    sinkDir: '.stack/test-sink',
+  // The gateway with an in-process worker and a fresh 6-partition rewards topic, as its HTTP tests run it.
+  const gw = await startGatewayWithWorker({
+    application: 'rods-bench-ingest',
+    tokens: [token],
+    name: 'bench-ingest',
+    partitions: 6,
   });
-  const running = w.worker.run();
-  const { client, close } = await temporalClient();
-  const app = buildGateway({
-    db,
-    temporal: client,
-    tokens: new TokenSet([token]),
-    taskQueue,
-    rewardsTopic: topic,
-  });
-  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  const { base, topic, client } = gw;
   const campaignId = `bench-ingest-${randomUUID().slice(0, 8)}`;
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   try {
@@ -132,12 +109,6 @@ export default async function ingestBench(opts: Record<string, string | boolean>
       ratio: Number((raw50 / p50).toFixed(3)),
     };
   } finally {
-    await app.close();
-    w.worker.shutdown();
-    await running;
-    await w.close();
-    await close();
-    await withAdmin((a) => a.deleteTopics([topic])).catch(() => {});
-    await db.end();
+    await gw.close([`campaign-${campaignId}`]);
   }
 }
