@@ -4,6 +4,7 @@
 // to Kafka with an idempotent producer. ratio = raw_produce_p50_ms / p50_step_ms.
 import { randomUUID } from 'node:crypto';
 import { encode } from '../../codec/registry.js';
+import { workflowIds } from '../../domain/ids.js';
 import { startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
 import { openKafka } from '../../kafka/client.js';
 import { migrate } from '../../store/migrate.js';
@@ -109,6 +110,6 @@ export default async function ingestBench(opts: Record<string, string | boolean>
       ratio: Number((raw50 / p50).toFixed(3)),
     };
   } finally {
-    await gw.close([`campaign-${campaignId}`]);
+    await gw.close([workflowIds.campaign(campaignId)]);
   }
 }
