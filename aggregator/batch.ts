@@ -34,6 +34,35 @@ export interface BatchResult {
   steps: StepRef[];
   nextOffset: string | null;
   events: number;
+  /** Seconds spent in each phase of the applied attempt (rods_aggregator_batch_phase_seconds_total). */
+  phases: Record<BatchPhase, number>;
+}
+
+/** The phases of a batch, in order: where its time goes (dev/bench/README.md reads them). */
+export const BATCH_PHASES = [
+  'decode',
+  'lock',
+  'load',
+  'fold',
+  'events',
+  'stats',
+  'progress',
+  'commit',
+] as const;
+export type BatchPhase = (typeof BATCH_PHASES)[number];
+
+/** Times consecutive phases: each mark() charges the time since the previous one to a phase. */
+function phaseClock(): { mark: (p: BatchPhase) => void; phases: Record<BatchPhase, number> } {
+  const phases = Object.fromEntries(BATCH_PHASES.map((p) => [p, 0])) as Record<BatchPhase, number>;
+  let last = performance.now();
+  return {
+    phases,
+    mark(p) {
+      const now = performance.now();
+      phases[p] += (now - last) / 1000;
+      last = now;
+    },
+  };
 }
 
 export interface BatchDeps {
@@ -71,9 +100,11 @@ async function processOnce(
   partition: number,
   records: readonly RewardRecord[],
 ): Promise<BatchResult> {
+  const clock = phaseClock();
   // Decoding happens outside the transaction (pure CPU).
   const decoded = decodeBatch(records, { topic, partition, registry: deps.registry });
-  return inTransaction(deps.pool, async (tx) => {
+  clock.mark('decode');
+  const result = await inTransaction(deps.pool, async (tx) => {
     await lockPartition(tx, deps.groupId, topic, partition);
     // The cached campaigns, re-checked against their config versions in this transaction: the
     // configs folded with are current at the commit (a reconfiguration waits for this batch).
@@ -85,8 +116,10 @@ async function processOnce(
     const fresh = (r: { offset: string }) => Number(r.offset) >= from;
     const groups = decoded.groups.filter(fresh);
     const closings = decoded.closings.filter(fresh);
+    clock.mark('lock');
 
     const stored = groups.length > 0 ? await loadTasks(tx, groups) : [];
+    clock.mark('load');
     const folded = foldGroups({ groups, campaigns, stored, dedupeWindow: deps.dedupeWindow });
     const dead = [
       ...decoded.dead.filter(fresh),
@@ -94,6 +127,7 @@ async function processOnce(
       ...unknownCampaignClosings(closings, campaigns),
     ].sort((a, b) => Number(a.offset) - Number(b.offset));
 
+    clock.mark('fold');
     // Events first (the store's rule for transactions that also write other rows).
     const events = await appendStatsEvents(
       tx,
@@ -101,7 +135,9 @@ async function processOnce(
       partition,
       statsEvents(deps.registry, folded, deps.now ?? Date.now),
     );
+    clock.mark('events');
     await upsertStats(tx, folded.touched);
+    clock.mark('stats');
     await recordStepProgress(tx, topic, partition, folded.tallies);
     await declareSteps(
       tx,
@@ -113,6 +149,7 @@ async function processOnce(
       await storeNextOffset(tx, deps.groupId, topic, partition, nextOffset);
     // Dead letters go out before the commit: a crash in between re-sends them with the same ids.
     if (dead.length > 0) await deps.deadLetter(dead);
+    clock.mark('progress');
     return {
       applied: folded.applied,
       duplicates: folded.duplicates,
@@ -121,6 +158,9 @@ async function processOnce(
       steps: movedSteps(folded.tallies, closings),
       nextOffset,
       events,
+      phases: clock.phases,
     };
   });
+  clock.mark('commit');
+  return result;
 }

@@ -4,34 +4,45 @@
 
 export const DEFAULT_DEDUPE_WINDOW = 64;
 
+interface Window {
+  /** Oldest first: the order stored with the task. */
+  order: string[];
+  /** The same ids, for a constant-time check per group (a batch checks every group it folds). */
+  set: Set<string>;
+}
+
 /** The windows of the tasks one batch touches, keyed by task key (campaign and task id). */
 export class DedupeWindows {
-  private readonly ids = new Map<string, string[]>();
+  private readonly windows = new Map<string, Window>();
 
   constructor(private readonly size = DEFAULT_DEDUPE_WINDOW) {}
 
   /** The window as stored with the task's statistics; this batch owns the array from now on. */
   load(task: string, eventIds: string[]): void {
-    this.ids.set(task, eventIds);
+    this.windows.set(task, { order: eventIds, set: new Set(eventIds) });
   }
 
   seen(task: string, eventId: string): boolean {
-    return this.ids.get(task)?.includes(eventId) ?? false;
+    return this.windows.get(task)?.set.has(eventId) ?? false;
   }
 
   /** Adds an applied group's id, dropping the oldest beyond the window. */
   remember(task: string, eventId: string): void {
-    const ids = this.ids.get(task);
-    if (!ids) {
-      this.ids.set(task, [eventId]);
+    const w = this.windows.get(task);
+    if (!w) {
+      this.windows.set(task, { order: [eventId], set: new Set([eventId]) });
       return;
     }
-    ids.push(eventId);
-    if (ids.length > this.size) ids.splice(0, ids.length - this.size);
+    w.order.push(eventId);
+    w.set.add(eventId);
+    if (w.order.length > this.size) {
+      // Ids in a window are distinct (an id already in it is skipped, not remembered again).
+      for (const old of w.order.splice(0, w.order.length - this.size)) w.set.delete(old);
+    }
   }
 
   /** The window to store for a task this batch applied a group to. */
   of(task: string): string[] {
-    return this.ids.get(task) ?? [];
+    return this.windows.get(task)?.order ?? [];
   }
 }

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type pino from 'pino';
 import { backoffMs, databaseStatus, inTransaction, isConnectionError } from '../store/db.js';
-import { type BatchDeps, type BatchResult, processBatch, type RewardRecord } from './batch.js';
+import { BATCH_PHASES, type BatchDeps, type BatchResult, processBatch, type RewardRecord } from './batch.js';
 import { decodeBatch } from './decode.js';
 import { lockPartition, storedNextOffset, storeNextOffset } from './state-store.js';
 import { recordStepProgress, type StepRef, StepTallies } from './step-progress.js';
@@ -56,6 +56,7 @@ const emptyResult = (): BatchResult => ({
   steps: [],
   nextOffset: null,
   events: 0,
+  phases: Object.fromEntries(BATCH_PHASES.map((p) => [p, 0])) as BatchResult['phases'],
 });
 
 /**
@@ -77,6 +78,7 @@ export async function applyOneByOne(
     sum.rejected += r.rejected;
     sum.skipped += r.skipped;
     sum.events += r.events;
+    for (const p of BATCH_PHASES) sum.phases[p] += r.phases[p];
     sum.nextOffset = r.nextOffset ?? sum.nextOffset;
     for (const s of r.steps) steps.set(`${s.campaignId}\u0000${s.step}`, s);
   };

@@ -25,7 +25,7 @@ import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLoss } from '../store/db.js';
 import { type MetricsServer, processRegistry, serveMetrics } from '../util/metrics.js';
 import { installNodeSha256 } from '../util/node-sha256.js';
-import { type DeadLetterNote, processBatch } from './batch.js';
+import { BATCH_PHASES, type DeadLetterNote, processBatch } from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
 import { applyOneByOne, DEFAULT_MAX_RECORD_ATTEMPTS, DeadLetterSendError, isTransient } from './isolate.js';
 import { storedNextOffsets } from './state-store.js';
@@ -74,6 +74,17 @@ export class AggregatorService {
     name: 'rods_aggregator_batch_seconds',
     help: 'time to apply one consumed batch (decode, transaction, commit)',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.metrics],
+  });
+  private readonly phaseSeconds = new client.Counter({
+    name: 'rods_aggregator_batch_phase_seconds_total',
+    help: 'time applied batches spent in each phase (decode, lock, load, fold, events, stats, progress, commit)',
+    labelNames: ['phase'],
+    registers: [this.metrics],
+  });
+  private readonly statsEvents = new client.Counter({
+    name: 'rods_aggregator_stats_events_total',
+    help: 'TaskBandChanged and TaskStatsUpdated events appended to the event store by applied batches',
     registers: [this.metrics],
   });
   private readonly lag = new client.Gauge({
@@ -209,6 +220,8 @@ export class AggregatorService {
     this.events.inc({ outcome: 'duplicate' }, r.duplicates);
     this.events.inc({ outcome: 'rejected' }, r.rejected);
     this.events.inc({ outcome: 'skipped' }, r.skipped);
+    for (const p of BATCH_PHASES) this.phaseSeconds.inc({ phase: p }, r.phases[p]);
+    this.statsEvents.inc(r.events);
     this.lag.set({ partition: String(batch.partition) }, batch.lag);
     const lastAt = Number(batch.records[batch.records.length - 1]?.timestamp);
     this.lagSeconds.set(

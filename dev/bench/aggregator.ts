@@ -1,5 +1,6 @@
 // The exactly-once aggregator against a plain batch consumer (the Kafka port) that only decodes, over the same
-// topic in the same run: {events_per_s, raw_consume_events_per_s, ratio, groups}.
+// topic in the same run: {events_per_s, raw_consume_events_per_s, ratio, groups}, plus where the
+// aggregator's time went (its batches' phases, its own CPU, the events it appended).
 import { randomUUID } from 'node:crypto';
 import { AggregatorService } from '../../aggregator/service.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
@@ -48,6 +49,7 @@ export default async function aggregatorBench(opts: Record<string, string | bool
 
     // The aggregator: until every step is aggregated (every group applied and committed).
     const svc = new AggregatorService(pool, { groupId: `bench-agg-${campaignId}`, topic, logLevel: 'warn' });
+    const cpu0 = process.cpuUsage();
     const t1 = performance.now();
     await svc.start();
     for (;;) {
@@ -59,6 +61,15 @@ export default async function aggregatorBench(opts: Record<string, string | bool
       await new Promise((r) => setTimeout(r, 100));
     }
     const aggSeconds = (performance.now() - t1) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    // Where the batches' time went (summed over the partitions applied at the same time).
+    const phases = Object.fromEntries(
+      (await svc.metrics.getSingleMetric('rods_aggregator_batch_phase_seconds_total')!.get()).values.map(
+        (v) => [v.labels.phase, Number(v.value.toFixed(2))],
+      ),
+    );
+    const statsEvents = (await svc.metrics.getSingleMetric('rods_aggregator_stats_events_total')!.get())
+      .values[0]?.value;
     await svc.stop();
     const eventsPerS = total / aggSeconds;
     const rawPerS = total / rawSeconds;
@@ -70,6 +81,10 @@ export default async function aggregatorBench(opts: Record<string, string | bool
       ratio: Number((eventsPerS / rawPerS).toFixed(3)),
       aggregator_seconds: Number(aggSeconds.toFixed(2)),
       raw_seconds: Number(rawSeconds.toFixed(2)),
+      // This process's CPU while the aggregator ran; PostgreSQL's share runs in its own processes.
+      aggregator_process_cpu_seconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+      stats_events_appended: statsEvents ?? 0,
+      batch_phase_seconds: phases,
     };
   } finally {
     await withAdmin((a) => a.deleteTopics([topic]));
