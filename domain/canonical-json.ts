@@ -14,73 +14,104 @@ export class CanonicalJsonError extends TypeError {
 
 /** Options of the encoder: a check every string (keys included) must pass, e.g. what jsonb can store. */
 export interface CanonicalOptions {
-  checkString?: (s: string, path: string) => void;
+  /** Throws for a string it refuses; `path` builds the string's location for the message. */
+  checkString?: (s: string, path: () => string) => void;
 }
 
-function encode(value: unknown, path: string, depth: number, out: string[], opts: CanonicalOptions): boolean {
-  if (depth > MAX_CANONICAL_DEPTH) {
-    throw new CanonicalJsonError(`${path}: nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
-  }
-  if (
-    value !== null &&
-    typeof value === 'object' &&
-    typeof (value as { toJSON?: unknown }).toJSON === 'function'
+// Where a value sits ($.a.b[2]), built only when a check fails or a string check needs it: the
+// hot path (the event store hashes every appended event) allocates no path strings.
+interface Where {
+  parent: Where | null;
+  key: string | number;
+}
+
+function pathOf(root: string, w: Where | null): string {
+  const parts: string[] = [];
+  for (let n = w; n; n = n.parent) parts.push(typeof n.key === 'number' ? `[${n.key}]` : `.${n.key}`);
+  return root + parts.reverse().join('');
+}
+
+// Object keys that passed checkString, per check function: events repeat the same few keys.
+const checkedKeys = new WeakMap<NonNullable<CanonicalOptions['checkString']>, Set<string>>();
+const MAX_CHECKED_KEYS = 4096;
+
+class Encoder {
+  private readonly keysOk: Set<string> | undefined;
+  constructor(
+    private readonly root: string,
+    private readonly opts: CanonicalOptions,
   ) {
-    value = (value as { toJSON: (key: string) => unknown }).toJSON('');
-  }
-  switch (typeof value) {
-    case 'string':
-      opts.checkString?.(value, path);
-      out.push(JSON.stringify(value));
-      return true;
-    case 'number':
-      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${path}: ${value} is not a finite number`);
-      out.push(JSON.stringify(value));
-      return true;
-    case 'boolean':
-      out.push(value ? 'true' : 'false');
-      return true;
-    case 'bigint':
-      throw new CanonicalJsonError(`${path}: bigint is not JSON; convert it to a number or a string`);
-    case 'undefined':
-    case 'function':
-    case 'symbol':
-      return false;
-  }
-  if (value === null) {
-    out.push('null');
-    return true;
-  }
-  if (Array.isArray(value)) {
-    out.push('[');
-    for (let i = 0; i < value.length; i++) {
-      if (i > 0) out.push(',');
-      if (!encode(value[i], `${path}[${i}]`, depth + 1, out, opts)) out.push('null');
+    const check = opts.checkString;
+    if (check) {
+      let set = checkedKeys.get(check);
+      if (!set) checkedKeys.set(check, (set = new Set()));
+      this.keysOk = set;
     }
-    out.push(']');
-    return true;
   }
-  const obj = value as Record<string, unknown>;
-  const keys = Object.keys(obj).sort();
-  out.push('{');
-  let first = true;
-  for (const k of keys) {
-    const mark = out.length;
-    opts.checkString?.(k, `${path}.${k}`);
-    out.push(first ? '' : ',', JSON.stringify(k), ':');
-    if (encode(obj[k], `${path}.${k}`, depth + 1, out, opts)) first = false;
-    else out.length = mark;
+
+  private fail(w: Where | null, what: string): never {
+    throw new CanonicalJsonError(`${pathOf(this.root, w)}: ${what}`);
   }
-  out.push('}');
-  return true;
+
+  /** The value's canonical text, or undefined for what JSON drops (undefined, functions, symbols). */
+  encode(value: unknown, w: Where | null, depth: number): string | undefined {
+    if (depth > MAX_CANONICAL_DEPTH) this.fail(w, `nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
+    if (
+      value !== null &&
+      typeof value === 'object' &&
+      typeof (value as { toJSON?: unknown }).toJSON === 'function'
+    ) {
+      value = (value as { toJSON: (key: string) => unknown }).toJSON('');
+    }
+    switch (typeof value) {
+      case 'string':
+        if (this.opts.checkString) this.opts.checkString(value, () => pathOf(this.root, w));
+        return JSON.stringify(value);
+      case 'number':
+        if (!Number.isFinite(value)) this.fail(w, `${value} is not a finite number`);
+        return JSON.stringify(value);
+      case 'boolean':
+        return value ? 'true' : 'false';
+      case 'bigint':
+        return this.fail(w, 'bigint is not JSON; convert it to a number or a string');
+      case 'undefined':
+      case 'function':
+      case 'symbol':
+        return undefined;
+    }
+    if (value === null) return 'null';
+    if (Array.isArray(value)) {
+      let out = '[';
+      for (let i = 0; i < value.length; i++) {
+        if (i > 0) out += ',';
+        out += this.encode(value[i], { parent: w, key: i }, depth + 1) ?? 'null';
+      }
+      return `${out}]`;
+    }
+    const obj = value as Record<string, unknown>;
+    const keys = Object.keys(obj).sort();
+    let out = '{';
+    let first = true;
+    for (const k of keys) {
+      const at: Where = { parent: w, key: k };
+      if (this.keysOk && !this.keysOk.has(k)) {
+        this.opts.checkString!(k, () => pathOf(this.root, at));
+        if (this.keysOk.size < MAX_CHECKED_KEYS) this.keysOk.add(k);
+      }
+      const text = this.encode(obj[k], at, depth + 1);
+      if (text === undefined) continue;
+      out += `${first ? '' : ','}${JSON.stringify(k)}:${text}`;
+      first = false;
+    }
+    return `${out}}`;
+  }
 }
 
 /** The canonical JSON text of a value; throws CanonicalJsonError. */
 export function canonicalJson(value: unknown, path = '$', opts: CanonicalOptions = {}): string {
-  const out: string[] = [];
-  if (!encode(value, path, 0, out, opts))
-    throw new CanonicalJsonError(`${path}: ${typeof value} is not JSON`);
-  return out.join('');
+  const text = new Encoder(path, opts).encode(value, null, 0);
+  if (text === undefined) throw new CanonicalJsonError(`${path}: ${typeof value} is not JSON`);
+  return text;
 }
 
 /** UTF-8 bytes of a string; an unpaired surrogate becomes U+FFFD (as TextEncoder does). */

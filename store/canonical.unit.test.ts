@@ -46,6 +46,15 @@ describe('canonicalJson', () => {
 
   it('names the path of the offending value', () => {
     expect(() => canonicalJson({ rewards: [0.5, Number.NaN] }, '$.payload')).toThrow('$.payload.rewards[1]');
+    expect(() => canonicalJson({ a: { b: ['ok', 'x\uD800'] } }, '$.payload')).toThrow('$.payload.a.b[1]');
+    expect(() => canonicalJson({ a: { 'k\u0000': 1 } }, '$.metadata')).toThrow('$.metadata.a.k');
+  });
+
+  it('checks every key, however often a key that passed comes again', () => {
+    for (let i = 0; i < 3; i++) {
+      expect(canonicalJson({ taskId: 't', step: i })).toBe(`{"step":${i},"taskId":"t"}`);
+      expect(() => canonicalJson({ taskId: 't', 'bad\uDC00': i })).toThrow(CanonicalJsonError);
+    }
   });
 });
 
