@@ -43,8 +43,8 @@ class Encoder {
   ) {
     const check = opts.checkString;
     if (check) {
-      let set = checkedKeys.get(check);
-      if (!set) checkedKeys.set(check, (set = new Set()));
+      const set = checkedKeys.get(check) ?? new Set<string>();
+      checkedKeys.set(check, set);
       this.keysOk = set;
     }
   }

@@ -18,6 +18,7 @@ export { CanonicalJsonError };
 // A UTF-16 surrogate that is not part of a pair.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 // What could be refused at all: most strings have neither, and this test is cheaper.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what it looks for
 const SUSPECT = /[\u0000\uD800-\uDFFF]/;
 
 /** Strings jsonb cannot keep are refused rather than changed silently. */
