@@ -1,6 +1,7 @@
 // The exactly-once aggregator against a plain batch consumer (the Kafka port) that only decodes, over the same
 // topic in the same run: {events_per_s, raw_consume_events_per_s, ratio, groups}, plus where the
-// aggregator's time went (its batches' phases, its own CPU, the events it appended).
+// aggregator's time went (its batches' phases, its own CPU, the events it appended). Options:
+// --groups, --tasks, --profile DIR (a CPU profile of the aggregator phase and its top frames).
 import { randomUUID } from 'node:crypto';
 import { AggregatorService } from '../../aggregator/service.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
@@ -9,6 +10,7 @@ import { openKafka, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
+import { profiled } from './profile.js';
 import type { BenchResult } from './run.js';
 
 export default async function aggregatorBench(opts: Record<string, string | boolean>): Promise<BenchResult> {
@@ -51,15 +53,17 @@ export default async function aggregatorBench(opts: Record<string, string | bool
     const svc = new AggregatorService(pool, { groupId: `bench-agg-${campaignId}`, topic, logLevel: 'warn' });
     const cpu0 = process.cpuUsage();
     const t1 = performance.now();
-    await svc.start();
-    for (;;) {
-      const { rows } = await pool.query<{ n: number }>(
-        'select count(*)::int as n from steps where campaign_id = $1 and closed_at is not null',
-        [campaignId],
-      );
-      if (rows[0]!.n >= steps) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const { top } = await profiled(opts, 'aggregator', async () => {
+      await svc.start();
+      for (;;) {
+        const { rows } = await pool.query<{ n: number }>(
+          'select count(*)::int as n from steps where campaign_id = $1 and closed_at is not null',
+          [campaignId],
+        );
+        if (rows[0]!.n >= steps) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    });
     const aggSeconds = (performance.now() - t1) / 1000;
     const cpu = process.cpuUsage(cpu0);
     // Where the batches' time went (summed over the partitions applied at the same time).
@@ -85,6 +89,7 @@ export default async function aggregatorBench(opts: Record<string, string | bool
       aggregator_process_cpu_seconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
       stats_events_appended: statsEvents ?? 0,
       batch_phase_seconds: phases,
+      ...(top ? { profile_top: top } : {}),
     };
   } finally {
     await withAdmin((a) => a.deleteTopics([topic]));

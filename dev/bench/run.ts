@@ -4,7 +4,7 @@
 import { Command } from 'commander';
 
 export interface BenchResult {
-  [figure: string]: number | string | boolean | Record<string, unknown>;
+  [figure: string]: number | string | boolean | Record<string, unknown> | unknown[];
 }
 
 type BenchFn = (opts: Record<string, string | boolean>) => Promise<BenchResult>;
