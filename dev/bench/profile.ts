@@ -21,7 +21,9 @@ export function topFrames(profile: CpuProfile, n = 15): TopFrame[] {
   const name = new Map<number, string>();
   for (const node of profile.nodes) {
     const f = node.callFrame;
-    const file = f.url ? ` ${f.url.split('/').pop()}:${f.lineNumber + 1}` : '';
+    // Code that tsx compiled reports line 0: the file alone then.
+    const line = f.lineNumber > 0 ? `:${f.lineNumber + 1}` : '';
+    const file = f.url ? ` ${f.url.split('/').pop()}${line}` : '';
     name.set(node.id, `${f.functionName || '(anonymous)'}${file}`);
   }
   const self = new Map<string, number>();
