@@ -53,6 +53,8 @@ export class AggregatorService {
   private producer?: RecordProducer;
   private server?: MetricsServer;
   private sweeper?: NodeJS.Timeout;
+  /** The sweep in flight: stop() waits for it, so it never runs on a pool its owner has ended. */
+  private sweeping?: Promise<void>;
   private stopping = false;
   private readonly registry: SchemaRegistry = defaultRegistry();
   private readonly campaigns: CampaignCache;
@@ -139,7 +141,12 @@ export class AggregatorService {
     await this.consumer.run((batch, ctx) => this.handleBatch(batch, ctx));
     // Steps whose last group was applied by an instance that crashed before closing them.
     this.sweeper = setInterval(() => {
-      this.sweep().catch((e: Error) => this.log.warn({ err: e.message }, 'sweep failed'));
+      if (this.sweeping) return;
+      this.sweeping = this.sweep()
+        .catch((e: Error) => this.log.warn({ err: e.message }, 'sweep failed'))
+        .finally(() => {
+          this.sweeping = undefined;
+        });
     }, 5000);
     if (this.opts.metricsPort !== undefined) await this.serveMetrics(this.opts.metricsPort);
   }
@@ -289,6 +296,7 @@ export class AggregatorService {
   async stop(): Promise<void> {
     this.stopping = true;
     if (this.sweeper) clearInterval(this.sweeper);
+    await this.sweeping;
     await this.consumer?.disconnect().catch(() => {});
     await this.producer?.disconnect().catch(() => {});
     await this.server?.close();
