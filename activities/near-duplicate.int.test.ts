@@ -4,11 +4,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { candidateHash } from '../domain/candidate.js';
 import { eventIds, streams } from '../domain/ids.js';
+import { taskFeatures } from '../domain/near-duplicate.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool, inTransaction } from '../store/db.js';
 import { recordEventsIn } from '../store/pool-projection.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
+import { FeatureCache, knownTasks } from './known-tasks.js';
 import { loadGeneratorEndpoints } from './llm/endpoints.js';
 import type { Candidate } from './llm/schemas.js';
 import { createSynthesisActivities } from './synthesis.js';
@@ -109,5 +111,84 @@ describe('near-duplicate candidates', () => {
     );
     expect(await outcome(copyOfDistinct)).toEqual({ outcome: 'rejected', reasonCode: 'near-duplicate' });
     expect((await rejection(copyOfDistinct))?.reason).toContain('near duplicate of candidate c-distinct');
+  });
+
+  it("computes a task's features once per process, reads only contents it has not seen, and skips rejected candidates", async () => {
+    const campaignId = `neardup-cache-${randomUUID().slice(0, 8)}`;
+    await registerCampaign(pool, { campaignId });
+    await inTransaction(pool, (c) =>
+      recordEventsIn(c, streams.campaign(campaignId), [
+        workerEvent('TaskSeeded', eventIds.taskSeeded(campaignId, SEED.id), {
+          campaignId,
+          taskId: SEED.id,
+          category: 'base',
+          task: JSON.stringify(SEED),
+          taskHash: candidateHash(SEED),
+          source: 'test',
+          poolVersion: 1,
+          occurredAt: Date.now(),
+        }),
+      ]),
+    );
+    const acts = createSynthesisActivities({
+      pool,
+      executor: {} as ExecutorClient,
+      endpoints: loadGeneratorEndpoints({}),
+    });
+    const validate = (candidate: Candidate) =>
+      acts.recordOutcome({
+        kind: 'validated',
+        campaignId,
+        synthesisId: `${campaignId}-${candidate.id}`,
+        seedTaskId: SEED.id,
+        candidate,
+        judge: { model: 'judge', scores: {}, reasons: [] },
+        refined: false,
+        lineage: {},
+      });
+    const other = task(
+      'c-other',
+      ['Show me the first ten lines of the log file and then tell me how many errors it reports'],
+      [["head(file_name='app.log', lines=10)"]],
+    );
+    expect(await validate(other)).toEqual({ outcome: 'validated', candidateId: 'c-other' });
+    const copy = task(
+      'c-copy',
+      [SEED.question[0]![0]!.content, SEED.question[1]![0]!.content],
+      SEED.ground_truth,
+    );
+    expect(await validate(copy)).toEqual({ outcome: 'rejected', reasonCode: 'near-duplicate' });
+
+    const cache = new FeatureCache();
+    const read = () => inTransaction(pool, (c) => knownTasks(c, campaignId, 'c-new', undefined, cache));
+    const first = await read();
+    // The seed and the validated candidate, not the rejected copy; in the query's order.
+    expect(first.map((t) => `${t.kind}:${t.id}`)).toEqual([`seed:${SEED.id}`, 'candidate:c-other']);
+    expect(first[0]!.features).toEqual(taskFeatures(SEED));
+    expect(first[1]!.features).toEqual(taskFeatures(other));
+    expect({ hits: cache.hits, misses: cache.misses, size: cache.size }).toEqual({
+      hits: 0,
+      misses: 2,
+      size: 2,
+    });
+
+    const again = await read();
+    expect(again).toEqual(first);
+    expect({ hits: cache.hits, misses: cache.misses }).toEqual({ hits: 2, misses: 2 });
+
+    // A later candidate is the one content read.
+    const later = task(
+      'c-later',
+      ['Create a folder named archive and move every text file of this folder into it'],
+      [["mkdir(dir_name='archive')"]],
+    );
+    expect(await validate(later)).toEqual({ outcome: 'validated', candidateId: 'c-later' });
+    const third = await read();
+    expect(third.map((t) => t.id)).toEqual([SEED.id, 'c-other', 'c-later']);
+    expect({ hits: cache.hits, misses: cache.misses, size: cache.size }).toEqual({
+      hits: 4,
+      misses: 3,
+      size: 3,
+    });
   });
 });

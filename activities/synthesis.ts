@@ -26,6 +26,7 @@ import {
   type Failure,
   type TaskRecord,
 } from './executor-client.js';
+import { knownTasks } from './known-tasks.js';
 import type { GeneratorConfig } from './llm/config.js';
 import {
   type GeneratorEndpoints,
@@ -474,22 +475,9 @@ async function nearestKnownTask(
 ) {
   const campaign = await loadCampaign(c, campaignId);
   const threshold = (campaign?.config ?? parseCampaignConfig({})).synthesis.nearDuplicateThreshold;
-  // Only the two fields the features use: a task's initial_config can be most of its size.
-  const { rows } = await c.query<{ kind: 'seed' | 'candidate'; id: string; task: Candidate }>(
-    `select 'seed' as kind, task_id as id,
-            jsonb_build_object('question', task->'question', 'ground_truth', task->'ground_truth') as task
-       from pool_members where campaign_id = $1 and origin = 'seed'
-     union all
-     select 'candidate', candidate_id,
-            jsonb_build_object('question', candidate->'question', 'ground_truth', candidate->'ground_truth')
-       from candidates
-      where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2
-        and ($3::text is null or (candidate_id <> $3 and left(candidate_id, length($3) + 1) <> $3 || '~'))`,
-    [campaignId, candidate.id, derivedFrom ?? null],
-  );
   const near = nearestTask(
     taskFeatures(candidate),
-    rows.map((r) => ({ kind: r.kind, id: r.id, features: taskFeatures(r.task) })),
+    await knownTasks(c, campaignId, candidate.id, derivedFrom),
   );
   return near && { ...near, threshold };
 }
