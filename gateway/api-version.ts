@@ -2,4 +2,4 @@
 // the version of the Python client (clients/python/rods_client/__init__.py `__version__`, read by
 // its pyproject.toml). clients/python/version.unit.test.ts checks that the two agree. The major
 // is the path prefix; bump the minor for an added field or operation, the patch for a fix.
-export const API_VERSION = '1.0.0';
+export const API_VERSION = '1.1.0';

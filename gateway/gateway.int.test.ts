@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { readStoredRolloutBatch, type StoredRolloutBatch } from '../activities/ingestion.js';
 import { bfclTaskId } from '../domain/ids.js';
 import { registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
@@ -251,11 +252,13 @@ describe('rollout batches', () => {
     const batch = { batchId: 'b1', policyVersion: 'p1', groups: [{ taskId: 't1', rewards: [0.5, 1] }] };
     const first = await post(batchUrl(c, 3), batch);
     expect(first.statusCode).toBe(202);
+    // This gateway has no direct publish: the batch goes through its ingestion workflow.
     expect(first.json()).toEqual({
       workflowId: `ingest-${c}-3-b1`,
       groups: 1,
       close: false,
       duplicate: false,
+      published: false,
     });
     const changed = await post(batchUrl(c, 3), {
       ...batch,
@@ -275,15 +278,16 @@ describe('rollout batches', () => {
       groups: 1,
       close: false,
       duplicate: true,
+      published: false,
     });
     expect(await batchRows(c)).toBe(1);
     const desc = await client.workflow.getHandle(`ingest-${c}-3-b1`).describe();
     expect(desc.taskQueue).toBe(taskQueue);
-    const { rows } = await db.query<{ body: { groups: unknown[] } }>(
+    const { rows } = await db.query<{ body: StoredRolloutBatch }>(
       'select c.body from claim_checks c join ingestion_batches b using (claim_id) where b.campaign_id = $1',
       [c],
     );
-    expect(rows[0]!.body.groups).toHaveLength(1);
+    expect(readStoredRolloutBatch(rows[0]!.body)).toMatchObject({ batchId: 'b1', groups: batch.groups });
   });
 
   it('a batch whose workflow could not start gets it on the retry (503, then 202)', async () => {

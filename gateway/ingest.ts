@@ -4,13 +4,14 @@
 // or its groups exceed the campaign's reward limits, or stored as a claim check plus an
 // ingestion_batches row. A duplicate is answered before any other check: whatever was accepted
 // stays accepted. The same batch id with another body is a conflict (409), never a duplicate.
+// The transaction is five round trips (begin, locks, one query for every check, one insert of
+// both rows, commit): it holds the step's lock while the batch's records wait to be published.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import type { RolloutBatchBody } from '../activities/ingestion.js';
-import type { CampaignConfig } from '../domain/campaign-config.js';
+import type { RolloutBatchBody, StoredRolloutBatch } from '../activities/ingestion.js';
+import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
 import { rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
 import { checkGroup } from '../domain/reward-group.js';
-import { canonicalJson } from '../store/canonical.js';
 import { inTransaction } from '../store/db.js';
 import { ProblemError } from './problem.js';
 import type { RolloutBatch } from './schemas.js';
@@ -21,6 +22,12 @@ export interface Accepted {
   claimId: string;
   groups: number;
   close: boolean;
+  /** A duplicate of a batch whose records are on the topic already. */
+  published: boolean;
+  /** A new batch: what its records are made of (the claim check's content). */
+  body?: RolloutBatchBody;
+  /** A new closing batch: the step's total group count, which its StepClosed declares (final). */
+  stepGroups: number | null;
 }
 
 export type IngestionLimits = Pick<CampaignConfig, 'rewards' | 'ingestion'>;
@@ -56,23 +63,13 @@ function rewardLimitProblem(
  * every later group of their tasks stale). Closed means closed by the aggregator, declared by a
  * StepClosed, or closed by a batch here; before any, the window starts at step 0.
  */
-async function stepProblem(
-  c: pg.PoolClient,
+function stepProblem(
   campaignId: string,
   step: number,
   limits: IngestionLimits,
-): Promise<ProblemError | null> {
-  const { rows } = await c.query<{ last_closed: number | null; open: boolean }>(
-    `select greatest(
-              (select max(step) from steps
-                where campaign_id = $1 and (closed_at is not null or declared_groups is not null)),
-              (select max(step) from ingestion_batches where campaign_id = $1 and closes)
-            )::bigint as last_closed,
-            exists (select 1 from ingestion_batches where campaign_id = $1 and step = $2)
-              or exists (select 1 from steps where campaign_id = $1 and step = $2) as open`,
-    [campaignId, step],
-  );
-  const { last_closed: lastClosed, open } = rows[0]!;
+  lastClosed: number | null,
+  open: boolean,
+): ProblemError | null {
   if (open) return null;
   if (lastClosed !== null && step < lastClosed)
     return new ProblemError(
@@ -97,50 +94,116 @@ async function stepProblem(
 }
 
 /**
+ * The groups as canonical JSON (store/canonical.ts: keys sorted, no whitespace, numbers and
+ * strings as JSON.stringify writes them), written directly for their fixed shape: the validated
+ * batch holds only storable strings and finite numbers, so this is what canonicalJson gives
+ * (ingest.unit.test.ts compares them). The claim check stores the same text.
+ */
+export function canonicalGroupsJson(groups: RolloutBatch['groups']): string {
+  // One JSON.stringify over objects whose keys are in sorted order is the fastest way there.
+  return JSON.stringify(groups.map((g) => ({ rewards: g.rewards, taskId: g.taskId })));
+}
+
+/**
  * SHA-256 (hex) of the batch's canonical JSON as parsed (sorted keys, no whitespace, numbers in
  * shortest form; an absent `close` is false), so key order, spacing and `1.0` vs `1` do not count.
  */
-export function batchBodyHash(batch: RolloutBatch): string {
-  const canonical = canonicalJson({
-    batchId: batch.batchId,
-    policyVersion: batch.policyVersion,
-    groups: batch.groups.map((g) => ({ taskId: g.taskId, rewards: g.rewards })),
-    close: batch.close ?? false,
-  });
-  return createHash('sha256').update(canonical, 'utf8').digest('hex');
+export function batchBodyHash(batch: RolloutBatch, groupsJson = canonicalGroupsJson(batch.groups)): string {
+  return createHash('sha256')
+    .update(`{"batchId":${JSON.stringify(batch.batchId)},"close":${batch.close ?? false},"groups":`, 'utf8')
+    .update(groupsJson, 'utf8')
+    .update(`,"policyVersion":${JSON.stringify(batch.policyVersion)}}`, 'utf8')
+    .digest('hex');
 }
 
+/** The 404 of a campaign that is not registered. */
+export function unknownCampaign(campaignId: string): ProblemError {
+  return new ProblemError(
+    404,
+    `unknown campaign ${JSON.stringify(campaignId)}`,
+    undefined,
+    'unknown-campaign',
+  );
+}
+
+/** Whether the server compresses TOAST with lz4 (learnt from the first acceptance). */
+let lz4: boolean | undefined;
+
+/**
+ * Accepts a batch of a registered campaign (404 otherwise), whose limits (reward limits, forward
+ * window) come from the campaign's config read under its lock.
+ */
 export async function acceptBatch(
   db: pg.Pool,
   campaignId: string,
   step: number,
   batch: RolloutBatch,
-  limits: IngestionLimits,
+  /** When the batch was received (default now): its events' producedAt. */
+  receivedAt = Date.now(),
 ): Promise<Accepted> {
   const workflowId = workflowIds.ingestion(campaignId, step, batch.batchId);
   const claimId = rolloutBatchClaimId(campaignId, step, batch.batchId);
-  const bodyHash = batchBodyHash(batch);
+  const groupsJson = canonicalGroupsJson(batch.groups);
+  const bodyHash = batchBodyHash(batch, groupsJson);
+  const close = batch.close ?? false;
   return inTransaction(db, async (c) => {
     // A closing batch waits for the campaign's batches in flight and holds new ones back, so no
-    // batch opens a step behind it unseen; batches that do not close run side by side.
-    await c.query(
-      `select ${batch.close ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared'}(hashtextextended($1, 0))`,
-      [`ingest/${campaignId}`],
+    // batch opens a step behind it unseen; batches that do not close run side by side. The
+    // campaign's lock is taken first (the subquery runs before the outer select list). The same
+    // round trip has the claim check compressed with lz4 where the server has it: several times
+    // faster than the default pglz on a claim check's hundreds of KiB.
+    const compression =
+      lz4 === undefined
+        ? `(select set_config('default_toast_compression', 'lz4', true) from pg_settings
+             where name = 'default_toast_compression' and 'lz4' = any(enumvals))`
+        : lz4
+          ? `set_config('default_toast_compression', 'lz4', true)`
+          : 'null';
+    const locked = await c.query<{ config: unknown; found: boolean; compression: string | null }>(
+      `select pg_advisory_xact_lock(hashtextextended($2, 0)), ${compression} as compression,
+              (select config from campaigns where campaign_id = $3) as config,
+              exists (select 1 from campaigns where campaign_id = $3) as found
+         from (select ${close ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared'}(hashtextextended($1, 0))) campaign_lock`,
+      [`ingest/${campaignId}`, `ingest/${campaignId}/${step}`, campaignId],
     );
-    await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`ingest/${campaignId}/${step}`]);
-    const dup = await c.query<{
-      groups: number;
-      closes: boolean;
-      workflow_id: string;
-      claim_id: string;
+    const l = locked.rows[0]!;
+    lz4 ??= l.compression === 'lz4';
+    if (!l.found) throw unknownCampaign(campaignId);
+    const limits: IngestionLimits = parseCampaignConfig(l.config);
+    const { rows } = await c.query<{
+      groups: number | null;
+      closes: boolean | null;
+      workflow_id: string | null;
+      claim_id: string | null;
       body_hash: string | null;
+      status: string | null;
+      closing_batch: string | null;
+      step_closed: boolean;
+      last_closed: string | null;
+      open: boolean;
+      step_groups: number;
     }>(
-      'select groups, closes, workflow_id, claim_id, body_hash from ingestion_batches where campaign_id = $1 and step = $2 and batch_id = $3',
+      `select d.groups, d.closes, d.workflow_id, d.claim_id, d.body_hash, d.status,
+              (select batch_id from ingestion_batches
+                where campaign_id = $1 and step = $2 and closes limit 1) as closing_batch,
+              exists (select 1 from steps where campaign_id = $1 and step = $2
+                         and (closed_at is not null or declared_groups is not null)) as step_closed,
+              greatest(
+                (select max(step) from steps
+                  where campaign_id = $1 and (closed_at is not null or declared_groups is not null)),
+                (select max(step) from ingestion_batches where campaign_id = $1 and closes)
+              )::bigint as last_closed,
+              exists (select 1 from ingestion_batches where campaign_id = $1 and step = $2)
+                or exists (select 1 from steps where campaign_id = $1 and step = $2) as open,
+              (select coalesce(sum(groups), 0) from ingestion_batches
+                where campaign_id = $1 and step = $2)::int as step_groups
+         from (select 1) one
+         left join ingestion_batches d on d.campaign_id = $1 and d.step = $2 and d.batch_id = $3`,
       [campaignId, step, batch.batchId],
     );
-    const d = dup.rows[0];
+    const r = rows[0]!;
     // A row from before body hashes (NULL) matches any body.
-    if (d && d.body_hash !== null && d.body_hash !== bodyHash)
+    if (r.claim_id !== null && r.body_hash !== null && r.body_hash !== bodyHash)
       throw new ProblemError(
         409,
         `batch ${batch.batchId} of step ${step} of campaign ${campaignId} was accepted with another body; a batch id names one body: send other rewards under a new batch id`,
@@ -148,38 +211,34 @@ export async function acceptBatch(
         'batch-conflict',
         { batchId: batch.batchId, step },
       );
-    if (d)
+    if (r.claim_id !== null)
       return {
         duplicate: true,
-        workflowId: d.workflow_id,
-        claimId: d.claim_id,
-        groups: d.groups,
-        close: d.closes,
+        workflowId: r.workflow_id!,
+        claimId: r.claim_id,
+        groups: r.groups!,
+        close: r.closes!,
+        published: r.status === 'published',
+        stepGroups: null,
       };
-    const closed = await c.query<{ batch_id: string }>(
-      'select batch_id from ingestion_batches where campaign_id = $1 and step = $2 and closes',
-      [campaignId, step],
-    );
-    if (closed.rows[0])
+    if (r.closing_batch !== null)
       throw new ProblemError(
         409,
-        `step ${step} of campaign ${campaignId} is already closed (by batch ${closed.rows[0].batch_id})`,
+        `step ${step} of campaign ${campaignId} is already closed (by batch ${r.closing_batch})`,
         undefined,
         'step-closed',
       );
-    const steps = await c.query(
-      'select 1 from steps where campaign_id = $1 and step = $2 and (closed_at is not null or declared_groups is not null)',
-      [campaignId, step],
-    );
-    if (steps.rowCount)
+    if (r.step_closed)
       throw new ProblemError(
         409,
         `step ${step} of campaign ${campaignId} is already closed`,
         undefined,
         'step-closed',
       );
+    const lastClosed = r.last_closed === null ? null : Number(r.last_closed);
     const refused =
-      rewardLimitProblem(campaignId, step, batch, limits) ?? (await stepProblem(c, campaignId, step, limits));
+      rewardLimitProblem(campaignId, step, batch, limits) ??
+      stepProblem(campaignId, step, limits, lastClosed, r.open);
     if (refused) throw refused;
     const body: RolloutBatchBody = {
       campaignId,
@@ -187,18 +246,43 @@ export async function acceptBatch(
       batchId: batch.batchId,
       policyVersion: batch.policyVersion,
       groups: batch.groups,
-      close: batch.close ?? false,
-      receivedAt: Date.now(),
+      close,
+      receivedAt,
     };
+    // The claim check (StoredRolloutBatch): the groups' JSON text travels as a text parameter,
+    // so neither side escapes or parses it again.
+    const { groups: _groups, ...meta } = body;
     await c.query(
-      'insert into claim_checks (claim_id, kind, body) values ($1, $2, $3) on conflict (claim_id) do nothing',
-      [claimId, 'rollout-batch', JSON.stringify(body)],
-    );
-    await c.query(
-      `insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id, body_hash)
+      `with claim as (
+         insert into claim_checks (claim_id, kind, body)
+         values ($6, 'rollout-batch', $9::jsonb || jsonb_build_object('groupsJson', $10::text))
+         on conflict (claim_id) do nothing)
+       insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id, body_hash)
        values ($1, $2, $3, $4, $5, 'accepted', $6, $7, $8)`,
-      [campaignId, step, batch.batchId, batch.groups.length, body.close, claimId, workflowId, bodyHash],
+      [
+        campaignId,
+        step,
+        batch.batchId,
+        batch.groups.length,
+        close,
+        claimId,
+        workflowId,
+        bodyHash,
+        JSON.stringify(meta satisfies Omit<StoredRolloutBatch, 'groupsJson'>),
+        groupsJson,
+      ],
     );
-    return { duplicate: false, workflowId, claimId, groups: batch.groups.length, close: body.close };
+    return {
+      duplicate: false,
+      workflowId,
+      claimId,
+      groups: batch.groups.length,
+      close,
+      published: false,
+      body,
+      // No batch joins the step once this one commits, and the campaign's lock keeps the others
+      // of the step out of the way until then: the sum is final.
+      stepGroups: close ? r.step_groups + batch.groups.length : null,
+    };
   });
 }

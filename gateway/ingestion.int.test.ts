@@ -1,6 +1,7 @@
 // The gateway over real HTTP with an in-process rods worker: a campaign created and queried
-// through the API, and rollout batches that land on Kafka exactly once even when POSTed twice
-// (a per-test rewards topic keeps rods.rewards.v1 clean).
+// through the API, and rollout batches that land on Kafka exactly once even when POSTed twice,
+// published by the gateway itself or, when its send fails, by their ingestion workflow (a
+// per-test rewards topic keeps rods.rewards.v1 clean).
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,10 @@ import { decode } from '../codec/registry.js';
 import { readUntil, withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
+import { workflowExists } from '../temporal/connect.js';
+import { TokenSet } from './auth.js';
+import { DirectPublisher } from './publish.js';
+import { buildGateway } from './server.js';
 import { type GatewayWithWorker, startGatewayWithWorker } from './testing/gateway-with-worker.js';
 
 const TOKEN = `tok-${randomUUID()}`;
@@ -104,22 +109,26 @@ describe('gateway over HTTP', () => {
     };
     const first = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a);
     expect(first.status).toBe(202);
-    expect(first.body).toEqual({ workflowId: `ingest-${c}-1-a`, groups: 3, close: false, duplicate: false });
-    workflows.push(first.body.workflowId);
+    // Published by the gateway before it answered: its records are on the topic, no workflow ran.
+    expect(first.body).toEqual({
+      workflowId: `ingest-${c}-1-a`,
+      groups: 3,
+      close: false,
+      duplicate: false,
+      published: true,
+    });
+    expect(await topicRecords()).toBe(3);
+    expect(await workflowExists(client, first.body.workflowId)).toBe(false);
     const dup = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a);
     expect(dup.status).toBe(200);
-    expect(dup.body).toEqual({ workflowId: `ingest-${c}-1-a`, groups: 3, close: false, duplicate: true });
-    const ra = (await client.workflow.getHandle(first.body.workflowId).result()) as IngestionResult;
-    expect(ra).toMatchObject({
-      campaignId: c,
-      step: 1,
-      batchId: 'a',
+    expect(dup.body).toEqual({
+      workflowId: `ingest-${c}-1-a`,
       groups: 3,
-      published: 3,
-      stepGroups: null,
+      close: false,
+      duplicate: true,
+      published: true,
     });
-    // A duplicate after the workflow finished is still the same batch.
-    expect((await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a)).status).toBe(200);
+    expect(await workflowExists(client, first.body.workflowId)).toBe(false);
 
     const b = {
       batchId: 'b',
@@ -132,9 +141,7 @@ describe('gateway over HTTP', () => {
     };
     const second = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, b);
     expect(second.status).toBe(202);
-    workflows.push(second.body.workflowId);
-    const rb = (await client.workflow.getHandle(second.body.workflowId).result()) as IngestionResult;
-    expect(rb).toMatchObject({ groups: 2, published: 3, stepGroups: 5 });
+    expect(second.body).toMatchObject({ groups: 2, close: true, published: true });
     expect((await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, b)).status).toBe(200);
     const late = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, {
       ...b,
@@ -158,13 +165,80 @@ describe('gateway over HTTP', () => {
     expect(t1.map((g) => g.rewards).sort()).toEqual([[0, 0.5, 1], [0.5]].sort());
     expect(closes).toHaveLength(1);
     expect(closes[0]!.payload).toMatchObject({ campaignId: c, step: 1, groupCount: 5 });
-    const { rows } = await db.query<{ batch_id: string; status: string }>(
-      'select batch_id, status from ingestion_batches where campaign_id = $1 order by batch_id',
+    const { rows } = await db.query<{ batch_id: string; status: string; step_groups: number | null }>(
+      'select batch_id, status, step_groups from ingestion_batches where campaign_id = $1 order by batch_id',
       [c],
     );
     expect(rows).toEqual([
-      { batch_id: 'a', status: 'published' },
-      { batch_id: 'b', status: 'published' },
+      { batch_id: 'a', status: 'published', step_groups: null },
+      { batch_id: 'b', status: 'published', step_groups: 5 },
     ]);
+  });
+
+  it('leaves a batch to its ingestion workflow when the direct publish fails, and it lands once', async () => {
+    const c = `gw-fallback-${randomUUID().slice(0, 8)}`;
+    await registerCampaign(db, { campaignId: c, config: {} });
+    let attempts = 0;
+    const broken = buildGateway({
+      db,
+      temporal: client,
+      tokens: new TokenSet([TOKEN]),
+      taskQueue,
+      rewardsTopic: topic,
+      publisher: new DirectPublisher({
+        db,
+        topic,
+        producer: {
+          send: async () => {
+            attempts++;
+            throw new Error('broker away');
+          },
+        },
+      }),
+    });
+    const before = await topicRecords();
+    const batch = {
+      batchId: 'f1',
+      policyVersion: 'ckpt-2',
+      groups: [
+        { taskId: 't1', rewards: [0.5, 1] },
+        { taskId: 't2', rewards: [0] },
+      ],
+      close: true,
+    };
+    try {
+      const r = await broken.inject({
+        method: 'POST',
+        url: `/v1/campaigns/${c}/steps/1/rollouts`,
+        headers: { authorization: `Bearer ${TOKEN}` },
+        payload: batch,
+      });
+      expect(r.statusCode).toBe(202);
+      expect(r.json()).toEqual({
+        workflowId: `ingest-${c}-1-f1`,
+        groups: 2,
+        close: true,
+        duplicate: false,
+        published: false,
+      });
+      expect(attempts).toBe(1);
+      workflows.push(`ingest-${c}-1-f1`);
+      const done = (await client.workflow.getHandle(`ingest-${c}-1-f1`).result()) as IngestionResult;
+      expect(done).toMatchObject({ groups: 2, published: 3, stepGroups: 2 });
+      // A duplicate now finds it published; nothing is sent again.
+      const again = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, batch);
+      expect(again).toMatchObject({ status: 200, body: { duplicate: true, published: true } });
+      expect(await topicRecords()).toBe(before + 3);
+      const records = await readTopic(before + 3);
+      const mine = records.filter((r) => (r.payload as { campaignId: string }).campaignId === c);
+      expect(mine.map((r) => r.name).sort()).toEqual([
+        'RolloutGroupScored',
+        'RolloutGroupScored',
+        'StepClosed',
+      ]);
+      expect(mine.find((r) => r.name === 'StepClosed')!.payload).toMatchObject({ step: 1, groupCount: 2 });
+    } finally {
+      await broken.close();
+    }
   });
 });

@@ -115,12 +115,21 @@ export function openApiDocument(): Record<string, unknown> {
         },
         Ingestion: {
           type: 'object',
-          required: ['workflowId', 'groups', 'close', 'duplicate'],
+          required: ['workflowId', 'groups', 'close', 'duplicate', 'published'],
           properties: {
-            workflowId: { type: 'string', description: 'ingest-<campaign>-<step>-<batchId>' },
+            workflowId: {
+              type: 'string',
+              description:
+                'ingest-<campaign>-<step>-<batchId>: the ingestion workflow that publishes the batch when the gateway did not (published: false); none runs for a batch the gateway published',
+            },
             groups: { type: 'integer' },
             close: { type: 'boolean' },
             duplicate: { type: 'boolean' },
+            published: {
+              type: 'boolean',
+              description:
+                "the batch's records are on the rewards topic already; false: its ingestion workflow publishes them",
+            },
           },
         },
       },
@@ -293,7 +302,10 @@ export function openApiDocument(): Record<string, unknown> {
           requestBody: { required: true, content: { 'application/json': { schema: ref('RolloutBatch') } } },
           responses: {
             '200': json('a duplicate of an accepted batch: nothing is published again', ref('Ingestion')),
-            '202': json('accepted: the ingestion workflow publishes it', ref('Ingestion')),
+            '202': json(
+              'accepted and durable: published by the gateway before answering (published: true), else by its ingestion workflow',
+              ref('Ingestion'),
+            ),
             '400': problemResponse('malformed JSON'),
             ...authErrors,
             '404': problemResponse('unknown campaign'),

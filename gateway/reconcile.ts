@@ -1,6 +1,7 @@
-// The batch reconciler: publishes rollout batches the gateway accepted but whose ingestion
-// workflow never started (Temporal was down at the commit, or the gateway died between commit
-// and start). Without it such a batch waits for the trainer to send it again; one that never
+// The batch reconciler: publishes rollout batches the gateway accepted but never published nor
+// handed to a running ingestion workflow (the gateway died between the commit and the end of its
+// direct publish, gateway/publish.ts, or its send failed while Temporal was down too). Without it
+// such a batch waits for the trainer to send it again; one that never
 // does leaves its step's StepClosed waiting for groups that never arrive, and steps close in
 // order, so the campaign stalls for good.
 //
@@ -8,8 +9,9 @@
 // period ago and still unpublished, and starts each one's ingestion workflow under its
 // deterministic id, as the gateway would have. That is idempotent: a running execution is
 // left alone (already started), a completed one has published the batch (so it is not listed);
-// one that failed or was terminated is started anew (the activity and the event ids are
-// idempotent, so nothing counts twice). Only batches of campaigns whose campaign workflow runs
+// one that failed or was terminated is started anew. Records a dead gateway or an earlier
+// attempt already sent go out again under the same event ids, and the aggregator counts each
+// group once. Only batches of campaigns whose campaign workflow runs
 // on this gateway's task queue are started: nothing else waits for them, and a gateway serving
 // another queue has its own reconciler. A failed tick (PostgreSQL or Temporal away) is logged
 // once and retried with backoff; it never ends the process.

@@ -1,5 +1,6 @@
 // The gateway: the trainer's HTTP entry point. Registers and starts campaigns, accepts scored
-// rollout batches (claim check in PostgreSQL, one idempotent ingestion workflow per batch) and
+// rollout batches (claim check in PostgreSQL, then published to Kafka by the gateway itself, or by
+// an idempotent ingestion workflow when that fails: gateway/publish.ts) and
 // serves the active pool (ETag = pool version, long-poll) and seeded samples of it. Every error
 // is RFC 9457 problem+json.
 import { randomUUID } from 'node:crypto';
@@ -16,6 +17,7 @@ import {
   redactCampaignConfig,
 } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
+import type { OutgoingRecord } from '../kafka/port.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { campaignStatus, type StatusOptions } from '../status/campaign-status.js';
 import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaigns.js';
@@ -38,6 +40,7 @@ import { instrumentGateway } from './metrics.js';
 import { openApiDocument } from './openapi.js';
 import { activePool, parseIfNoneMatch, poolVersion, sample } from './pool.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
+import type { DirectPublisher } from './publish.js';
 import { BatchReconciler, type ReconcileSettings } from './reconcile.js';
 import { DEFAULT_LIMITS, fitTasks, type GatewayLimits, LIMIT_ENV, LongPolls } from './request-limits.js';
 import {
@@ -63,6 +66,11 @@ export interface GatewayOptions {
   bodyLimit?: number;
   /** Topic the ingestion workflows publish to (default rods.rewards.v1). */
   rewardsTopic?: string;
+  /**
+   * Publishes new batches right after their commit (gateway/publish.ts; give it the rewards
+   * topic); absent, every batch goes through its ingestion workflow.
+   */
+  publisher?: DirectPublisher;
   /** Poll period of pool long-polls (default 250 ms). */
   pollMs?: number;
   /** How long a status query may wait for a worker once one polls (default 5 s). */
@@ -353,12 +361,28 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   app.post('/v1/campaigns/:id/steps/:step/rollouts', campaignWrite, async (req, reply) => {
     const { id, step } = parseOr422(StepParams, req.params, 'path');
     const batch = parseOr422(RolloutBatch, req.body, 'rollout batch');
-    const campaign = await requireCampaign(id);
-    const accepted = await acceptBatch(db, id, step, batch, campaign.config);
+    const receivedAt = Date.now();
+    // The campaign (404), its limits and the batch's acceptance: one transaction (gateway/ingest.ts).
+    const accepting = acceptBatch(db, id, step, batch, receivedAt);
+    // The records are encoded while the transaction runs (unused if it finds a duplicate or refuses).
+    let records: OutgoingRecord[] | undefined;
+    if (opts.publisher) {
+      accepting.catch(() => {});
+      records = await opts.publisher
+        .encodeGroups({ campaignId: id, step, ...batch, receivedAt })
+        .catch(() => undefined);
+    }
+    const accepted = await accepting;
+    const out = { workflowId: accepted.workflowId, groups: accepted.groups, close: accepted.close };
+    // A new batch is published here; its ingestion workflow runs only when that fails.
+    if (!accepted.duplicate && opts.publisher && (await opts.publisher.publish(accepted, records, req.log)))
+      return reply.code(202).send({ ...out, duplicate: false, published: true });
+    if (accepted.duplicate && accepted.published)
+      return reply.code(200).send({ ...out, duplicate: true, published: true });
     const input: IngestionInput = { claimId: accepted.claimId, topic: opts.rewardsTopic ?? REWARDS_TOPIC };
-    // Started on every acceptance, duplicates included: a batch recorded by a request whose
-    // start failed gets its workflow on the retry (or from the reconciler, gateway/reconcile.ts);
-    // a workflow that exists is never started twice.
+    // Started for every batch not yet published, duplicates included: a batch recorded by a
+    // request whose publish and start failed gets its workflow on the retry (or from the
+    // reconciler, gateway/reconcile.ts); a workflow that exists is never started twice.
     let started = false;
     try {
       await opts.temporal.workflow.start(ingestionWorkflow, {
@@ -377,9 +401,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         );
       }
     }
-    const out = { workflowId: accepted.workflowId, groups: accepted.groups, close: accepted.close };
-    if (accepted.duplicate && !started) return reply.code(200).send({ ...out, duplicate: true });
-    return reply.code(202).send({ ...out, duplicate: false });
+    if (accepted.duplicate && !started)
+      return reply.code(200).send({ ...out, duplicate: true, published: false });
+    return reply.code(202).send({ ...out, duplicate: false, published: false });
   });
 
   app.get('/v1/campaigns/:id/pool', campaignRead, async (req, reply) => {

@@ -26,6 +26,11 @@ export class SharedProducer {
     }
   }
 
+  /** Connects ahead of the first send; a failed connect is only retried by the next send. */
+  async warm(): Promise<void> {
+    if (!this.closed) await this.producer().catch(() => {});
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     if (this.current) await this.drop(this.current);

@@ -3,8 +3,9 @@
 // `rods relay` and `rods gateway`; the shared Kafka and Temporal are used with unique topics,
 // group, relay name and task queue. The cluster is restarted (`pg_ctl restart -m fast`) and then
 // stopped for a while and started again; after each, every process is still alive and does its
-// work: the gateway accepts a batch, the worker's ingestion workflow publishes it, the aggregator
-// folds it and closes the step, and the relay publishes the events appended meanwhile.
+// work: the gateway accepts a batch and publishes it, the aggregator folds it and closes the
+// step, the worker runs the campaign's activities, and the relay publishes the events appended
+// meanwhile.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, rmSync, statSync } from 'node:fs';

@@ -1,7 +1,8 @@
 // Accepted rollout batches not yet published to Kafka (ingestion_batches rows still 'accepted').
-// A batch stays there while its ingestion workflow runs, and for good when the workflow never
-// started (Temporal down at the commit, or the gateway died between commit and start): the
-// gateway's reconciler (gateway/reconcile.ts) finds and starts those; status reporting counts them.
+// A batch stays there while the gateway publishes it (milliseconds) or its ingestion workflow
+// runs, and for good when neither finished (the gateway died before publishing it, or its send
+// and the workflow's start both failed): the gateway's reconciler (gateway/reconcile.ts) finds
+// those and starts their workflows; status reporting counts them.
 import type pg from 'pg';
 
 /** One accepted batch not yet published. */

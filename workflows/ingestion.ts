@@ -1,8 +1,11 @@
-// The ingestion workflow: one per accepted rollout batch (id: workflowIds.ingestion, domain/ids.ts)
-// (started by the gateway with a reuse policy that rejects duplicates, so a batch is published
-// by one execution at a time; the gateway's reconciler, gateway/reconcile.ts, starts it when that
-// start failed and again after a failed or terminated run, harmless since the activity is
-// idempotent). The batch itself stays in PostgreSQL (claim check); the workflow carries only its id.
+// The ingestion workflow: the fallback publisher of an accepted rollout batch (id:
+// workflowIds.ingestion, domain/ids.ts). The gateway publishes a batch itself (gateway/publish.ts)
+// and starts this workflow only when that send fails, with a reuse policy that rejects
+// duplicates, so a batch is published by one execution at a time; the gateway's reconciler,
+// gateway/reconcile.ts, starts it for a batch left unpublished (the gateway died, or that start
+// failed) and again after a failed or terminated run, harmless since the activity and the event
+// ids are idempotent. The batch itself stays in PostgreSQL (claim check); the workflow carries
+// only its id.
 import { proxyActivities } from '@temporalio/workflow';
 import type { IngestionActivities, IngestionInput, IngestionResult } from '../activities/ingestion.js';
 

@@ -2,9 +2,12 @@
 import type { Command } from 'commander';
 import { loadGeneratorEndpoints } from '../../activities/llm/endpoints.js';
 import { loadTokens, TokenSet } from '../../gateway/auth.js';
+import { DirectPublisher } from '../../gateway/publish.js';
 import { DEFAULT_RECONCILE_GRACE_MS, DEFAULT_RECONCILE_INTERVAL_MS } from '../../gateway/reconcile.js';
 import { type GatewayLimits, limitsFromEnv } from '../../gateway/request-limits.js';
 import { buildGateway, DEFAULT_BODY_LIMIT, DEFAULT_PORT } from '../../gateway/server.js';
+import { openKafka } from '../../kafka/client.js';
+import { SharedProducer } from '../../kafka/shared-producer.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
 import { registerPipelineGauges } from '../../status/metrics.js';
 import { createPool } from '../../store/db.js';
@@ -123,6 +126,9 @@ export function register(program: Command): void {
         const { client, close } = await temporalClient({ lazy: true });
         const metrics = opts.metricsPort !== undefined ? processRegistry() : undefined;
         if (metrics) registerPipelineGauges(db, metrics);
+        // Accepted batches are published by the gateway itself; their workflows are the fallback.
+        const producer = new SharedProducer(() => openKafka({ clientId: 'rods-gateway' }));
+        void producer.warm();
         const app = buildGateway({
           db,
           temporal: client,
@@ -130,6 +136,7 @@ export function register(program: Command): void {
           taskQueue: opts.taskQueue,
           bodyLimit: opts.bodyLimit,
           rewardsTopic: opts.rewardsTopic,
+          publisher: new DirectPublisher({ db, producer, topic: opts.rewardsTopic }),
           logLevel: process.env.RODS_LOG_LEVEL ?? 'info',
           reconcile: { intervalMs: opts.reconcileInterval * 1000, graceMs: opts.reconcileGrace * 1000 },
           limits,
@@ -148,6 +155,7 @@ export function register(program: Command): void {
           process.once('SIGINT', resolve);
         });
         await app.close();
+        await producer.close();
         await metricsServer?.close();
         await close();
         await db.end();

@@ -1,17 +1,20 @@
 // The gateway as its HTTP tests use it: listening on a loopback port, with an in-process rods
-// worker on a private task queue and a fresh rewards topic, so the workflows it starts run and
-// publish. Call it in beforeAll; close() terminates the given workflows and stops everything.
+// worker on a private task queue and a fresh rewards topic, publishing accepted batches itself
+// as `rods gateway` does (its fallback workflows run on the worker). Call it in beforeAll; close()
+// terminates the given workflows and stops everything.
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { freshRewardTopic } from '../../aggregator/trace.js';
-import { withAdmin } from '../../kafka/client.js';
+import { openKafka, withAdmin } from '../../kafka/client.js';
+import { SharedProducer } from '../../kafka/shared-producer.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
 import { createRodsWorker } from '../../temporal/worker.js';
 import { TokenSet } from '../auth.js';
+import { DirectPublisher } from '../publish.js';
 import { buildGateway } from '../server.js';
 
 export interface GatewayWithWorker {
@@ -22,6 +25,8 @@ export interface GatewayWithWorker {
   base: string;
   topic: string;
   taskQueue: string;
+  /** The gateway's producer (its direct publish). */
+  producer: SharedProducer;
   /** Terminates these workflows (ids), then stops the gateway, the worker and the clients. */
   close(workflowIds: readonly string[]): Promise<void>;
 }
@@ -33,6 +38,8 @@ export async function startGatewayWithWorker(opts: {
   /** Prefix of the fresh rewards topic and of the task queue. */
   name: string;
   partitions?: number;
+  /** Publish every batch through its ingestion workflow (no direct publish). */
+  workflowOnly?: boolean;
 }): Promise<GatewayWithWorker> {
   await installWorkerRuntime('WARN');
   const bundle = await bundleWorkflowCode({
@@ -49,12 +56,15 @@ export async function startGatewayWithWorker(opts: {
   });
   const running = w.worker.run();
   const { client, close: closeClient } = await temporalClient();
+  const producer = new SharedProducer(() => openKafka({ clientId: `${opts.name}-gateway` }));
+  await producer.warm();
   const app = buildGateway({
     db,
     temporal: client,
     tokens: new TokenSet(opts.tokens),
     taskQueue,
     rewardsTopic: topic,
+    ...(opts.workflowOnly ? {} : { publisher: new DirectPublisher({ db, producer, topic }) }),
   });
   const base = await app.listen({ port: 0, host: '127.0.0.1' });
   return {
@@ -64,6 +74,7 @@ export async function startGatewayWithWorker(opts: {
     base,
     topic,
     taskQueue,
+    producer,
     async close(workflowIds) {
       for (const id of workflowIds)
         await client.workflow
@@ -71,6 +82,7 @@ export async function startGatewayWithWorker(opts: {
           .terminate('test over')
           .catch(() => {});
       await app.close();
+      await producer.close();
       w.worker.shutdown();
       await running;
       await w.close();

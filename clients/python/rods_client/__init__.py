@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 __all__ = ["RodsClient", "RodsError", "__version__"]
 
 # The gateway API version (gateway/api-version.ts); pyproject.toml reads it as the package version.
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 
 class RodsError(Exception):
