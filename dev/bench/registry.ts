@@ -31,3 +31,8 @@ registerBench(
   'fold a recorded history of 1,000,000 reward groups read back from Kafka with the live statistics code vs. a plain read of the same records',
   async () => (await import('./replay.js')).default,
 );
+registerBench(
+  'scale',
+  'a 10,000-step campaign (800 tasks x 16 rollouts): aggregator RSS and per-step cost early vs. late, event-store bytes per step, full-size replay vs. a plain read, workflow history per continue-as-new run',
+  async () => (await import('./scale.js')).default,
+);
