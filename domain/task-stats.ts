@@ -47,6 +47,16 @@ function signalOf(cfg: DetectorConfig, latest: number, ewma: number, recent: num
   }
 }
 
+/** The last `k` of `xs` followed by `x` (as `[...xs, x].slice(-k)`, without the copy in between). */
+function appendKept(xs: readonly number[] | undefined, x: number, k: number): number[] {
+  const len = xs?.length ?? 0;
+  const from = Math.max(0, len + 1 - k);
+  const out = new Array<number>(len + 1 - from);
+  for (let i = from; i < len; i++) out[i - from] = xs![i]!;
+  out[len - from] = x;
+  return out;
+}
+
 /** Folds one validated reward group (non-empty, finite, in [0,1]) into a task's state. */
 export function applyGroup(
   prev: TaskState | undefined,
@@ -58,7 +68,7 @@ export function applyGroup(
   const groupVariance = populationVariance(g);
   const alpha = ewmaAlpha(cfg);
   const ewma = prev ? alpha * g.mean + (1 - alpha) * prev.ewma : g.mean;
-  const recentMeans = [...(prev?.recentMeans ?? []), g.mean].slice(-keep(cfg));
+  const recentMeans = appendKept(prev?.recentMeans, g.mean, keep(cfg));
   const signal = signalOf(cfg, g.mean, ewma, recentMeans);
   const band = bandOf(signal, cfg);
   const state: TaskState = {

@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import type { TaskState } from '../domain/task-stats.js';
 import { configAtStep, loadCampaign } from '../store/campaigns.js';
-import { foldGroups, readCampaignGroups } from './reward-stream.js';
+import { foldCampaignGroups } from './reward-stream.js';
 
 export interface KafkaStatsCheck {
   equal: boolean;
@@ -22,7 +22,7 @@ export async function kafkaStatsCheck(
   if (!campaign) throw new Error(`unknown campaign ${campaignId}`);
   const states = new Map<string, TaskState>();
   // Each group with the config version in force for its step, as the aggregator folded it.
-  const groups = foldGroups(await readCampaignGroups(topic, campaignId), states, new Set(), (step) =>
+  const groups = await foldCampaignGroups(topic, campaignId, states, new Set(), (step) =>
     configAtStep(campaign, step),
   );
   const live = await pool.query<{

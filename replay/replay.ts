@@ -3,7 +3,14 @@
 // projections. Resumable: the rebuild commits its cursor with each batch of rows.
 import type pg from 'pg';
 import type { TaskStats } from '../schemas/types.generated.js';
-import { type Cursor, compareCursors, START } from '../store/event-store.js';
+import {
+  type Cursor,
+  compareCursors,
+  cursorOf,
+  type RecordedEvent,
+  readLog,
+  START,
+} from '../store/event-store.js';
 import { applyPoolEvent } from '../store/pool-projection.js';
 
 export interface ReplayOptions {
@@ -169,95 +176,88 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
   const hiddenSince = { at: 0 };
   // The campaign row itself comes from CampaignStarted (registerCampaign writes it beside the event).
   for (;;) {
-    // Order by the xid8 column itself (qualified): the selected text cast would sort '1000' < '739'.
-    const page = await pool.query<{
-      position: number;
-      transaction_id: string;
-      type: string;
-      payload: Record<string, unknown>;
-      metadata: Record<string, unknown>;
-    }>(
-      `select position, transaction_id::text, type, payload, metadata from events
-        where payload->>'campaignId' = $1 and (transaction_id, position) > ($2::xid8, $3::bigint)
-          and transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-        order by events.transaction_id, events.position limit $4`,
-      [campaignId, cursor.transactionId, cursor.position, batchSize],
-    );
-    if (page.rows.length === 0) {
-      if (!target || compareCursors(cursor, target) >= 0) break;
-      hiddenSince.at ||= Date.now();
-      if (Date.now() - hiddenSince.at > HIDDEN_WAIT_MS)
-        throw new ReplayError(
-          `events of the campaign up to position ${target.position} are committed but not readable after ${HIDDEN_WAIT_MS / 1000} s: a transaction older than them is still open (see pg_stat_activity)`,
-        );
-      await new Promise((r) => setTimeout(r, 100));
-      continue;
-    }
-    hiddenSince.at = 0;
-    const c = await pool.connect();
-    try {
-      await c.query('begin');
-      await c.query(`set local search_path = ${schema}, public`);
-      for (const e of page.rows) {
-        const step = stepOf(e.payload);
-        if (opts.toStep !== undefined && step !== undefined && step > opts.toStep && e.type !== 'TaskSeeded')
-          continue;
-        if (e.type === 'CampaignStarted') {
-          await c.query(
-            `insert into ${schema}.campaigns (campaign_id, name, config) values ($1, $2, $3) on conflict do nothing`,
-            [campaignId, e.payload.name, e.payload.config],
-          );
-          await c.query(
-            `insert into ${schema}.campaign_configs (campaign_id, version, from_step, config) values ($1, 1, 0, $2)
-             on conflict do nothing`,
-            [campaignId, e.payload.config],
-          );
-        } else if (e.type === 'TaskStatsUpdated') {
-          const s = e.payload.stats as TaskStats;
-          await c.query(
-            `insert into ${schema}.task_stats values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-             on conflict (campaign_id, task_id) do update set groups = excluded.groups, rollouts = excluded.rollouts,
-               mean = excluded.mean, m2 = excluded.m2, latest_mean = excluded.latest_mean,
-               latest_variance = excluded.latest_variance, ewma = excluded.ewma, last_step = excluded.last_step,
-               signal = excluded.signal, phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id`,
-            [
-              campaignId,
-              e.payload.taskId,
-              s.groupCount,
-              s.count,
-              s.mean,
-              s.m2,
-              s.latestGroupMean,
-              s.latestGroupVariance,
-              s.ewma,
-              s.lastStep,
-              s.signal,
-              s.phi,
-              s.band,
-              e.payload.sourceEventId,
-            ],
-          );
-        } else {
-          await applyPoolEvent(c, e.type, e.payload, e.metadata);
+    // One pass of the bulk reader over the campaign's events after the cursor (every event a
+    // reader can see when the pass starts), each page applied and checkpointed in its own
+    // transaction on another connection.
+    for await (const page of readLog(pool, { after: cursor, pageSize: batchSize, campaignId })) {
+      hiddenSince.at = 0;
+      const c = await pool.connect();
+      try {
+        await c.query('begin');
+        await c.query(`set local search_path = ${schema}, public`);
+        for (const e of page as Array<RecordedEvent & { payload: Record<string, unknown> }>) {
+          const step = stepOf(e.payload);
+          if (
+            opts.toStep !== undefined &&
+            step !== undefined &&
+            step > opts.toStep &&
+            e.type !== 'TaskSeeded'
+          )
+            continue;
+          if (e.type === 'CampaignStarted') {
+            await c.query(
+              `insert into ${schema}.campaigns (campaign_id, name, config) values ($1, $2, $3) on conflict do nothing`,
+              [campaignId, e.payload.name, e.payload.config],
+            );
+            await c.query(
+              `insert into ${schema}.campaign_configs (campaign_id, version, from_step, config) values ($1, 1, 0, $2)
+               on conflict do nothing`,
+              [campaignId, e.payload.config],
+            );
+          } else if (e.type === 'TaskStatsUpdated') {
+            const s = e.payload.stats as TaskStats;
+            await c.query(
+              `insert into ${schema}.task_stats values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+               on conflict (campaign_id, task_id) do update set groups = excluded.groups, rollouts = excluded.rollouts,
+                 mean = excluded.mean, m2 = excluded.m2, latest_mean = excluded.latest_mean,
+                 latest_variance = excluded.latest_variance, ewma = excluded.ewma, last_step = excluded.last_step,
+                 signal = excluded.signal, phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id`,
+              [
+                campaignId,
+                e.payload.taskId,
+                s.groupCount,
+                s.count,
+                s.mean,
+                s.m2,
+                s.latestGroupMean,
+                s.latestGroupVariance,
+                s.ewma,
+                s.lastStep,
+                s.signal,
+                s.phi,
+                s.band,
+                e.payload.sourceEventId,
+              ],
+            );
+          } else {
+            await applyPoolEvent(c, e.type, e.payload, e.metadata);
+          }
         }
+        const last = page[page.length - 1]!;
+        const next = cursorOf(last);
+        if (compareCursors(next, cursor) <= 0) throw new ReplayError('event log cursor did not advance');
+        cursor = next;
+        events += page.length;
+        await c.query(
+          `update ${schema}.replay_checkpoint set transaction_id = $1, position = $2, events = $3`,
+          [cursor.transactionId, cursor.position, events],
+        );
+        await c.query('commit');
+      } catch (e) {
+        await c.query('rollback').catch(() => {});
+        throw e;
+      } finally {
+        c.release();
       }
-      const last = page.rows[page.rows.length - 1]!;
-      const next = { transactionId: last.transaction_id, position: last.position };
-      if (compareCursors(next, cursor) <= 0) throw new ReplayError('event log cursor did not advance');
-      cursor = next;
-      events += page.rows.length;
-      await c.query(
-        `update ${schema}.replay_checkpoint set transaction_id = $1, position = $2, events = $3`,
-        [cursor.transactionId, cursor.position, events],
-      );
-      await c.query('commit');
-    } catch (e) {
-      await c.query('rollback').catch(() => {});
-      throw e;
-    } finally {
-      c.release();
+      opts.onProgress?.(events, total);
     }
-    opts.onProgress?.(events, total);
+    if (!target || compareCursors(cursor, target) >= 0) break;
+    hiddenSince.at ||= Date.now();
+    if (Date.now() - hiddenSince.at > HIDDEN_WAIT_MS)
+      throw new ReplayError(
+        `events of the campaign up to position ${target.position} are committed but not readable after ${HIDDEN_WAIT_MS / 1000} s: a transaction older than them is still open (see pg_stat_activity)`,
+      );
+    await new Promise((r) => setTimeout(r, 100));
   }
 
   const tables: TableDiff[] = [];

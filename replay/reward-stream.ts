@@ -16,14 +16,20 @@ export interface RecordedGroup {
   rewards: number[];
 }
 
-/** Every RolloutGroupScored of the campaign on the topic, in each partition's order (a task's groups in production order). */
-export async function readCampaignGroups(topic: string, campaignId: string): Promise<RecordedGroup[]> {
+/**
+ * Hands every RolloutGroupScored of the campaign on the topic to `onBatch`, one fetched batch at
+ * a time, in each partition's order (a task's groups in production order).
+ */
+export async function forEachCampaignGroup(
+  topic: string,
+  campaignId: string,
+  onBatch: (groups: RecordedGroup[]) => void,
+): Promise<void> {
   const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
   const remaining = new Map(
     ends.filter((p) => Number(p.high) > Number(p.low)).map((p) => [p.partition, Number(p.high)]),
   );
-  const out: RecordedGroup[] = [];
-  if (remaining.size === 0) return out;
+  if (remaining.size === 0) return;
   const c = openKafka({ clientId: 'rods-replay' }).batchConsumer({
     groupId: `rods-replay-${randomUUID()}`,
     topics: [topic],
@@ -32,6 +38,7 @@ export async function readCampaignGroups(topic: string, campaignId: string): Pro
   try {
     await new Promise<void>((resolve, reject) => {
       c.run(async (batch, { heartbeat }) => {
+        const out: RecordedGroup[] = [];
         for (const m of batch.records) {
           try {
             const d = decode(m.value!);
@@ -55,6 +62,7 @@ export async function readCampaignGroups(topic: string, campaignId: string): Pro
           if (Number(m.offset) + 1 >= (remaining.get(batch.partition) ?? 0))
             remaining.delete(batch.partition);
         }
+        onBatch(out);
         await heartbeat();
         if (remaining.size === 0) resolve();
       }).catch(reject);
@@ -62,6 +70,14 @@ export async function readCampaignGroups(topic: string, campaignId: string): Pro
   } finally {
     await c.disconnect();
   }
+}
+
+/** Every RolloutGroupScored of the campaign on the topic, in each partition's order (a task's groups in production order). */
+export async function readCampaignGroups(topic: string, campaignId: string): Promise<RecordedGroup[]> {
+  const out: RecordedGroup[] = [];
+  await forEachCampaignGroup(topic, campaignId, (groups) => {
+    for (const g of groups) out.push(g);
+  });
   return out;
 }
 
@@ -87,5 +103,24 @@ export function foldGroups(
     states.set(g.taskId, applyGroup(prev, g.rewards, g.step, c.detector).state);
     n++;
   }
+  return n;
+}
+
+/**
+ * readCampaignGroups + foldGroups, folding each batch as it arrives: the same states (folding is
+ * sequential, and a task's groups stay in one partition, in order), without keeping every group
+ * in memory until the read ends.
+ */
+export async function foldCampaignGroups(
+  topic: string,
+  campaignId: string,
+  states: Map<string, TaskState>,
+  seen: Set<string>,
+  cfg: FoldConfig | ((step: number) => FoldConfig),
+): Promise<number> {
+  let n = 0;
+  await forEachCampaignGroup(topic, campaignId, (groups) => {
+    n += foldGroups(groups, states, seen, cfg);
+  });
   return n;
 }

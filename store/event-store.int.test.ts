@@ -13,7 +13,9 @@ import {
   InvalidEventError,
   type RecordedEvent,
   readAll,
+  readLog,
   readStream,
+  START,
   StreamOrderError,
   streamVersion,
   subscribeAll,
@@ -388,5 +390,170 @@ describe('reading the log', () => {
     await consumer;
     expect(got.map((e) => (e.payload as { i: number }).i)).toEqual([0, 1, 2, 3, 4]);
     expect(got.map((e) => e.version)).toEqual([1, 2, 3, 4, 5]);
+  });
+});
+
+describe('the bulk reader (readLog)', () => {
+  const flat = async (pages: AsyncIterable<RecordedEvent[]>, sizes?: number[]) => {
+    const out: RecordedEvent[] = [];
+    for await (const p of pages) {
+      sizes?.push(p.length);
+      out.push(...p);
+    }
+    return out;
+  };
+
+  it('returns what readPage returns, field by field and in the same order, across transactions and pages', async () => {
+    const start = await headCursor(pool);
+    const s1 = uniqueStream('es-log-1');
+    const s2 = uniqueStream('es-log-2');
+    // One transaction over two streams, then concurrent transactions of their own.
+    await inTransaction(pool, async (c) => {
+      await append(c, s1, 'no-stream', [
+        newEvent('A', { n: 1, text: 'é \\ "q"\t\n', nested: { xs: [0.125, -0, 1e-7, null, true] } }),
+        newEvent('B', {}, { correlationId: 'c-1', producer: 'p' }),
+      ]);
+      await append(c, s2, 'no-stream', [newEvent('C', [1, 2, 3])]);
+    });
+    await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        append(pool, `${s1}/x${i}`, 'no-stream', [
+          newEvent('X', { i }),
+          newEvent('Y', { i, s: 'y'.repeat(i * 1000) }),
+        ]),
+      ),
+    );
+    const isMine = (e: RecordedEvent) => e.streamId.startsWith(s1) || e.streamId === s2;
+    const sizes: number[] = [];
+    const bulk = await eventually(
+      async () => {
+        sizes.length = 0;
+        return flat(readLog(pool, { after: start, pageSize: 3 }), sizes);
+      },
+      (r) => r.filter(isMine).length === 15,
+    );
+    expect(bulk.filter(isMine)).toHaveLength(15);
+    // Full pages of 3 but the last.
+    expect(sizes.slice(0, -1).every((n) => n === 3)).toBe(true);
+    expect(sizes.at(-1)).toBeGreaterThan(0);
+    // Whatever readLog returned, a later paged read returns first, in the same order: rows
+    // committed after the bulk read started sort after everything it returned.
+    const paged = await readEverything(pool, start, 4);
+    expect(paged.slice(0, bulk.length)).toEqual(bulk);
+    expect(bulk.filter((e) => e.streamId === s1).map((e) => e.version)).toEqual([1, 2]);
+    expect(bulk.find((e) => e.type === 'B')!.metadata).toEqual({ correlationId: 'c-1', producer: 'p' });
+    expect(bulk[0]!.recordedAt).toBeInstanceOf(Date);
+    // From a bare position: the events after it.
+    const third = bulk.filter(isMine)[2]!;
+    const after = await flat(readLog(pool, { after: third.position, pageSize: 1000 }));
+    expect(after.slice(0, bulk.length - bulk.indexOf(third) - 1)).toEqual(
+      bulk.slice(bulk.indexOf(third) + 1),
+    );
+  });
+
+  it('does not pass an event whose transaction is still open; a pass from the last cursor returns it', async () => {
+    const sa = uniqueStream('es-log-skip-a');
+    const sb = uniqueStream('es-log-skip-b');
+    const start = await headCursor(pool);
+    const a = await pool.connect();
+    const b = await pool.connect();
+    let afterB: RecordedEvent | undefined;
+    try {
+      await b.query('begin');
+      await b.query('select pg_current_xact_id()');
+      await a.query('begin');
+      await append(a, sa, 'no-stream', [newEvent('A', {})]);
+      await append(b, sb, 'no-stream', [newEvent('B', {})]);
+      await b.query('commit');
+      const seen = await eventually(
+        async () => mine(await flat(readLog(pool, { after: start })), sa, sb),
+        (r) => r.length > 0,
+      );
+      expect(seen.map((e) => e.streamId)).toEqual([sb]);
+      afterB = seen[0];
+      await a.query('commit');
+    } finally {
+      a.release();
+      b.release();
+    }
+    const rest = await eventually(
+      async () => mine(await flat(readLog(pool, { after: cursorOf(afterB!) })), sa, sb),
+      (r) => r.length > 0,
+    );
+    expect(rest.map((e) => e.streamId)).toEqual([sa]);
+  });
+
+  it('reads what was visible when the pass started while appends go on, and the next pass the rest', async () => {
+    const s = uniqueStream('es-log-live');
+    const start = await headCursor(pool);
+    let v = 0;
+    for (let i = 0; i < 5; i++)
+      v = (
+        await append(
+          pool,
+          s,
+          v,
+          Array.from({ length: 10 }, (_, k) => newEvent('E', { k })),
+        )
+      ).nextExpectedVersion;
+    // Wait until the first 50 are visible, so the pass below starts with all of them.
+    await eventually(
+      async () => mine(await readEverything(pool, start), s),
+      (r) => r.length === 50,
+    );
+    const got: RecordedEvent[] = [];
+    let appending: Promise<void> | undefined;
+    for await (const page of readLog(pool, { after: start, pageSize: 2 })) {
+      got.push(...page);
+      // The statement is running: commit 50 more, from several connections, before reading on.
+      appending ??= (async () => {
+        for (let i = 0; i < 5; i++)
+          v = (
+            await append(
+              pool,
+              s,
+              v,
+              Array.from({ length: 10 }, (_, k) => newEvent('F', { k })),
+            )
+          ).nextExpectedVersion;
+      })();
+      await appending;
+    }
+    expect(mine(got, s).map((e) => e.version)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    const last = got.at(-1)!;
+    const more = await eventually(
+      async () => mine(await flat(readLog(pool, { after: cursorOf(last) })), s),
+      (r) => r.length === 50,
+    );
+    expect(more.map((e) => e.version)).toEqual(Array.from({ length: 50 }, (_, i) => i + 51));
+  });
+
+  it('filters by campaign id (quoted), and frees its connection when the loop ends early', async () => {
+    const campaign = `es-log-'camp"; select 1; --${randomUUID()}`;
+    const s = uniqueStream('es-log-camp');
+    const start = await headCursor(pool);
+    await append(pool, s, 'no-stream', [
+      newEvent('In', { campaignId: campaign, i: 1 }),
+      newEvent('Out', { campaignId: `${campaign}x`, i: 2 }),
+      newEvent('In', { campaignId: campaign, i: 3 }),
+    ]);
+    const only = await eventually(
+      async () => flat(readLog(pool, { after: start, campaignId: campaign })),
+      (r) => r.length === 2,
+    );
+    expect(only.map((e) => (e.payload as { i: number }).i)).toEqual([1, 3]);
+
+    const one = createPool({ application: 'rods-test-event-store-log', max: 1 });
+    try {
+      for await (const page of readLog(one, { after: START, pageSize: 1 })) {
+        expect(page).toHaveLength(1);
+        break;
+      }
+      // The one connection was closed, not returned mid-COPY: the next query gets a fresh one.
+      const r = await one.query<{ n: number }>('select 1 as n');
+      expect(r.rows[0]!.n).toBe(1);
+    } finally {
+      await one.end();
+    }
   });
 });

@@ -42,10 +42,14 @@
 // (transactionId, position) of the last event processed; a bare position is resolved to its pair.
 // Two consequences: a reader lags behind the oldest transaction with a write that is still open
 // anywhere in the cluster, and a reader inside a transaction that has written cannot see past
-// its own transaction id, so read outside such transactions.
+// its own transaction id, so read outside such transactions. Two readers share these rules:
+// readPage, one query per page (the relay, projection catch-up, subscriptions), and readLog, a
+// whole history streamed by one binary COPY (replay, projection rebuilds).
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 import { CanonicalJsonError, canonicalEventJson, canonicalJson, chainHash } from './canonical.js';
+import { EVENTS_COPY_COLUMNS, EventCopyParser } from './copy-binary.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
 import './db.js';
 
@@ -473,6 +477,64 @@ export interface ReadAllOptions {
 /** Events after `after` in read order (see the top of this file), at most `limit`. */
 export async function readAll(db: Queryable, opts: ReadAllOptions = {}): Promise<RecordedEvent[]> {
   return readPage(db, await toCursor(db, opts.after), opts.limit ?? 1000);
+}
+
+export interface ReadLogOptions {
+  /** Position or cursor of the last event already processed; default: the start. */
+  after?: number | Cursor;
+  /** Events per page yielded; default 1000. */
+  pageSize?: number;
+  /** Only the events whose payload.campaignId is this (a campaign's history). */
+  campaignId?: string;
+}
+
+/**
+ * The bulk reader: every event after `after` that a reader can see when the read starts (the
+ * horizon and order of readPage), in pages of `pageSize`, streamed by one
+ * `COPY (select ...) TO STDOUT (format binary)` on a connection of its own from the pool. For
+ * whole-history reads (replay, projection rebuilds): one statement instead of a query per page,
+ * PostgreSQL producing rows while the caller works on the previous page, and a binary format
+ * whose fixed-width fields need no text parsing. The events are the ones readPage returns, equal
+ * field by field. The statement's snapshot is held until the last page is consumed; leaving the
+ * loop early closes that connection (a COPY cannot be stopped half way otherwise).
+ */
+export async function* readLog(pool: pg.Pool, opts: ReadLogOptions = {}): AsyncGenerator<RecordedEvent[]> {
+  const pageSize = opts.pageSize ?? 1000;
+  if (!(Number.isSafeInteger(pageSize) && pageSize > 0)) throw new Error(`page size ${pageSize}`);
+  const after = await toCursor(pool, opts.after);
+  // COPY takes no bind parameters: the cursor and the filter are checked or quoted literals.
+  if (!/^\d{1,20}$/.test(after.transactionId) || !Number.isSafeInteger(after.position)) {
+    throw new Error(`invalid cursor ${JSON.stringify(after)}`);
+  }
+  const filter =
+    opts.campaignId === undefined ? '' : ` and payload->>'campaignId' = ${pg.escapeLiteral(opts.campaignId)}`;
+  const sql = `copy (select ${EVENTS_COPY_COLUMNS} from events
+                      where (transaction_id, position) > ('${after.transactionId}'::xid8, ${after.position}::bigint)
+                        and transaction_id < pg_snapshot_xmin(pg_current_snapshot())${filter}
+                      order by transaction_id, position) to stdout (format binary)`;
+  const client = await pool.connect();
+  let failure: Error | true | undefined = true;
+  try {
+    const parser = new EventCopyParser();
+    let page: RecordedEvent[] = [];
+    for await (const chunk of client.query(copyTo(sql))) {
+      parser.push(chunk as Buffer, page);
+      while (page.length >= pageSize) {
+        const full = page.length === pageSize ? page : page.slice(0, pageSize);
+        page = page.length === pageSize ? [] : page.slice(pageSize);
+        yield full;
+      }
+    }
+    parser.end();
+    failure = undefined;
+    if (page.length > 0) yield page;
+  } catch (e) {
+    failure = e as Error;
+    throw e;
+  } finally {
+    // After an error or an early exit the connection is mid-COPY: close it rather than reuse it.
+    client.release(failure);
+  }
 }
 
 /** The cursor of the last event a reader can see now (to start a subscription "from now"). */

@@ -18,6 +18,7 @@ import {
   cursorAt,
   cursorOf,
   type RecordedEvent,
+  readLog,
   readPage,
   START,
 } from './event-store.js';
@@ -178,7 +179,7 @@ export async function runProjection(pool: pg.Pool, p: Projection, opts: RunOptio
 }
 
 export interface RebuildOptions {
-  /** Events per read inside the rebuild transaction; default 1000. */
+  /** Events per page of the rebuild's reader (and per batch of a following catch-up); default 1000. */
   batchSize?: number;
   /** After the rebuild, catch up (polling) until this event is applied; see CatchUpOptions. */
   until?: number | Cursor;
@@ -189,7 +190,8 @@ export interface RebuildOptions {
 /**
  * Empties the projection (reset()) and replays the whole log into it in one transaction, then
  * moves its checkpoint. Events whose transactions were still open are left to the next catch-up
- * (or waited for with `until`).
+ * (or waited for with `until`). Uses two of the pool's connections: one applies, one streams the
+ * log (readLog).
  */
 export async function rebuild(
   pool: pg.Pool,
@@ -207,12 +209,18 @@ export async function rebuild(
     let cursor: Cursor = { ...START };
     let applied = 0;
     await reset(c);
-    for (;;) {
-      const events = await readPage(c, cursor, batchSize);
-      for (const e of events) await p.apply(c, e);
-      applied += events.length;
-      if (events.length > 0) cursor = cursorOf(events[events.length - 1]!);
-      if (events.length < batchSize) break;
+    // The whole history through the bulk reader, on a second connection (this one is busy
+    // applying). Its horizon is the same as here: this transaction is still running, so the
+    // reader stops below its id too. Another pass picks up what older transactions committed
+    // meanwhile, as paging until a short page did.
+    for (let more = true; more; ) {
+      more = false;
+      for await (const events of readLog(pool, { after: cursor, pageSize: batchSize })) {
+        for (const e of events) await p.apply(c, e);
+        applied += events.length;
+        cursor = cursorOf(events[events.length - 1]!);
+        more = true;
+      }
     }
     await saveCheckpoint(c, p.name, cursor);
     return { applied, checkpoint: cursor };

@@ -1,9 +1,13 @@
 // Event store throughput: appends N events through store/event-store.ts (batches of --batch
-// events to --streams streams from --concurrency connections), reads them all back by global
-// position through the store's reader (pages of --page events), and, as the baseline, copies the
-// same rows and columns out with a plain `COPY (select ...) TO STDOUT`. Runs in a schema of its
-// own (dropped afterwards), so the project's events table is untouched. Options: --events,
-// --streams, --batch, --concurrency, --page, --rounds (read/COPY rounds; the best of each counts).
+// events to --streams streams from --concurrency connections), reads them all back in the log's
+// order through the store's bulk reader (readLog, what replay and projection rebuilds use; pages
+// of --page events) and through its paged reader (readPage, one query per page, what the relay
+// and projection catch-up use), and, as the baseline, copies the same rows and columns out with
+// a plain `COPY (select ...) TO STDOUT` that only counts lines. Both readers deliver whole
+// RecordedEvents (payload and metadata parsed). read_ratio is the bulk reader's; page_read_ratio
+// the paged reader's. Runs in a schema of its own (dropped afterwards), so the project's events
+// table is untouched. Options: --events, --streams, --batch, --concurrency, --page, --rounds
+// (rounds of the three readers in turn; the best of each counts).
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -12,7 +16,15 @@ import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { loadEndpoints } from '../../config/endpoints.js';
-import { append, type Cursor, cursorOf, type NewEvent, readPage, START } from '../../store/event-store.js';
+import {
+  append,
+  type Cursor,
+  cursorOf,
+  type NewEvent,
+  readLog,
+  readPage,
+  START,
+} from '../../store/event-store.js';
 import { MIGRATIONS_DIR } from '../../store/migrate.js';
 import type { BenchResult } from './run.js';
 
@@ -90,7 +102,21 @@ export default async function eventStore(opts: Record<string, string | boolean>)
     // map, so that neither of the two readers below pays for the first visit of fresh rows.
     await pool.query('vacuum (analyze) events');
 
-    // 2. Read everything back through the store's reader, by global position.
+    // 2a. Read everything back through the store's bulk reader, in the log's order.
+    const readAllBulk = async (): Promise<number> => {
+      let read = 0;
+      let last = 0;
+      const t = performance.now();
+      for await (const page of readLog(pool, { pageSize })) {
+        read += page.length;
+        last = page[page.length - 1]!.position;
+      }
+      const s = (performance.now() - t) / 1000;
+      if (read !== total || last === 0) throw new Error(`bulk read ${read} events, appended ${total}`);
+      return s;
+    };
+
+    // 2b. The same through the paged reader, one query per page.
     const readAllThrough = async (): Promise<number> => {
       let read = 0;
       let cursor: Cursor = { ...START };
@@ -136,16 +162,19 @@ export default async function eventStore(opts: Record<string, string | boolean>)
     // Alternate the two readers for a few rounds and keep each one's best time, so that a burst
     // of other work on a shared machine does not decide the ratio.
     let readS = Number.POSITIVE_INFINITY;
+    let pageS = Number.POSITIVE_INFINITY;
     let copyS = Number.POSITIVE_INFINITY;
     for (let r = 0; r < rounds; r++) {
-      readS = Math.min(readS, await readAllThrough());
+      readS = Math.min(readS, await readAllBulk());
       copyS = Math.min(copyS, await copyAll());
+      pageS = Math.min(pageS, await readAllThrough());
       log(
-        `round ${r + 1}: reader ${Math.round(total / readS)}/s, COPY ${Math.round(total / copyS)}/s (best so far)`,
+        `round ${r + 1}: bulk reader ${Math.round(total / readS)}/s, paged reader ${Math.round(total / pageS)}/s, COPY ${Math.round(total / copyS)}/s (best so far)`,
       );
     }
 
     const readRate = total / readS;
+    const pageRate = total / pageS;
     const copyRate = total / copyS;
     return {
       events: total,
@@ -158,6 +187,8 @@ export default async function eventStore(opts: Record<string, string | boolean>)
       read_events_per_s: Math.round(readRate),
       raw_copy_rows_per_s: Math.round(copyRate),
       read_ratio: Number((readRate / copyRate).toFixed(3)),
+      page_read_events_per_s: Math.round(pageRate),
+      page_read_ratio: Number((pageRate / copyRate).toFixed(3)),
     };
   } finally {
     await pool.end();
