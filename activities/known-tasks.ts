@@ -61,7 +61,8 @@ export async function knownTasks(
      union all
      select 'candidate', candidate_id from candidates
       where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2
-        and ($3::text is null or (candidate_id <> $3 and left(candidate_id, length($3) + 1) <> $3 || '~'))`,
+        and ($3::text is null or (candidate_id <> $3 and left(candidate_id, length($3) + 1) <> $3 || '~'))
+     order by kind desc, id`,
     [campaignId, candidateId, derivedFrom ?? null],
   );
   const key = (r: { kind: KnownTask['kind']; id: string }) => FeatureCache.key(campaignId, r.kind, r.id);
@@ -90,7 +91,7 @@ export async function knownTasks(
       features.set(key(r), f);
     }
   }
-  // In the order of the first query (seeds, then candidates): the nearest of equals is the first.
+  // Seeds, then candidates, each by id: the nearest of equals is the first, on every run.
   const out: KnownTask[] = [];
   for (const r of rows) {
     const f = features.get(key(r));

@@ -37,40 +37,45 @@ const SEED = task(
   [["cd(folder='document')", "touch(file_name='notes.txt')"], ["echo(content='x', file_name='notes.txt')"]],
 );
 
+/** A campaign with SEED as its one seed; returns recordOutcome of a validated candidate. */
+async function campaignWithSeed(campaignId: string, config?: Record<string, unknown>) {
+  await registerCampaign(pool, { campaignId, ...(config ? { config } : {}) });
+  await inTransaction(pool, (c) =>
+    recordEventsIn(c, streams.campaign(campaignId), [
+      workerEvent('TaskSeeded', eventIds.taskSeeded(campaignId, SEED.id), {
+        campaignId,
+        taskId: SEED.id,
+        category: 'base',
+        task: JSON.stringify(SEED),
+        taskHash: candidateHash(SEED),
+        source: 'test',
+        poolVersion: 1,
+        occurredAt: Date.now(),
+      }),
+    ]),
+  );
+  const acts = createSynthesisActivities({
+    pool,
+    executor: {} as ExecutorClient,
+    endpoints: loadGeneratorEndpoints({}),
+  });
+  return (candidate: Candidate) =>
+    acts.recordOutcome({
+      kind: 'validated',
+      campaignId,
+      synthesisId: `${campaignId}-${candidate.id}`,
+      seedTaskId: SEED.id,
+      candidate,
+      judge: { model: 'judge', scores: {}, reasons: [] },
+      refined: false,
+      lineage: {},
+    });
+}
+
 describe('near-duplicate candidates', () => {
   it('rejects a near-copy of a seed and of an earlier candidate, and validates a distinct task', async () => {
     const campaignId = `neardup-${randomUUID().slice(0, 8)}`;
-    await registerCampaign(pool, { campaignId, config: { synthesis: { nearDuplicateThreshold: 0.8 } } });
-    await inTransaction(pool, (c) =>
-      recordEventsIn(c, streams.campaign(campaignId), [
-        workerEvent('TaskSeeded', eventIds.taskSeeded(campaignId, SEED.id), {
-          campaignId,
-          taskId: SEED.id,
-          category: 'base',
-          task: JSON.stringify(SEED),
-          taskHash: candidateHash(SEED),
-          source: 'test',
-          poolVersion: 1,
-          occurredAt: Date.now(),
-        }),
-      ]),
-    );
-    const acts = createSynthesisActivities({
-      pool,
-      executor: {} as ExecutorClient,
-      endpoints: loadGeneratorEndpoints({}),
-    });
-    const outcome = (candidate: Candidate) =>
-      acts.recordOutcome({
-        kind: 'validated',
-        campaignId,
-        synthesisId: `${campaignId}-${candidate.id}`,
-        seedTaskId: SEED.id,
-        candidate,
-        judge: { model: 'judge', scores: {}, reasons: [] },
-        refined: false,
-        lineage: {},
-      });
+    const outcome = await campaignWithSeed(campaignId, { synthesis: { nearDuplicateThreshold: 0.8 } });
     const rejection = async (candidate: Candidate) => {
       const { rows } = await pool.query<{ payload: { reasonCode: string; reason: string } }>(
         `select payload from events where stream_id = $1 and type = 'CandidateRejected'`,
@@ -115,37 +120,7 @@ describe('near-duplicate candidates', () => {
 
   it("computes a task's features once per process, reads only contents it has not seen, and skips rejected candidates", async () => {
     const campaignId = `neardup-cache-${randomUUID().slice(0, 8)}`;
-    await registerCampaign(pool, { campaignId });
-    await inTransaction(pool, (c) =>
-      recordEventsIn(c, streams.campaign(campaignId), [
-        workerEvent('TaskSeeded', eventIds.taskSeeded(campaignId, SEED.id), {
-          campaignId,
-          taskId: SEED.id,
-          category: 'base',
-          task: JSON.stringify(SEED),
-          taskHash: candidateHash(SEED),
-          source: 'test',
-          poolVersion: 1,
-          occurredAt: Date.now(),
-        }),
-      ]),
-    );
-    const acts = createSynthesisActivities({
-      pool,
-      executor: {} as ExecutorClient,
-      endpoints: loadGeneratorEndpoints({}),
-    });
-    const validate = (candidate: Candidate) =>
-      acts.recordOutcome({
-        kind: 'validated',
-        campaignId,
-        synthesisId: `${campaignId}-${candidate.id}`,
-        seedTaskId: SEED.id,
-        candidate,
-        judge: { model: 'judge', scores: {}, reasons: [] },
-        refined: false,
-        lineage: {},
-      });
+    const validate = await campaignWithSeed(campaignId);
     const other = task(
       'c-other',
       ['Show me the first ten lines of the log file and then tell me how many errors it reports'],
@@ -162,7 +137,7 @@ describe('near-duplicate candidates', () => {
     const cache = new FeatureCache();
     const read = () => inTransaction(pool, (c) => knownTasks(c, campaignId, 'c-new', undefined, cache));
     const first = await read();
-    // The seed and the validated candidate, not the rejected copy; in the query's order.
+    // The seed and the validated candidate, not the rejected copy: seeds first, then candidates by id.
     expect(first.map((t) => `${t.kind}:${t.id}`)).toEqual([`seed:${SEED.id}`, 'candidate:c-other']);
     expect(first[0]!.features).toEqual(taskFeatures(SEED));
     expect(first[1]!.features).toEqual(taskFeatures(other));
@@ -184,7 +159,7 @@ describe('near-duplicate candidates', () => {
     );
     expect(await validate(later)).toEqual({ outcome: 'validated', candidateId: 'c-later' });
     const third = await read();
-    expect(third.map((t) => t.id)).toEqual([SEED.id, 'c-other', 'c-later']);
+    expect(third.map((t) => t.id)).toEqual([SEED.id, 'c-later', 'c-other']);
     expect({ hits: cache.hits, misses: cache.misses, size: cache.size }).toEqual({
       hits: 4,
       misses: 3,

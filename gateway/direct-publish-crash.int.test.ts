@@ -50,15 +50,7 @@ afterAll(async () => {
   for (const app of apps) await app.close().catch(() => {});
   await producer?.close();
   if (loop) {
-    const { rows } = await loop.pool.query<{ workflow_id: string }>(
-      'select workflow_id from ingestion_batches where campaign_id = $1',
-      [loop.campaignId],
-    );
-    for (const r of rows)
-      await loop.client.workflow
-        .getHandle(r.workflow_id)
-        .terminate('test over')
-        .catch(() => {});
+    await loop.terminateIngestions();
     await loop.close();
   }
 });

@@ -2,12 +2,11 @@
 // own binary, in memory) suggests continue-as-new after a few dozen events; the campaign must
 // carry its whole state across runs, and synthesis children started by an earlier run must
 // still report to the current one, or, when they end without reporting, have their slot freed.
-import { type ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
+import { type PrivateTemporal, startPrivateTemporal } from '../dev/harness/private-temporal.js';
 import {
   HANG_HEADERS,
   hangingSynthesisConfig,
@@ -16,51 +15,16 @@ import {
   standinGenerator,
   startStandin,
 } from '../dev/harness/standin.js';
-import { probeTemporal } from '../infra/stack/temporal.js';
 import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
-import { waitUntil } from '../test/support/wait.js';
-import { freePort } from '../util/free-port.js';
 import type { CampaignStatus } from './campaign.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-let server: ChildProcess;
+let server: PrivateTemporal | undefined;
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;
 let loop: LoopHarness;
 
 beforeAll(async () => {
-  const port = await freePort();
-  server = spawn(
-    path.join(ROOT, '.stack/bin/temporal'),
-    [
-      'server',
-      'start-dev',
-      '--headless',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--http-port',
-      String(await freePort()),
-      '--metrics-port',
-      String(await freePort()),
-      '--log-level',
-      'error',
-      '--dynamic-config-value',
-      'limit.historyCount.suggestContinueAsNew=40',
-      '--dynamic-config-value',
-      'frontend.enableUpdateWorkflowExecution=true',
-    ],
-    { stdio: 'ignore' },
-  );
-  // Every Temporal connection of this test file (worker, client) goes to the private server.
-  process.env.TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
-  const address = process.env.TEMPORAL_ADDRESS;
-  await waitUntil(async () => (await probeTemporal(address, 'default')).answering, {
-    what: `the private Temporal dev server at ${address} to answer`,
-    timeoutMs: 60_000,
-    intervalMs: 200,
-  });
+  server = await startPrivateTemporal({ suggestContinueAsNewAt: 40 });
   await installWorkerRuntime('WARN');
   bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
   standin = await startStandin(['--seed', '11']);
@@ -72,7 +36,7 @@ afterAll(async () => {
   await loop?.terminate(children);
   await loop?.close();
   await standin?.stop();
-  server?.kill('SIGTERM');
+  await server?.stop();
 });
 
 /** One simulated training step; returns the step. */

@@ -17,15 +17,14 @@ import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { encodeRecord, freshRewardTopic, rng, type TraceGroup } from '../../aggregator/trace.js';
 import { eventIds } from '../../domain/ids.js';
-import { probeTemporal } from '../../infra/stack/temporal.js';
 import { openKafka, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { installWorkerRuntime } from '../../temporal/connect.js';
-import { waitUntil } from '../../test/support/wait.js';
 import { freePort } from '../../util/free-port.js';
 import { LoopHarness } from '../harness/loop.js';
+import { type PrivateTemporal, startPrivateTemporal } from '../harness/private-temporal.js';
 import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';
 import type { BenchResult } from './run.js';
 
@@ -565,45 +564,12 @@ export interface WorkflowRun {
  * `workflowRuns` runs, and reads each run's history back from Temporal.
  */
 async function workflowHistories(o: ScaleOptions, log: (m: string) => void) {
-  const savedAddress = process.env.TEMPORAL_ADDRESS;
-  let server: ChildProcess | undefined;
+  let server: PrivateTemporal | undefined;
   let standin: Awaited<ReturnType<typeof startStandin>> | undefined;
   let loop: LoopHarness | undefined;
   try {
-    if (o.historyThreshold !== undefined) {
-      const port = await freePort();
-      server = spawn(
-        path.join(ROOT, '.stack/bin/temporal'),
-        [
-          'server',
-          'start-dev',
-          '--headless',
-          '--ip',
-          '127.0.0.1',
-          '--port',
-          String(port),
-          '--http-port',
-          String(await freePort()),
-          '--metrics-port',
-          String(await freePort()),
-          '--log-level',
-          'error',
-          '--dynamic-config-value',
-          `limit.historyCount.suggestContinueAsNew=${o.historyThreshold}`,
-          '--dynamic-config-value',
-          'frontend.enableUpdateWorkflowExecution=true',
-        ],
-        { stdio: 'ignore' },
-      );
-      // Every Temporal connection made from here on (worker, client) goes to the private server.
-      process.env.TEMPORAL_ADDRESS = `127.0.0.1:${port}`;
-      const address = process.env.TEMPORAL_ADDRESS;
-      await waitUntil(async () => (await probeTemporal(address, 'default')).answering, {
-        what: `the private Temporal dev server at ${address} to answer`,
-        timeoutMs: 60_000,
-        intervalMs: 200,
-      });
-    }
+    if (o.historyThreshold !== undefined)
+      server = await startPrivateTemporal({ suggestContinueAsNewAt: o.historyThreshold });
     await installWorkerRuntime('WARN');
     standin = await startStandin(['--seed', '11']);
     loop = new LoopHarness({
@@ -658,13 +624,7 @@ async function workflowHistories(o: ScaleOptions, log: (m: string) => void) {
   } finally {
     await loop?.close().catch(() => {});
     await standin?.stop();
-    if (server) {
-      const exited = new Promise<void>((r) => server!.once('exit', () => r()));
-      server.kill('SIGTERM');
-      await exited;
-    }
-    if (savedAddress === undefined) delete process.env.TEMPORAL_ADDRESS;
-    else process.env.TEMPORAL_ADDRESS = savedAddress;
+    await server?.stop();
   }
 }
 

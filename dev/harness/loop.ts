@@ -211,6 +211,15 @@ export class LoopHarness {
         .catch(() => {});
   }
 
+  /** Terminates the ingestion workflows of the campaign's rollout batches (tests that post batches). */
+  async terminateIngestions(): Promise<void> {
+    const { rows } = await this.pool.query<{ workflow_id: string }>(
+      'select workflow_id from ingestion_batches where campaign_id = $1',
+      [this.campaignId],
+    );
+    await this.terminate(rows.map((r) => r.workflow_id));
+  }
+
   /** Waits until the campaign's running set no longer holds this synthesis (its slot is free). */
   async waitSlotFreed(synthesisId: string, timeoutMs = 60_000): Promise<CampaignStatus> {
     return waitUntil(
