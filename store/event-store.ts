@@ -320,7 +320,9 @@ async function appendLocked(
     `with ins as (
        insert into events (stream_id, stream_version, event_id, type, fingerprint, payload, metadata, prev_hash, hash)
        select $1, u.v, u.id, u.t, u.f, u.p, u.m, decode(u.ph, 'hex'), decode(u.h, 'hex')
-         from unnest($2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::text[], $9::text[])
+         from rows from (unnest($2::bigint[], $3::uuid[], $4::text[], $5::text[]),
+                         jsonb_array_elements($6::jsonb), jsonb_array_elements($7::jsonb),
+                         unnest($8::text[], $9::text[]))
               with ordinality as u(v, id, t, f, p, m, ph, h, ord)
         order by u.ord
        returning position, stream_version
@@ -336,8 +338,10 @@ async function appendLocked(
       ids,
       batch.map((e) => e.type),
       batch.map((e) => e.fingerprint),
-      batch.map((e) => e.payloadJson),
-      batch.map((e) => e.metadataJson),
+      // Payloads and metadata travel as one JSON array each: as jsonb[] the driver would escape
+      // every quote of every document into an array literal (a tenth of an append's CPU).
+      jsonArray(batch, 'payloadJson'),
+      jsonArray(batch, 'metadataJson'),
       prevHashes,
       hashes,
       actual + n,
@@ -345,6 +349,12 @@ async function appendLocked(
     ],
   );
   return { positions: rows.map((r) => r.position), nextExpectedVersion: actual + n, appended: true };
+}
+
+function jsonArray(batch: PreparedEvent[], field: 'payloadJson' | 'metadataJson'): string {
+  let out = '[';
+  for (let i = 0; i < batch.length; i++) out += (i === 0 ? '' : ',') + batch[i]![field];
+  return `${out}]`;
 }
 
 function isPool(db: Queryable): db is pg.Pool {
