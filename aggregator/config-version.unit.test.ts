@@ -6,6 +6,7 @@ import { eventIds } from '../domain/ids.js';
 import { foldGroups as replayFold } from '../replay/reward-stream.js';
 import { type CampaignRow, configAtStep } from '../store/campaigns.js';
 import type { Group } from './decode.js';
+import { DedupeWindows } from './dedupe.js';
 import { foldGroups } from './fold.js';
 
 const v1 = parseCampaignConfig({ detector: { low: 0.2, high: 0.85 } });
@@ -65,9 +66,42 @@ describe('config versions', () => {
     replayFold(
       gs.map((g) => ({ eventId: g.eventId, taskId: g.taskId, step: g.step, rewards: g.rewards })),
       states,
-      new Set(),
+      new DedupeWindows(),
       (step) => configAtStep(row, step),
     );
     for (const t of folded.touched) expect(states.get(t.taskId)?.band).toBe(t.state.band);
+  });
+});
+
+describe('duplicates in the aggregator and in the Kafka replay', () => {
+  it('skip the same repeats: one within the task window, none from before it', () => {
+    // Window of 3: task a's first group comes again after 4 more of a's groups (counts again in
+    // both), its fourth again right after it (skipped in both); b's groups never push a's out.
+    const a = [1, 2, 3, 4, 5].map((s) => group('a', s));
+    const b = group('b', 1);
+    const stream = [
+      ...a,
+      b,
+      { ...a[0]!, offset: String(offset++), step: 6 },
+      { ...a[4]!, offset: String(offset++) },
+    ];
+    const live = foldGroups({
+      groups: stream,
+      campaigns: new Map([['c1', row]]),
+      stored: [],
+      dedupeWindow: 3,
+    });
+    expect({ applied: live.applied, duplicates: live.duplicates }).toEqual({ applied: 7, duplicates: 1 });
+
+    const states = new Map();
+    const counted = replayFold(
+      stream.map((g) => ({ eventId: g.eventId, taskId: g.taskId, step: g.step, rewards: g.rewards })),
+      states,
+      new DedupeWindows(3),
+      (step) => configAtStep(row, step),
+    );
+    expect(counted).toBe(live.applied);
+    for (const t of live.touched) expect(states.get(t.taskId)?.groups).toBe(t.state.groups);
+    expect(states.get('a')?.groups).toBe(6);
   });
 });

@@ -3,8 +3,10 @@
 // activity's pure core (decideStep), and what-if's pure core re-decides the recorded campaign. Both
 // must have called planStep, once per step each, and what-if must get the very decisions the live
 // planner took.
+
 import { describe, expect, it, vi } from 'vitest';
 import { type CandidateRow, decideStep } from '../activities/curriculum.js';
+import { DedupeWindows } from '../aggregator/dedupe.js';
 import type { RecordedGroup } from '../replay/reward-stream.js';
 import { foldGroups } from '../replay/reward-stream.js';
 import { type RecordedPlan, whatIfReport } from '../replay/whatif.js';
@@ -56,7 +58,7 @@ describe('one step decider for live planning and what-if', () => {
     const steps = 8;
     let pool: PoolState = seeded;
     const states = new Map<string, TaskState>();
-    const seen = new Set<string>();
+    const seen = new DedupeWindows();
     const groups: RecordedGroup[] = [];
     const candidates: CandidateRow[] = [];
     const plans: { step: number; state: PoolState; result: RecordedPlan }[] = [

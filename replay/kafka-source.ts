@@ -1,7 +1,9 @@
 // `rods replay --source kafka`: recompute a campaign's task statistics from the reward topic
 // itself (kept forever for this) with the same pure domain code as the aggregator, each group
 // with the config version in force for its step, and compare them (bands too) with the live ones.
+
 import type pg from 'pg';
+import { DEFAULT_DEDUPE_WINDOW, DedupeWindows } from '../aggregator/dedupe.js';
 import type { TaskState } from '../domain/task-stats.js';
 import { configAtStep, loadCampaign } from '../store/campaigns.js';
 import { foldCampaignGroups } from './reward-stream.js';
@@ -17,13 +19,19 @@ export async function kafkaStatsCheck(
   pool: pg.Pool,
   campaignId: string,
   topic: string,
+  /** The live aggregators' --dedupe-window. */
+  dedupeWindow = DEFAULT_DEDUPE_WINDOW,
 ): Promise<KafkaStatsCheck> {
   const campaign = await loadCampaign(pool, campaignId, { history: true });
   if (!campaign) throw new Error(`unknown campaign ${campaignId}`);
   const states = new Map<string, TaskState>();
   // Each group with the config version in force for its step, as the aggregator folded it.
-  const groups = await foldCampaignGroups(topic, campaignId, states, new Set(), (step) =>
-    configAtStep(campaign, step),
+  const groups = await foldCampaignGroups(
+    topic,
+    campaignId,
+    states,
+    new DedupeWindows(dedupeWindow),
+    (step) => configAtStep(campaign, step),
   );
   const live = await pool.query<{
     task_id: string;

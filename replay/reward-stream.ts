@@ -1,7 +1,9 @@
 // A campaign's recorded reward groups, read back from the reward topic, and folded with the same
 // rules as the aggregator (dedupe by event id, reward validation, stale steps) and the same pure
 // statistics code. Shared by `rods replay --source kafka` and `rods whatif`.
+
 import { randomUUID } from 'node:crypto';
+import type { DedupeWindows } from '../aggregator/dedupe.js';
 import { eventIdProblem, unstorableProblem } from '../aggregator/validate.js';
 import { decode } from '../codec/registry.js';
 import type { DetectorConfig } from '../domain/band.js';
@@ -86,20 +88,24 @@ type FoldConfig = { detector: DetectorConfig; rewards: RewardLimits };
 /**
  * Folds groups into per-task states as the aggregator would; returns how many were counted.
  * `cfg` is one config, or the config in force for a group's step (a reconfigured campaign).
+ * `seen` is each task's window of recent event ids, the aggregator's own (aggregator/dedupe.ts,
+ * of the size its --dedupe-window gave): a repeat counts here exactly when it counted live
+ * (a task's groups come in the same order from its one partition), and memory stays bounded by
+ * tasks x window instead of growing with every event id of the campaign.
  */
 export function foldGroups(
   groups: readonly RecordedGroup[],
   states: Map<string, TaskState>,
-  seen: Set<string>,
+  seen: DedupeWindows,
   cfg: FoldConfig | ((step: number) => FoldConfig),
 ): number {
   let n = 0;
   for (const g of groups) {
-    if (seen.has(g.eventId)) continue;
+    if (seen.seen(g.taskId, g.eventId)) continue;
     const prev = states.get(g.taskId);
     const c = typeof cfg === 'function' ? cfg(g.step) : cfg;
     if (checkGroup(g.rewards, g.step, prev?.lastStep, c.rewards)) continue;
-    seen.add(g.eventId);
+    seen.remember(g.taskId, g.eventId);
     states.set(g.taskId, applyGroup(prev, g.rewards, g.step, c.detector).state);
     n++;
   }
@@ -115,7 +121,7 @@ export async function foldCampaignGroups(
   topic: string,
   campaignId: string,
   states: Map<string, TaskState>,
-  seen: Set<string>,
+  seen: DedupeWindows,
   cfg: FoldConfig | ((step: number) => FoldConfig),
 ): Promise<number> {
   let n = 0;

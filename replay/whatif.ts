@@ -7,7 +7,9 @@
 // in the pool, another policy), and synthesis is not re-run: a what-if only injects candidates
 // that really were synthesized, from seeds it also selected. With the campaign's own thresholds
 // it reproduces the recorded decisions exactly.
+
 import type pg from 'pg';
+import { DedupeWindows } from '../aggregator/dedupe.js';
 import { windowSpec } from '../domain/band.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
 import type { RejectionStreak } from '../domain/pool/policy.js';
@@ -151,7 +153,7 @@ export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIf
   const groups = record.groups;
   let state: PoolState = seeded.state;
   const states = new Map<string, TaskState>();
-  const seen = new Set<string>();
+  const seen = new DedupeWindows();
   const selectedAt = new Map<string, number[]>(); // seed -> steps selected in the what-if
   let g = 0;
   const steps: WhatIfStep[] = [];

@@ -16,16 +16,8 @@ import { fmtInterval, resultTable, sweepTable, writeReport } from '../../dev/sim
 import { parseAblationSwitches } from '../../domain/ablation.js';
 import { type CampaignConfigInput, parseCampaignConfig } from '../../domain/campaign-config.js';
 import { UsageError } from '../errors.js';
+import { positiveInt } from '../options.js';
 import { printJson } from '../output.js';
-
-export function positiveInt(flag: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isSafeInteger(n) || n < 1)
-      throw new UsageError(`${flag} must be a positive integer, got ${v}`);
-    return n;
-  };
-}
 
 const KNOWN = [...Object.keys(POLICY_SPECS), CONFIG_POLICY];
 

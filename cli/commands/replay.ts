@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
+import { DEFAULT_DEDUPE_WINDOW } from '../../aggregator/dedupe.js';
 import { loadEndpoints } from '../../config/endpoints.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
 import { kafkaStatsCheck } from '../../replay/kafka-source.js';
@@ -8,6 +9,7 @@ import { verifyChains } from '../../store/audit.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { UsageError } from '../errors.js';
+import { positiveInt } from '../options.js';
 import { printJson } from '../output.js';
 
 export function register(program: Command): void {
@@ -33,6 +35,12 @@ export function register(program: Command): void {
       'store',
     )
     .option('--topic <topic>', 'with --source kafka: the reward topic', 'rods.rewards.v1')
+    .option(
+      '--dedupe-window <groups>',
+      "with --source kafka: the live aggregators' --dedupe-window (a repeat of one of a task's last N groups is skipped, as they did)",
+      positiveInt('--dedupe-window'),
+      DEFAULT_DEDUPE_WINDOW,
+    )
     .option('--fresh', 'discard an earlier partial rebuild instead of resuming it')
     .option('--json', 'JSON report')
     .action(
@@ -41,6 +49,7 @@ export function register(program: Command): void {
         toStep?: number;
         source: string;
         topic: string;
+        dedupeWindow: number;
         fresh?: boolean;
         json?: boolean;
       }) => {
@@ -76,7 +85,9 @@ export function register(program: Command): void {
           });
           bar?.stop();
           const kafka =
-            opts.source === 'kafka' ? await kafkaStatsCheck(pool, opts.campaign, opts.topic) : undefined;
+            opts.source === 'kafka'
+              ? await kafkaStatsCheck(pool, opts.campaign, opts.topic, opts.dedupeWindow)
+              : undefined;
           let audited = 0;
           let broken: unknown = null;
           for (const prefix of campaignStreamPrefixes(opts.campaign)) {

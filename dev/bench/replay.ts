@@ -3,7 +3,9 @@
 // `rods replay --source kafka` and `rods whatif` do — against, in the same run, a plain read of
 // the same records that only decodes them. ratio = replay events/s / raw read events/s, each
 // the best of --rounds (default 2) alternating runs. Options: --groups, --tasks, --rounds.
+
 import { randomUUID } from 'node:crypto';
+import { DedupeWindows } from '../../aggregator/dedupe.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
 import { parseCampaignConfig } from '../../domain/campaign-config.js';
 import type { TaskState } from '../../domain/task-stats.js';
@@ -42,7 +44,7 @@ export default async function replayBench(opts: Record<string, string | boolean>
     const replayRun = async (): Promise<number> => {
       const t = performance.now();
       states = new Map();
-      const folded = await foldCampaignGroups(topic, campaignId, states, new Set(), cfg);
+      const folded = await foldCampaignGroups(topic, campaignId, states, new DedupeWindows(), cfg);
       if (folded !== records.length) throw new Error(`replayed ${folded} of ${records.length} groups`);
       return (performance.now() - t) / 1000;
     };

@@ -3,6 +3,7 @@
 // as it arrives), after a plain read of the same records, in a process of its own so that its
 // heap (the per-task states and the event ids seen) neither limits nor inflates the bench's.
 // argv: topic campaignId configJson. Prints one JSON object on stdout.
+import { DedupeWindows } from '../../aggregator/dedupe.js';
 import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
 import type { TaskState } from '../../domain/task-stats.js';
 import { foldCampaignGroups, forEachCampaignGroup } from '../../replay/reward-stream.js';
@@ -22,7 +23,7 @@ const rawSeconds = (performance.now() - t0) / 1000;
 // Replay: read again and fold with the live statistics code.
 const t1 = performance.now();
 const states = new Map<string, TaskState>();
-const folded = await foldCampaignGroups(topic, campaignId, states, new Set(), cfg);
+const folded = await foldCampaignGroups(topic, campaignId, states, new DedupeWindows(), cfg);
 const replaySeconds = (performance.now() - t1) / 1000;
 
 const out = {
