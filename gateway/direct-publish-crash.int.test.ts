@@ -32,16 +32,7 @@ beforeAll(async () => {
   const workflowBundle = await bundleWorkflowCode({
     workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
   });
-  loop = new LoopHarness({
-    workflowBundle,
-    campaignId: `direct-crash-${randomUUID().slice(0, 8)}`,
-    // No synthesis: steps closing is the whole effect looked at.
-    config: {
-      seeds: { perCategory: 1 },
-      selection: { budgetPerStep: 0, perCategoryQuota: {}, cooldownSteps: 0, maxConcurrentSyntheses: 1 },
-    },
-  });
-  await loop.start();
+  loop = await LoopHarness.stepsOnly('direct-crash', workflowBundle);
   producer = new SharedProducer(() => openKafka({ clientId: 'direct-crash-test' }));
 }, 180_000);
 

@@ -30,16 +30,7 @@ beforeAll(async () => {
   const workflowBundle = await bundleWorkflowCode({
     workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
   });
-  loop = new LoopHarness({
-    workflowBundle,
-    campaignId: `reconcile-${randomUUID().slice(0, 8)}`,
-    // No synthesis: the step closing and being planned is the whole effect looked at.
-    config: {
-      seeds: { perCategory: 1 },
-      selection: { budgetPerStep: 0, perCategoryQuota: {}, cooldownSteps: 0, maxConcurrentSyntheses: 1 },
-    },
-  });
-  await loop.start();
+  loop = await LoopHarness.stepsOnly('reconcile', workflowBundle);
   // Temporal "down": a closed port, and no gRPC retries so each call fails at once.
   const connection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, interceptors: [] });
   down = { client: new Client({ connection }), connection };

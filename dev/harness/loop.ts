@@ -73,6 +73,23 @@ export class LoopHarness {
     return workflowIds.campaign(this.campaignId);
   }
 
+  /**
+   * A started loop whose campaign synthesises nothing (no selection budget): for tests where the
+   * steps being closed and planned are the whole effect looked at.
+   */
+  static async stepsOnly(name: string, workflowBundle?: WorkflowBundleWithSourceMap): Promise<LoopHarness> {
+    const loop = new LoopHarness({
+      ...(workflowBundle ? { workflowBundle } : {}),
+      campaignId: `${name}-${randomUUID().slice(0, 8)}`,
+      config: {
+        seeds: { perCategory: 1 },
+        selection: { budgetPerStep: 0, perCategoryQuota: {}, cooldownSteps: 0, maxConcurrentSyntheses: 1 },
+      },
+    });
+    await loop.start();
+    return loop;
+  }
+
   async start(): Promise<void> {
     this.topic = await freshRewardTopic('loop.rewards', 3);
     if (!this.opts.created) {
