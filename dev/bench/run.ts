@@ -37,6 +37,12 @@ async function main(argv: string[]): Promise<void> {
       for (let i = 0; i < rest.length; i++) {
         const a = rest[i]!;
         if (!a.startsWith('--')) continue;
+        // --name=value: the only way to pass a value that itself starts with "--".
+        const eq = a.indexOf('=');
+        if (eq > 2) {
+          extra[a.slice(2, eq)] = a.slice(eq + 1);
+          continue;
+        }
         const next = rest[i + 1];
         if (next !== undefined && !next.startsWith('--')) {
           extra[a.slice(2)] = next;

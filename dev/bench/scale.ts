@@ -48,6 +48,8 @@ export interface ScaleOptions {
   chunkSteps: number;
   /** Per-step cost windows (first and last W steps); default min(1000, steps / 4). */
   window?: number;
+  /** Node/V8 flags for the aggregator process (e.g. --max-semi-space-size=64). */
+  aggregatorNodeFlags: string[];
   quiet: boolean;
 }
 
@@ -69,6 +71,10 @@ export function scaleOptions(opts: Record<string, string | boolean>): ScaleOptio
     duplicateRate: num('duplicate-rate', 0.001)!,
     chunkSteps: num('chunk-steps', 25)!,
     window: num('window', undefined),
+    aggregatorNodeFlags:
+      typeof opts['aggregator-node-flags'] === 'string'
+        ? opts['aggregator-node-flags'].split(/\s+/).filter(Boolean)
+        : [],
     quiet: Boolean(opts.json),
   };
 }
@@ -85,6 +91,8 @@ interface RssSample {
   /** V8 heap in use and memory outside it (Buffers: fetched record batches), from the metrics. */
   heapUsed: number;
   external: number;
+  /** rods_aggregator_batch_phase_seconds_total by phase (summed over partitions), cumulative. */
+  phases: Record<string, number>;
 }
 
 export type ScaleResult = Awaited<ReturnType<typeof runScale>>;
@@ -118,6 +126,7 @@ export async function runScale(o: ScaleOptions) {
     child = spawn(
       process.execPath,
       [
+        ...o.aggregatorNodeFlags,
         path.join(ROOT, 'bin/rods.mjs'),
         'aggregator',
         '--group',
@@ -142,7 +151,14 @@ export async function runScale(o: ScaleOptions) {
       if (child.exitCode !== null) throw new Error(`the aggregator exited (${child.exitCode}): ${stderr}`);
       const m = await scrape(metricsPort);
       applied = m.applied;
-      const sample = { at: Date.now(), applied, rss: vmRss(pid), heapUsed: m.heapUsed, external: m.external };
+      const sample = {
+        at: Date.now(),
+        applied,
+        rss: vmRss(pid),
+        heapUsed: m.heapUsed,
+        external: m.external,
+        phases: m.phases,
+      };
       samples.push(sample);
       if (!earlySample && applied >= early) earlySample = sample;
       const closed = await one(
@@ -167,6 +183,7 @@ export async function runScale(o: ScaleOptions) {
       rss: vmRss(pid),
       heapUsed: last.heapUsed,
       external: last.external,
+      phases: last.phases,
     };
     samples.push(finalSample);
     const earlyWindow = samples.filter((s) => s.applied > early / 2 && s.applied <= early * 1.5);
@@ -237,6 +254,7 @@ export async function runScale(o: ScaleOptions) {
       duplicates_sent: produced.duplicates,
       produce_seconds: round(produceSeconds, 1),
       aggregator: {
+        node_flags: o.aggregatorNodeFlags,
         seconds: round(aggSeconds, 1),
         groups_per_s: Math.round(total / aggSeconds),
         applied: outcomes.applied,
@@ -260,7 +278,11 @@ export async function runScale(o: ScaleOptions) {
         // A coarse series (10 points): applied groups and RSS.
         series: thin(samples, 10).map((s) => [s.applied, s.rss]),
       },
-      step_cost: { ...costs, ...appliedCosts(samples, o.tasks, total, window) },
+      step_cost: {
+        ...costs,
+        ...appliedCosts(samples, o.tasks, total, window),
+        phase_ms_per_step: phaseCosts(samples, o.tasks, total, window),
+      },
       statistics: {
         tasks: statRows.length,
         groups: statGroups,
@@ -448,6 +470,30 @@ function appliedCosts(samples: RssSample[], tasks: number, total: number, window
   };
 }
 
+/**
+ * Where a step's batch time went early and late: the batches' phase seconds (the aggregator's
+ * rods_aggregator_batch_phase_seconds_total, summed over its partitions) per step over the
+ * first and the last `window` steps' worth of applied groups. A phase that grows with the
+ * campaign (say, the events' appends as the event_id index outgrows the cache) shows here.
+ */
+function phaseCosts(samples: RssSample[], tasks: number, total: number, window: number) {
+  const firstAt = (g: number) => samples.find((s) => s.applied >= g) ?? samples[samples.length - 1]!;
+  const perStep = (a: RssSample, b: RssSample) => {
+    const steps = Math.max(1, (b.applied - a.applied) / tasks);
+    return Object.fromEntries(
+      Object.keys(b.phases)
+        .sort()
+        .map((k) => [k, round(((b.phases[k]! - (a.phases[k] ?? 0)) * 1000) / steps, 2)]),
+    );
+  };
+  const start: RssSample = { at: 0, applied: 0, rss: 0, heapUsed: 0, external: 0, phases: {} };
+  const end = samples[samples.length - 1]!;
+  return {
+    first: perStep(start, firstAt(window * tasks)),
+    last: perStep(firstAt(total - window * tasks), end),
+  };
+}
+
 async function tableSizes(pool: Pool): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const t of TABLES)
@@ -460,10 +506,22 @@ async function one(pool: Pool, sql: string, args: unknown[]): Promise<number> {
 }
 
 /** The aggregator's event counters from its metrics endpoint. */
-async function scrape(
-  port: number,
-): Promise<{ applied: number; duplicate: number; rejected: number; heapUsed: number; external: number }> {
-  const out = { applied: 0, duplicate: 0, rejected: 0, heapUsed: 0, external: 0 };
+async function scrape(port: number): Promise<{
+  applied: number;
+  duplicate: number;
+  rejected: number;
+  heapUsed: number;
+  external: number;
+  phases: Record<string, number>;
+}> {
+  const out = {
+    applied: 0,
+    duplicate: 0,
+    rejected: 0,
+    heapUsed: 0,
+    external: 0,
+    phases: {} as Record<string, number>,
+  };
   let text = '';
   try {
     text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -471,8 +529,14 @@ async function scrape(
     return out; // not serving yet
   }
   for (const m of text.matchAll(/^rods_aggregator_events_total\{outcome="(\w+)"\} (\S+)$/gm)) {
-    if (m[1]! in out) out[m[1] as keyof typeof out] = Number(m[2]);
+    const outcome = m[1] as 'applied' | 'duplicate' | 'rejected';
+    if (outcome === 'applied' || outcome === 'duplicate' || outcome === 'rejected')
+      out[outcome] = Number(m[2]);
   }
+  for (const m of text.matchAll(
+    /^rods_aggregator_batch_phase_seconds_total\{[^}]*phase="(\w+)"[^}]*\} (\S+)$/gm,
+  ))
+    out.phases[m[1]!] = (out.phases[m[1]!] ?? 0) + Number(m[2]);
   out.heapUsed = Number(text.match(/^nodejs_heap_size_used_bytes (\S+)$/m)?.[1] ?? 0);
   out.external = Number(text.match(/^nodejs_external_memory_bytes (\S+)$/m)?.[1] ?? 0);
   return out;
