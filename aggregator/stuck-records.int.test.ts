@@ -6,6 +6,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { decode, encode } from '../codec/registry.js';
 import { readUntil } from '../kafka/client.js';
 import { DLQ_KEPT_BYTES, DLQ_TOPIC } from '../kafka/dlq.js';
+import { kafkaStatsCheck } from '../replay/kafka-source.js';
 import type { DeadLettered } from '../schemas/types.generated.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
@@ -166,6 +167,12 @@ describe('a partition that never moves', () => {
       expect(letter.reason).toContain(`injected failure for ${poisonTask}`);
       const failures = await pool.query('select 1 from aggregator_record_failures where topic = $1', [topic]);
       expect(failures.rowCount).toBe(0);
+      // Replay from the topic skips what the aggregator gave up on, and equals live.
+      expect(await kafkaStatsCheck(pool, campaignId, topic)).toMatchObject({
+        equal: true,
+        tasks: 2,
+        groups: 2,
+      });
     },
     150_000,
   );

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { DEFAULT_DEDUPE_WINDOW, DedupeWindows } from '../aggregator/dedupe.js';
 import type { TaskState } from '../domain/task-stats.js';
 import { configAtStep, loadCampaign } from '../store/campaigns.js';
-import { foldCampaignGroups } from './reward-stream.js';
+import { foldCampaignGroups, processingFailed } from './reward-stream.js';
 
 export interface KafkaStatsCheck {
   equal: boolean;
@@ -25,6 +25,8 @@ export async function kafkaStatsCheck(
   const campaign = await loadCampaign(pool, campaignId, { history: true });
   if (!campaign) throw new Error(`unknown campaign ${campaignId}`);
   const states = new Map<string, TaskState>();
+  // Records the aggregator gave up on (processing-failed dead letters) never counted live.
+  const failed = await processingFailed(topic);
   // Each group with the config version in force for its step, as the aggregator folded it.
   const groups = await foldCampaignGroups(
     topic,
@@ -32,6 +34,7 @@ export async function kafkaStatsCheck(
     states,
     new DedupeWindows(dedupeWindow),
     (step) => configAtStep(campaign, step),
+    failed,
   );
   const live = await pool.query<{
     task_id: string;

@@ -10,6 +10,8 @@ import type { DetectorConfig } from '../domain/band.js';
 import { checkGroup, type RewardLimits } from '../domain/reward-group.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
 import { openKafka, withAdmin } from '../kafka/client.js';
+import { DLQ_TOPIC } from '../kafka/dlq.js';
+import type { ConsumedRecord } from '../kafka/port.js';
 
 export interface RecordedGroup {
   eventId: string;
@@ -19,13 +21,12 @@ export interface RecordedGroup {
 }
 
 /**
- * Hands every RolloutGroupScored of the campaign on the topic to `onBatch`, one fetched batch at
- * a time, in each partition's order (a task's groups in production order).
+ * Hands every record on the topic up to its end when called to `onBatch`, one fetched batch at a
+ * time, in each partition's order.
  */
-export async function forEachCampaignGroup(
+async function forEachRecordToEnd(
   topic: string,
-  campaignId: string,
-  onBatch: (groups: RecordedGroup[]) => void,
+  onBatch: (partition: number, records: readonly ConsumedRecord[]) => void,
 ): Promise<void> {
   const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
   const remaining = new Map(
@@ -40,31 +41,10 @@ export async function forEachCampaignGroup(
   try {
     await new Promise<void>((resolve, reject) => {
       c.run(async (batch, { heartbeat }) => {
-        const out: RecordedGroup[] = [];
-        for (const m of batch.records) {
-          try {
-            const d = decode(m.value!);
-            if (
-              d.name === 'RolloutGroupScored' &&
-              d.payload.campaignId === campaignId &&
-              // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
-              !eventIdProblem(d.payload.eventId) &&
-              !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
-            ) {
-              out.push({
-                eventId: d.payload.eventId.toLowerCase(),
-                taskId: d.payload.taskId,
-                step: d.payload.step,
-                rewards: d.payload.rewards,
-              });
-            }
-          } catch {
-            // Undecodable records went to the DLQ in the live pipeline too.
-          }
-          if (Number(m.offset) + 1 >= (remaining.get(batch.partition) ?? 0))
-            remaining.delete(batch.partition);
-        }
-        onBatch(out);
+        const end = remaining.get(batch.partition) ?? 0;
+        const last = batch.records[batch.records.length - 1];
+        onBatch(batch.partition, batch.records);
+        if (last && Number(last.offset) + 1 >= end) remaining.delete(batch.partition);
         await heartbeat();
         if (remaining.size === 0) resolve();
       }).catch(reject);
@@ -74,12 +54,87 @@ export async function forEachCampaignGroup(
   }
 }
 
-/** Every RolloutGroupScored of the campaign on the topic, in each partition's order (a task's groups in production order). */
+/**
+ * Hands every RolloutGroupScored of the campaign on the topic to `onBatch`, one fetched batch at
+ * a time, in each partition's order (a task's groups in production order). `skip` holds the
+ * records ("partition:offset") the aggregator dead-lettered although they decode (see
+ * processingFailed): they never counted live either.
+ */
+export async function forEachCampaignGroup(
+  topic: string,
+  campaignId: string,
+  onBatch: (groups: RecordedGroup[]) => void,
+  skip: ReadonlySet<string> = new Set(),
+): Promise<void> {
+  await forEachRecordToEnd(topic, (partition, records) => {
+    const out: RecordedGroup[] = [];
+    for (const m of records) {
+      if (skip.size > 0 && skip.has(`${partition}:${m.offset}`)) continue;
+      try {
+        const d = decode(m.value!);
+        if (
+          d.name === 'RolloutGroupScored' &&
+          d.payload.campaignId === campaignId &&
+          // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
+          !eventIdProblem(d.payload.eventId) &&
+          !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
+        ) {
+          out.push({
+            eventId: d.payload.eventId.toLowerCase(),
+            taskId: d.payload.taskId,
+            step: d.payload.step,
+            rewards: d.payload.rewards,
+          });
+        }
+      } catch {
+        // Undecodable records went to the DLQ in the live pipeline too.
+      }
+    }
+    onBatch(out);
+  });
+}
+
+/**
+ * The records of `sourceTopic` the aggregator dead-lettered as processing-failed (a record whose
+ * transaction kept failing, aggregator/isolate.ts), as "partition:offset": they decode and pass
+ * every check a replay can make, yet never counted live.
+ */
+export async function processingFailed(sourceTopic: string, dlqTopic = DLQ_TOPIC): Promise<Set<string>> {
+  const out = new Set<string>();
+  const exists = await withAdmin(async (a) => (await a.listTopics()).includes(dlqTopic));
+  if (!exists) return out;
+  await forEachRecordToEnd(dlqTopic, (_partition, records) => {
+    for (const m of records) {
+      try {
+        const d = decode(m.value!);
+        if (
+          d.name === 'DeadLettered' &&
+          d.payload.reasonCode === 'processing-failed' &&
+          d.payload.sourceTopic === sourceTopic
+        )
+          out.add(`${d.payload.partition}:${d.payload.offset}`);
+      } catch {
+        // Not a dead letter of ours.
+      }
+    }
+  });
+  return out;
+}
+
+/**
+ * Every RolloutGroupScored of the campaign on the topic that the aggregator did not give up on
+ * (processingFailed), in each partition's order (a task's groups in production order).
+ */
 export async function readCampaignGroups(topic: string, campaignId: string): Promise<RecordedGroup[]> {
   const out: RecordedGroup[] = [];
-  await forEachCampaignGroup(topic, campaignId, (groups) => {
-    for (const g of groups) out.push(g);
-  });
+  await forEachCampaignGroup(
+    topic,
+    campaignId,
+    (groups) => {
+      for (const g of groups) out.push(g);
+    },
+    await processingFailed(topic),
+  );
   return out;
 }
 
@@ -123,10 +178,16 @@ export async function foldCampaignGroups(
   states: Map<string, TaskState>,
   seen: DedupeWindows,
   cfg: FoldConfig | ((step: number) => FoldConfig),
+  skip?: ReadonlySet<string>,
 ): Promise<number> {
   let n = 0;
-  await forEachCampaignGroup(topic, campaignId, (groups) => {
-    n += foldGroups(groups, states, seen, cfg);
-  });
+  await forEachCampaignGroup(
+    topic,
+    campaignId,
+    (groups) => {
+      n += foldGroups(groups, states, seen, cfg);
+    },
+    skip,
+  );
   return n;
 }
