@@ -5,9 +5,11 @@
 export const DEFAULT_DEDUPE_WINDOW = 64;
 
 interface Window {
-  /** Oldest first: the order stored with the task. */
+  /** Oldest first from `head` on: the order stored with the task. */
   order: string[];
-  /** The same ids, for a constant-time check per group (a batch checks every group it folds). */
+  /** Ids before it have left the window (dropped in bulk, not one shift per group). */
+  head: number;
+  /** The ids in the window, for a constant-time check per group (a batch checks every group it folds). */
   set: Set<string>;
 }
 
@@ -19,7 +21,7 @@ export class DedupeWindows {
 
   /** The window as stored with the task's statistics; this batch owns the array from now on. */
   load(task: string, eventIds: string[]): void {
-    this.windows.set(task, { order: eventIds, set: new Set(eventIds) });
+    this.windows.set(task, { order: eventIds, head: 0, set: new Set(eventIds) });
   }
 
   seen(task: string, eventId: string): boolean {
@@ -30,19 +32,23 @@ export class DedupeWindows {
   remember(task: string, eventId: string): void {
     const w = this.windows.get(task);
     if (!w) {
-      this.windows.set(task, { order: [eventId], set: new Set([eventId]) });
+      this.windows.set(task, { order: [eventId], head: 0, set: new Set([eventId]) });
       return;
     }
     w.order.push(eventId);
     w.set.add(eventId);
-    if (w.order.length > this.size) {
-      // Ids in a window are distinct (an id already in it is skipped, not remembered again).
-      for (const old of w.order.splice(0, w.order.length - this.size)) w.set.delete(old);
+    // Ids in a window are distinct (an id already in it is skipped, not remembered again).
+    while (w.order.length - w.head > this.size) w.set.delete(w.order[w.head++]!);
+    if (w.head >= this.size) {
+      w.order = w.order.slice(w.head);
+      w.head = 0;
     }
   }
 
   /** The window to store for a task this batch applied a group to. */
   of(task: string): string[] {
-    return this.windows.get(task)?.order ?? [];
+    const w = this.windows.get(task);
+    if (!w) return [];
+    return w.head === 0 ? w.order : w.order.slice(w.head);
   }
 }

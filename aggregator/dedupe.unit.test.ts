@@ -37,4 +37,17 @@ describe('DedupeWindows', () => {
     expect(w.seen('t', 'c')).toBe(false);
     expect(w.seen('t', 'd')).toBe(true);
   });
+
+  it('keeps exactly the last N ids over a long run (the window drops its oldest in bulk)', () => {
+    const w = new DedupeWindows(3);
+    w.load('t', ['s0', 's1']);
+    const applied = ['s0', 's1'];
+    for (let i = 0; i < 50; i++) {
+      w.remember('t', `g${i}`);
+      applied.push(`g${i}`);
+      const last = applied.slice(-3);
+      expect(w.of('t')).toEqual(last);
+      for (const id of applied) expect(w.seen('t', id)).toBe(last.includes(id));
+    }
+  });
 });
