@@ -111,3 +111,57 @@ export async function readUntil(
     await c.disconnect();
   }
 }
+
+/**
+ * Reads `topic` from the beginning with a fresh consumer group up to its end when called (each
+ * partition's high watermark then), handing each fetched batch of those records to `onBatch` in
+ * partition order; then leaves the group. A topic that does not exist or is empty reads as
+ * nothing. No timeout unless `timeoutMs` is given (a replay of a long campaign reads for minutes).
+ */
+export async function readToEnd(
+  topic: string,
+  onBatch: (records: readonly ConsumedRecord[], partition: number) => void | Promise<void>,
+  opts: ReadOptions = {},
+): Promise<void> {
+  const { timeoutMs, client, ...consumerOpts } = opts;
+  const offsets = await withAdmin(async (a) =>
+    (await a.listTopics()).includes(topic) ? a.fetchTopicOffsets(topic) : [],
+  );
+  const ends = new Map(
+    offsets.filter((p) => Number(p.high) > Number(p.low)).map((p) => [p.partition, Number(p.high)]),
+  );
+  if (ends.size === 0) return;
+  const left = new Set(ends.keys());
+  const c = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
+    groupId: `rods-reader-${randomUUID()}`,
+    ...consumerOpts,
+    topics: [topic],
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => reject(new Error(`reading ${topic}: gave up after ${timeoutMs} ms`)), timeoutMs);
+      c.run(async (batch, ctx) => {
+        const end = ends.get(batch.partition) ?? 0;
+        if (!left.has(batch.partition)) return;
+        const n = batch.records.length;
+        const past = n > 0 && Number(batch.records[n - 1]!.offset) >= end;
+        const records = past ? batch.records.filter((r) => Number(r.offset) < end) : batch.records;
+        await onBatch(records, batch.partition);
+        if (n > 0 && Number(batch.records[n - 1]!.offset) + 1 >= end) left.delete(batch.partition);
+        await ctx.heartbeat();
+        if (left.size === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      }).catch((e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+    });
+  } finally {
+    await c.disconnect();
+  }
+}

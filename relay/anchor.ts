@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { decode, encode } from '../codec/registry.js';
-import { ensureTopics, type KafkaClient, openKafka, readUntil, withAdmin } from '../kafka/client.js';
+import { ensureTopics, type KafkaClient, openKafka, readToEnd, withAdmin } from '../kafka/client.js';
 import { AUDIT_ANCHORS_TOPIC, topology } from '../kafka/topology.js';
 import type { AuditAnchored } from '../schemas/types.generated.js';
 import { type Anchor, type RecordAnchorOptions, recordAnchor } from '../store/audit.js';
@@ -58,20 +58,12 @@ export async function readPublishedAnchors(
   opts: { kafka?: KafkaClient; timeoutMs?: number } = {},
 ): Promise<AuditAnchored[]> {
   const kafka = opts.kafka ?? openKafka({ clientId: 'rods-audit-verify' });
-  const offsets = await withAdmin(async (admin) => {
-    if (!(await admin.listTopics()).includes(AUDIT_ANCHORS_TOPIC)) return [];
-    return admin.fetchTopicOffsets(AUDIT_ANCHORS_TOPIC);
-  });
-  const ends = new Map(
-    offsets.filter((o) => BigInt(o.high) > BigInt(o.low)).map((o) => [o.partition, BigInt(o.high) - 1n]),
-  );
   const out: AuditAnchored[] = [];
-  if (ends.size === 0) return out;
-  const left = new Set(ends.keys());
-  await readUntil(
+  await readToEnd(
     AUDIT_ANCHORS_TOPIC,
-    (r, partition) => {
-      if (r.value) {
+    (records) => {
+      for (const r of records) {
+        if (!r.value) continue;
         try {
           const d = decode(r.value);
           if (d.name === 'AuditAnchored') out.push(d.payload);
@@ -79,8 +71,6 @@ export async function readPublishedAnchors(
           // Not an anchor this reader knows: not evidence either way.
         }
       }
-      if (BigInt(r.offset) >= (ends.get(partition) ?? -1n)) left.delete(partition);
-      return left.size === 0;
     },
     { client: kafka, fromBeginning: true, readCommitted: true, timeoutMs: opts.timeoutMs ?? 60_000 },
   );

@@ -2,56 +2,20 @@
 // rules as the aggregator (dedupe by event id, reward validation, stale steps) and the same pure
 // statistics code. Shared by `rods replay --source kafka` and `rods whatif`.
 
-import { randomUUID } from 'node:crypto';
 import type { DedupeWindows } from '../aggregator/dedupe.js';
 import { eventIdProblem, unstorableProblem } from '../aggregator/validate.js';
 import { decode } from '../codec/registry.js';
 import type { DetectorConfig } from '../domain/band.js';
 import { checkGroup, type RewardLimits } from '../domain/reward-group.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
-import { openKafka, withAdmin } from '../kafka/client.js';
+import { openKafka, readToEnd } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
-import type { ConsumedRecord } from '../kafka/port.js';
 
 export interface RecordedGroup {
   eventId: string;
   taskId: string;
   step: number;
   rewards: number[];
-}
-
-/**
- * Hands every record on the topic up to its end when called to `onBatch`, one fetched batch at a
- * time, in each partition's order.
- */
-async function forEachRecordToEnd(
-  topic: string,
-  onBatch: (partition: number, records: readonly ConsumedRecord[]) => void,
-): Promise<void> {
-  const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
-  const remaining = new Map(
-    ends.filter((p) => Number(p.high) > Number(p.low)).map((p) => [p.partition, Number(p.high)]),
-  );
-  if (remaining.size === 0) return;
-  const c = openKafka({ clientId: 'rods-replay' }).batchConsumer({
-    groupId: `rods-replay-${randomUUID()}`,
-    topics: [topic],
-    maxBytesPerPartition: 8 << 20,
-  });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      c.run(async (batch, { heartbeat }) => {
-        const end = remaining.get(batch.partition) ?? 0;
-        const last = batch.records[batch.records.length - 1];
-        onBatch(batch.partition, batch.records);
-        if (last && Number(last.offset) + 1 >= end) remaining.delete(batch.partition);
-        await heartbeat();
-        if (remaining.size === 0) resolve();
-      }).catch(reject);
-    });
-  } finally {
-    await c.disconnect();
-  }
 }
 
 /**
@@ -66,32 +30,37 @@ export async function forEachCampaignGroup(
   onBatch: (groups: RecordedGroup[]) => void,
   skip: ReadonlySet<string> = new Set(),
 ): Promise<void> {
-  await forEachRecordToEnd(topic, (partition, records) => {
-    const out: RecordedGroup[] = [];
-    for (const m of records) {
-      if (skip.size > 0 && skip.has(`${partition}:${m.offset}`)) continue;
-      try {
-        const d = decode(m.value!);
-        if (
-          d.name === 'RolloutGroupScored' &&
-          d.payload.campaignId === campaignId &&
-          // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
-          !eventIdProblem(d.payload.eventId) &&
-          !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
-        ) {
-          out.push({
-            eventId: d.payload.eventId.toLowerCase(),
-            taskId: d.payload.taskId,
-            step: d.payload.step,
-            rewards: d.payload.rewards,
-          });
+  const read = { client: openKafka({ clientId: 'rods-replay' }), maxBytesPerPartition: 8 << 20 };
+  await readToEnd(
+    topic,
+    (records, partition) => {
+      const out: RecordedGroup[] = [];
+      for (const m of records) {
+        if (skip.size > 0 && skip.has(`${partition}:${m.offset}`)) continue;
+        try {
+          const d = decode(m.value!);
+          if (
+            d.name === 'RolloutGroupScored' &&
+            d.payload.campaignId === campaignId &&
+            // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
+            !eventIdProblem(d.payload.eventId) &&
+            !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
+          ) {
+            out.push({
+              eventId: d.payload.eventId.toLowerCase(),
+              taskId: d.payload.taskId,
+              step: d.payload.step,
+              rewards: d.payload.rewards,
+            });
+          }
+        } catch {
+          // Undecodable records went to the DLQ in the live pipeline too.
         }
-      } catch {
-        // Undecodable records went to the DLQ in the live pipeline too.
       }
-    }
-    onBatch(out);
-  });
+      onBatch(out);
+    },
+    read,
+  );
 }
 
 /**
@@ -101,9 +70,7 @@ export async function forEachCampaignGroup(
  */
 export async function processingFailed(sourceTopic: string, dlqTopic = DLQ_TOPIC): Promise<Set<string>> {
   const out = new Set<string>();
-  const exists = await withAdmin(async (a) => (await a.listTopics()).includes(dlqTopic));
-  if (!exists) return out;
-  await forEachRecordToEnd(dlqTopic, (_partition, records) => {
+  await readToEnd(dlqTopic, (records) => {
     for (const m of records) {
       try {
         const d = decode(m.value!);

@@ -4,7 +4,7 @@ import { queryStats } from '../../aggregator/stats-query.js';
 import { referenceStats, type TraceGroup } from '../../aggregator/trace.js';
 import { decode } from '../../codec/registry.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
-import { openKafka, readUntil } from '../../kafka/client.js';
+import { openKafka, readToEnd } from '../../kafka/client.js';
 import { DLQ_TOPIC } from '../../kafka/dlq.js';
 import { replayCampaign } from '../../replay/replay.js';
 import { verifyChains } from '../../store/audit.js';
@@ -182,26 +182,14 @@ export interface PoisonRecord {
 
 /** The dead-letter topic holds one record per poison record written, and nothing else. */
 export async function deadLettersExact(rewardsTopic: string, poison: PoisonRecord[]): Promise<Invariant> {
-  const kafka = openKafka({ clientId: 'rods-soak-check' });
-  const ends = await kafka.admin().then(async (a) => {
-    try {
-      return await a.fetchTopicOffsets(DLQ_TOPIC);
-    } finally {
-      await a.disconnect();
-    }
-  });
-  const total = ends.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
   const found: { reasonCode: string; sourceTopic: string; partition: number; offset: string }[] = [];
-  if (total > 0) {
-    await readUntil(
-      DLQ_TOPIC,
-      (r) => {
-        found.push(decode(r.value!).payload as never);
-        return found.length >= total;
-      },
-      { client: kafka, timeoutMs: 120_000 },
-    );
-  }
+  await readToEnd(
+    DLQ_TOPIC,
+    (records) => {
+      for (const r of records) found.push(decode(r.value!).payload as never);
+    },
+    { client: openKafka({ clientId: 'rods-soak-check' }), timeoutMs: 120_000 },
+  );
   const want = new Set(poison.map((p) => `${rewardsTopic}/${p.partition}/${p.offset}`));
   const got = found.map((d) => `${d.sourceTopic}/${d.partition}/${d.offset}`);
   const extra = found.filter((_, i) => !want.has(got[i]!));
