@@ -70,15 +70,16 @@ export interface ReadOptions extends Partial<Omit<BatchConsumerOptions, 'topics'
 }
 
 /**
- * Reads `topic` from the beginning with a fresh consumer group, handing every record to
- * `onRecord` in partition order, until it returns true; then leaves the group.
+ * Reads `topic` from the beginning with a fresh consumer group, a fetched batch at a time in
+ * partition order, until `onBatch` says it is done; then leaves the group.
  */
-export async function readUntil(
+async function readBatches(
   topic: string,
-  onRecord: (record: ConsumedRecord, partition: number) => boolean | Promise<boolean>,
-  opts: ReadOptions = {},
+  onBatch: (records: readonly ConsumedRecord[], partition: number) => Promise<boolean>,
+  opts: ReadOptions,
+  defaultTimeoutMs: number | undefined,
 ): Promise<void> {
-  const { timeoutMs = 60_000, client, ...consumerOpts } = opts;
+  const { timeoutMs = defaultTimeoutMs, client, ...consumerOpts } = opts;
   const c = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
     groupId: `rods-reader-${randomUUID()}`,
     ...consumerOpts,
@@ -87,19 +88,17 @@ export async function readUntil(
   try {
     await new Promise<void>((resolve, reject) => {
       let done = false;
-      const timer = setTimeout(
-        () => reject(new Error(`reading ${topic}: gave up after ${timeoutMs} ms`)),
-        timeoutMs,
-      );
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => reject(new Error(`reading ${topic}: gave up after ${timeoutMs} ms`)), timeoutMs);
       c.run(async (batch, ctx) => {
-        for (const r of batch.records) {
-          if (done) return;
-          if (await onRecord(r, batch.partition)) {
-            done = true;
-            clearTimeout(timer);
-            resolve();
-            return;
-          }
+        if (done) return;
+        if (await onBatch(batch.records, batch.partition)) {
+          done = true;
+          clearTimeout(timer);
+          resolve();
+          return;
         }
         await ctx.heartbeat();
       }).catch((e) => {
@@ -113,6 +112,26 @@ export async function readUntil(
 }
 
 /**
+ * Reads `topic` from the beginning with a fresh consumer group, handing every record to
+ * `onRecord` in partition order, until it returns true; then leaves the group.
+ */
+export async function readUntil(
+  topic: string,
+  onRecord: (record: ConsumedRecord, partition: number) => boolean | Promise<boolean>,
+  opts: ReadOptions = {},
+): Promise<void> {
+  await readBatches(
+    topic,
+    async (records, partition) => {
+      for (const r of records) if (await onRecord(r, partition)) return true;
+      return false;
+    },
+    opts,
+    60_000,
+  );
+}
+
+/**
  * Reads `topic` from the beginning with a fresh consumer group up to its end when called (each
  * partition's high watermark then), handing each fetched batch of those records to `onBatch` in
  * partition order; then leaves the group. A topic that does not exist or is empty reads as
@@ -123,7 +142,6 @@ export async function readToEnd(
   onBatch: (records: readonly ConsumedRecord[], partition: number) => void | Promise<void>,
   opts: ReadOptions = {},
 ): Promise<void> {
-  const { timeoutMs, client, ...consumerOpts } = opts;
   const offsets = await withAdmin(async (a) =>
     (await a.listTopics()).includes(topic) ? a.fetchTopicOffsets(topic) : [],
   );
@@ -132,36 +150,19 @@ export async function readToEnd(
   );
   if (ends.size === 0) return;
   const left = new Set(ends.keys());
-  const c = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
-    groupId: `rods-reader-${randomUUID()}`,
-    ...consumerOpts,
-    topics: [topic],
-  });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const timer =
-        timeoutMs === undefined
-          ? undefined
-          : setTimeout(() => reject(new Error(`reading ${topic}: gave up after ${timeoutMs} ms`)), timeoutMs);
-      c.run(async (batch, ctx) => {
-        const end = ends.get(batch.partition) ?? 0;
-        if (!left.has(batch.partition)) return;
-        const n = batch.records.length;
-        const past = n > 0 && Number(batch.records[n - 1]!.offset) >= end;
-        const records = past ? batch.records.filter((r) => Number(r.offset) < end) : batch.records;
-        await onBatch(records, batch.partition);
-        if (n > 0 && Number(batch.records[n - 1]!.offset) + 1 >= end) left.delete(batch.partition);
-        await ctx.heartbeat();
-        if (left.size === 0) {
-          clearTimeout(timer);
-          resolve();
-        }
-      }).catch((e) => {
-        clearTimeout(timer);
-        reject(e);
-      });
-    });
-  } finally {
-    await c.disconnect();
-  }
+  await readBatches(
+    topic,
+    async (records, partition) => {
+      if (!left.has(partition)) return false;
+      const end = ends.get(partition)!;
+      const n = records.length;
+      const last = n > 0 ? Number(records[n - 1]!.offset) : -1;
+      // Records sent after the read began are not part of it.
+      await onBatch(last >= end ? records.filter((r) => Number(r.offset) < end) : records, partition);
+      if (last + 1 >= end) left.delete(partition);
+      return left.size === 0;
+    },
+    opts,
+    undefined,
+  );
 }
