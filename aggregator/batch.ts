@@ -16,10 +16,12 @@ import { inTransaction } from '../store/db.js';
 import { StreamOrderError } from '../store/event-store.js';
 import type { CampaignCache } from './campaign-cache.js';
 import { type DeadLetterNote, decodeBatch, type RewardRecord } from './decode.js';
+import { DEFAULT_DEDUPE_WINDOW } from './dedupe.js';
 import { appendStatsEvents, statsEvents } from './events.js';
 import { foldGroups } from './fold.js';
 import { loadTasks, lockPartition, storedNextOffset, storeNextOffset, upsertStats } from './state-store.js';
 import { declareSteps, movedSteps, recordStepProgress, type StepRef } from './step-progress.js';
+import type { TaskStateCache } from './task-cache.js';
 import { unknownCampaignClosings } from './validate.js';
 
 export type { DeadLetterNote, RewardRecord } from './decode.js';
@@ -74,6 +76,8 @@ export interface BatchDeps {
   deadLetter: (notes: DeadLetterNote[]) => Promise<void>;
   /** Groups per task whose event ids are remembered for duplicate detection; default 64. */
   dedupeWindow?: number;
+  /** The tasks this process committed last (aggregator/task-cache.ts); without it every task is read in full. */
+  tasks?: TaskStateCache;
   now?: () => number;
 }
 
@@ -118,7 +122,7 @@ async function processOnce(
     const closings = decoded.closings.filter(fresh);
     clock.mark('lock');
 
-    const stored = groups.length > 0 ? await loadTasks(tx, groups) : [];
+    const stored = groups.length > 0 ? await loadTasks(tx, groups, deps.tasks) : [];
     clock.mark('load');
     const folded = foldGroups({ groups, campaigns, stored, dedupeWindow: deps.dedupeWindow });
     const dead = [
@@ -136,7 +140,7 @@ async function processOnce(
       statsEvents(deps.registry, folded, deps.now ?? Date.now),
     );
     clock.mark('events');
-    await upsertStats(tx, folded.touched);
+    await upsertStats(tx, folded.touched, deps.dedupeWindow ?? DEFAULT_DEDUPE_WINDOW);
     clock.mark('stats');
     await recordStepProgress(tx, topic, partition, folded.tallies);
     await declareSteps(
@@ -150,7 +154,7 @@ async function processOnce(
     // Dead letters go out before the commit: a crash in between re-sends them with the same ids.
     if (dead.length > 0) await deps.deadLetter(dead);
     clock.mark('progress');
-    return {
+    const batch: BatchResult = {
       applied: folded.applied,
       duplicates: folded.duplicates,
       rejected: dead.length,
@@ -160,7 +164,9 @@ async function processOnce(
       events,
       phases: clock.phases,
     };
+    return { batch, touched: folded.touched };
   });
   clock.mark('commit');
-  return result;
+  deps.tasks?.committed(result.touched);
+  return result.batch;
 }

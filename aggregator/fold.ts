@@ -7,7 +7,7 @@ import { applyGroup, type TaskState } from '../domain/task-stats.js';
 import { type CampaignRow, configAtStep } from '../store/campaigns.js';
 import type { DeadLetterNote, Group } from './decode.js';
 import { DedupeWindows } from './dedupe.js';
-import type { StoredTask, TaskUpdate } from './state-store.js';
+import { type StoredTask, type TaskUpdate, taskKey } from './state-store.js';
 import { StepTallies } from './step-progress.js';
 import { groupProblem, unknownCampaign } from './validate.js';
 
@@ -35,8 +35,6 @@ export interface Folded {
   tallies: StepTallies;
 }
 
-const taskKey = (campaignId: string, taskId: string) => `${campaignId}\u0000${taskId}`;
-
 export function foldGroups(input: {
   /** The batch's groups not applied before, in offset order. */
   groups: readonly Group[];
@@ -52,7 +50,7 @@ export function foldGroups(input: {
   }
   const touched = new Map<
     string,
-    { campaignId: string; taskId: string; lastEventId: string; policyVersion: string }
+    { campaignId: string; taskId: string; lastEventId: string; policyVersion: string; newEventIds: string[] }
   >();
   const out: Folded = {
     applied: 0,
@@ -86,12 +84,20 @@ export function foldGroups(input: {
     const r = applyGroup(prev, g.rewards, g.step, config.detector);
     states.set(k, r.state);
     out.applied++;
-    touched.set(k, {
-      campaignId: g.campaignId,
-      taskId: g.taskId,
-      lastEventId: g.eventId,
-      policyVersion: g.policyVersion,
-    });
+    const t = touched.get(k);
+    if (t) {
+      t.lastEventId = g.eventId;
+      t.policyVersion = g.policyVersion;
+      t.newEventIds.push(g.eventId);
+    } else {
+      touched.set(k, {
+        campaignId: g.campaignId,
+        taskId: g.taskId,
+        lastEventId: g.eventId,
+        policyVersion: g.policyVersion,
+        newEventIds: [g.eventId],
+      });
+    }
     out.tallies.applied(g.campaignId, g.step, r.state.band, r.group.variance);
     if (r.bandChange) {
       out.bandChanges.push({

@@ -30,6 +30,7 @@ import { CampaignCache } from './campaign-cache.js';
 import { applyOneByOne, DEFAULT_MAX_RECORD_ATTEMPTS, DeadLetterSendError, isTransient } from './isolate.js';
 import { storedNextOffsets } from './state-store.js';
 import { closeReadySteps } from './steps.js';
+import { DEFAULT_TASK_CACHE_SIZE, TaskStateCache } from './task-cache.js';
 
 export interface AggregatorOptions {
   groupId?: string;
@@ -37,6 +38,8 @@ export interface AggregatorOptions {
   metricsPort?: number;
   /** Groups per task whose event ids are remembered for duplicate detection. */
   dedupeWindow?: number;
+  /** Tasks kept in memory between batches (aggregator/task-cache.ts); 0 reads every task in full. */
+  taskCache?: number;
   logLevel?: string;
   /** Partitions whose batches are applied at the same time (each in its own transaction). */
   concurrency?: number;
@@ -58,6 +61,7 @@ export class AggregatorService {
   private stopping = false;
   private readonly registry: SchemaRegistry = defaultRegistry();
   private readonly campaigns: CampaignCache;
+  private readonly tasks?: TaskStateCache;
   private readonly log: pino.Logger;
   readonly metrics = processRegistry();
   private readonly events = new client.Counter({
@@ -115,6 +119,8 @@ export class AggregatorService {
     this.groupId = opts.groupId ?? 'rods-aggregator';
     this.topic = opts.topic ?? REWARDS_TOPIC;
     this.campaigns = new CampaignCache(pool);
+    const cached = opts.taskCache ?? DEFAULT_TASK_CACHE_SIZE;
+    if (cached > 0) this.tasks = new TaskStateCache(cached);
     this.log = pino({
       level: opts.logLevel ?? process.env.RODS_LOG_LEVEL ?? 'info',
       base: { component: 'aggregator' },
@@ -182,6 +188,7 @@ export class AggregatorService {
       groupId: this.groupId,
       deadLetter: (notes: DeadLetterNote[]) => this.sendDeadLetters(batch.topic, batch.partition, notes),
       dedupeWindow: this.opts.dedupeWindow,
+      tasks: this.tasks,
     };
     let r: Awaited<ReturnType<typeof processBatch>>;
     for (let attempt = 0; ; attempt++) {

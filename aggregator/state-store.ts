@@ -4,6 +4,7 @@
 import type pg from 'pg';
 import type { TaskState } from '../domain/task-stats.js';
 import type { TaskStatsRow } from './stats-query.js';
+import type { TaskStateCache } from './task-cache.js';
 
 /** A task's statistics as stored, with its dedupe window. */
 export interface StoredTask {
@@ -17,6 +18,8 @@ export interface StoredTask {
 export interface TaskUpdate extends StoredTask {
   lastEventId: string;
   policyVersion: string;
+  /** The ids this batch added to the window (recentEventIds ends with them), oldest first. */
+  newEventIds: readonly string[];
 }
 
 interface StoredRow extends TaskStatsRow {
@@ -97,13 +100,49 @@ export async function storedNextOffsets(
   return rows.map((r) => ({ partition: r.partition, nextOffset: r.next_offset }));
 }
 
-/** The current statistics of the tasks named (tasks never seen are absent). */
+/** The key of a task's statistics and dedupe window (campaign and task id). */
+export const taskKey = (campaignId: string, taskId: string) => `${campaignId}\u0000${taskId}`;
+
+/**
+ * The current statistics of the tasks named (tasks never seen are absent). With a cache, a task
+ * whose stored group count and last event id match the cached ones comes from the cache
+ * (aggregator/task-cache.ts); only the others are read in full.
+ */
 export async function loadTasks(
   client: pg.PoolClient,
   tasks: readonly { campaignId: string; taskId: string }[],
+  cache?: TaskStateCache,
 ): Promise<StoredTask[]> {
-  const key = (t: { campaignId: string; taskId: string }) => `${t.campaignId}\u0000${t.taskId}`;
-  const pairs = [...new Map(tasks.map((t) => [key(t), t])).values()];
+  const pairs = [...new Map(tasks.map((t) => [taskKey(t.campaignId, t.taskId), t])).values()];
+  if (!cache) return readTasks(client, pairs);
+  const versions = pairs.map((p) => cache.versionOf(taskKey(p.campaignId, p.taskId)));
+  const { rows } = await client.query<{ campaign_id: string; task_id: string; cached: boolean }>(
+    `select s.campaign_id, s.task_id, (s.groups = k.groups and s.last_event_id = k.last_event_id) is true as cached
+       from task_stats s
+       join unnest($1::text[], $2::text[], $3::bigint[], $4::uuid[]) as k(campaign_id, task_id, groups, last_event_id)
+      using (campaign_id, task_id)`,
+    [
+      pairs.map((p) => p.campaignId),
+      pairs.map((p) => p.taskId),
+      versions.map((v) => v?.groups ?? null),
+      versions.map((v) => v?.lastEventId ?? null),
+    ],
+  );
+  const out: StoredTask[] = [];
+  const stale: { campaignId: string; taskId: string }[] = [];
+  for (const r of rows) {
+    const hit = r.cached ? cache.take(r.campaign_id, r.task_id) : undefined;
+    if (hit) out.push(hit);
+    else stale.push({ campaignId: r.campaign_id, taskId: r.task_id });
+  }
+  if (stale.length > 0) out.push(...(await readTasks(client, stale)));
+  return out;
+}
+
+async function readTasks(
+  client: pg.PoolClient,
+  pairs: readonly { campaignId: string; taskId: string }[],
+): Promise<StoredTask[]> {
   const r = await client.query<StoredRow>(
     `select s.* from task_stats s
        join unnest($1::text[], $2::text[]) as k(campaign_id, task_id) using (campaign_id, task_id)`,
@@ -120,13 +159,23 @@ export async function loadTasks(
 // Ragged arrays (recent means, recent ids) travel as PostgreSQL array literals, one per row.
 const pgArray = (xs: readonly (string | number)[]) => `{${xs.join(',')}}`;
 
-export async function upsertStats(client: pg.PoolClient, rows: readonly TaskUpdate[]): Promise<void> {
+/**
+ * Writes the batch's tasks. The window travels as the ids the batch added: PostgreSQL appends them
+ * to the stored window and keeps the newest `window` (as DedupeWindows did in memory), so a batch
+ * does not send and re-parse up to 64 ids per task.
+ */
+export async function upsertStats(
+  client: pg.PoolClient,
+  rows: readonly TaskUpdate[],
+  window: number,
+): Promise<void> {
   if (rows.length === 0) return;
   const col = <T>(f: (r: TaskUpdate) => T) => rows.map(f);
   await client.query(
     `insert into task_stats (campaign_id, task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma,
         recent_means, last_step, signal, phi, band, last_event_id, recent_event_ids, last_policy_version, updated_at)
-     select c, t, g, n, mean, m2, lm, lv, ewma, rm::float8[], ls, sig, phi, band, eid, ri::uuid[], pv, now()
+     select c, t, g, n, mean, m2, lm, lv, ewma, rm::float8[], ls, sig, phi, band, eid,
+            (ri::uuid[])[greatest(1, cardinality(ri::uuid[]) - $18 + 1):], pv, now()
        from unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[],
                    $8::float8[], $9::float8[], $10::text[], $11::bigint[], $12::float8[], $13::float8[], $14::text[],
                    $15::uuid[], $16::text[], $17::text[])
@@ -136,7 +185,9 @@ export async function upsertStats(client: pg.PoolClient, rows: readonly TaskUpda
        latest_mean = excluded.latest_mean, latest_variance = excluded.latest_variance, ewma = excluded.ewma,
        recent_means = excluded.recent_means, last_step = excluded.last_step, signal = excluded.signal,
        phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id,
-       recent_event_ids = excluded.recent_event_ids, last_policy_version = excluded.last_policy_version,
+       recent_event_ids = (task_stats.recent_event_ids || excluded.recent_event_ids)[
+         greatest(1, cardinality(task_stats.recent_event_ids) + cardinality(excluded.recent_event_ids) - $18 + 1):],
+       last_policy_version = excluded.last_policy_version,
        updated_at = now()`,
     [
       col((r) => r.campaignId),
@@ -154,8 +205,9 @@ export async function upsertStats(client: pg.PoolClient, rows: readonly TaskUpda
       col((r) => r.state.phi),
       col((r) => r.state.band),
       col((r) => r.lastEventId),
-      col((r) => pgArray(r.recentEventIds)),
+      col((r) => pgArray(r.newEventIds)),
       col((r) => r.policyVersion),
+      window,
     ],
   );
 }

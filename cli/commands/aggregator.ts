@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { AggregatorService } from '../../aggregator/service.js';
 import { queryStats } from '../../aggregator/stats-query.js';
 import { WatermarkTimeout, waitForWatermark, watermark } from '../../aggregator/steps.js';
+import { DEFAULT_TASK_CACHE_SIZE } from '../../aggregator/task-cache.js';
 import { BANDS, type Band } from '../../domain/band.js';
 import { loadCampaign } from '../../store/campaigns.js';
 import { backoffMs, createPool, isConnectionError } from '../../store/db.js';
@@ -55,6 +56,13 @@ export function register(program: Command): void {
       64,
     )
     .option(
+      '--task-cache <tasks>',
+      'tasks whose statistics and dedupe window stay in memory between batches (re-checked against ' +
+        'the stored row in every batch); 0 reads every task in full',
+      int('--task-cache'),
+      DEFAULT_TASK_CACHE_SIZE,
+    )
+    .option(
       '--session-timeout-ms <ms>',
       'how long a dead member keeps its partitions before the group rebalances (>= 6000)',
       int('--session-timeout-ms'),
@@ -72,6 +80,7 @@ export function register(program: Command): void {
         topic: string;
         metricsPort?: number;
         dedupeWindow: number;
+        taskCache: number;
         sessionTimeoutMs: number;
         maxRecordAttempts: number;
       }) => {
@@ -84,6 +93,7 @@ export function register(program: Command): void {
             topic: opts.topic,
             metricsPort: opts.metricsPort,
             dedupeWindow: opts.dedupeWindow,
+            taskCache: opts.taskCache,
             sessionTimeoutMs: opts.sessionTimeoutMs,
             maxRecordAttempts: opts.maxRecordAttempts,
           });

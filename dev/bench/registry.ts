@@ -17,6 +17,11 @@ registerBench(
   async () => (await import('./aggregator.js')).default,
 );
 registerBench(
+  'aggregator-steps',
+  'live-sized batches (one group per task per batch): a step applied with the task cache vs. reading every task in full',
+  async () => (await import('./aggregator-steps.js')).default,
+);
+registerBench(
   'loop-latency',
   'step watermark to TaskInjected for 50 candidates (zero-latency stand-in) vs. a bare one-activity workflow',
   async () => (await import('./loop-latency.js')).default,

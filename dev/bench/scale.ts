@@ -50,6 +50,8 @@ export interface ScaleOptions {
   window?: number;
   /** Node/V8 flags for the aggregator process (e.g. --max-semi-space-size=64). */
   aggregatorNodeFlags: string[];
+  /** The aggregator's --task-cache (undefined: its default). */
+  taskCache?: number;
   quiet: boolean;
 }
 
@@ -75,6 +77,7 @@ export function scaleOptions(opts: Record<string, string | boolean>): ScaleOptio
       typeof opts['aggregator-node-flags'] === 'string'
         ? opts['aggregator-node-flags'].split(/\s+/).filter(Boolean)
         : [],
+    taskCache: num('task-cache', undefined),
     quiet: Boolean(opts.json),
   };
 }
@@ -135,6 +138,7 @@ export async function runScale(o: ScaleOptions) {
         topic,
         '--metrics-port',
         String(metricsPort),
+        ...(o.taskCache === undefined ? [] : ['--task-cache', String(o.taskCache)]),
       ],
       { cwd: ROOT, env: { ...process.env, RODS_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] },
     );
