@@ -1,11 +1,23 @@
 // Parsers of option values shared by commands: a bad value is a usage error that names the flag.
 import { UsageError } from './errors.js';
 
-export function positiveInt(flag: string) {
+/** An integer in [min, max]; the error names the flag and the range. */
+export function intOption(flag: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
     const n = Number(v);
-    if (!Number.isSafeInteger(n) || n < 1)
-      throw new UsageError(`${flag} must be a positive integer, got ${v}`);
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      const range =
+        max !== Number.MAX_SAFE_INTEGER
+          ? `an integer from ${min} to ${max}`
+          : min === 0
+            ? 'a non-negative integer'
+            : min === 1
+              ? 'a positive integer'
+              : `an integer of at least ${min}`;
+      throw new UsageError(`${flag} must be ${range}, got ${JSON.stringify(v)}`);
+    }
     return n;
   };
 }
+
+export const positiveInt = (flag: string) => intOption(flag, 1);

@@ -18,14 +18,8 @@ function isUnreachable(e: unknown): boolean {
 }
 
 import { UsageError } from '../errors.js';
+import { intOption } from '../options.js';
 import { printJson } from '../output.js';
-
-const int = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new UsageError(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
-  return n;
-};
 
 async function requireCampaign(pool: ReturnType<typeof createPool>, campaignId: string): Promise<void> {
   if (!(await loadCampaign(pool, campaignId)))
@@ -47,31 +41,31 @@ export function register(program: Command): void {
     .option(
       '--metrics-port <port>',
       'serve Prometheus metrics on 127.0.0.1:PORT/metrics',
-      int('--metrics-port'),
+      intOption('--metrics-port'),
     )
     .option(
       '--dedupe-window <groups>',
       "how many of a task's most recent groups are remembered for duplicate detection",
-      int('--dedupe-window'),
+      intOption('--dedupe-window'),
       64,
     )
     .option(
       '--task-cache <tasks>',
       'tasks whose statistics and dedupe window stay in memory between batches (re-checked against ' +
         'the stored row in every batch); 0 reads every task in full',
-      int('--task-cache'),
+      intOption('--task-cache'),
       DEFAULT_TASK_CACHE_SIZE,
     )
     .option(
       '--session-timeout-ms <ms>',
       'how long a dead member keeps its partitions before the group rebalances (>= 6000)',
-      int('--session-timeout-ms'),
+      intOption('--session-timeout-ms'),
       30_000,
     )
     .option(
       '--max-record-attempts <n>',
       'failed attempts at one record before it goes to the dead-letter topic and its partition moves on (>= 1)',
-      int('--max-record-attempts'),
+      intOption('--max-record-attempts'),
       3,
     )
     .action(
@@ -132,9 +126,9 @@ export function register(program: Command): void {
     .command('watermark')
     .description('report (or wait until) every reward event of steps <= S is reflected in the statistics')
     .requiredOption('--campaign <id>', 'campaign id')
-    .requiredOption('--step <n>', 'training step', int('--step'))
+    .requiredOption('--step <n>', 'training step', intOption('--step'))
     .option('--wait', 'block until the watermark reaches the step')
-    .option('--timeout <sec>', 'give up waiting after this many seconds (exit 3)', int('--timeout'))
+    .option('--timeout <sec>', 'give up waiting after this many seconds (exit 3)', intOption('--timeout'))
     .option('--json', 'JSON output')
     .action(
       async (opts: { campaign: string; step: number; wait?: boolean; timeout?: number; json?: boolean }) => {

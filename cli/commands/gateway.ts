@@ -16,12 +16,7 @@ import { temporalClient } from '../../temporal/connect.js';
 import { taskQueue } from '../../temporal/worker.js';
 import { processRegistry, serveMetrics } from '../../util/metrics.js';
 import { UsageError } from '../errors.js';
-
-const int = (what: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new UsageError(`${what} must be a non-negative integer, got ${v}`);
-  return n;
-};
+import { intOption } from '../options.js';
 
 export function register(program: Command): void {
   program
@@ -32,7 +27,7 @@ export function register(program: Command): void {
     .option(
       '--port <n>',
       'listen port (RODS_GATEWAY_PORT)',
-      int('--port'),
+      intOption('--port'),
       Number(process.env.RODS_GATEWAY_PORT ?? DEFAULT_PORT),
     )
     .option(
@@ -47,7 +42,7 @@ export function register(program: Command): void {
     .option(
       '--body-limit <bytes>',
       'maximum request body (RODS_GATEWAY_BODY_LIMIT)',
-      int('--body-limit'),
+      intOption('--body-limit'),
       Number(process.env.RODS_GATEWAY_BODY_LIMIT ?? DEFAULT_BODY_LIMIT),
     )
     .option('--task-queue <name>', 'task queue of the rods worker (RODS_TASK_QUEUE)', taskQueue())
@@ -61,19 +56,19 @@ export function register(program: Command): void {
     .option(
       '--reconcile-interval <s>',
       'seconds between two passes of the reconciler of accepted but unpublished batches (RODS_RECONCILE_INTERVAL_S)',
-      int('--reconcile-interval'),
+      intOption('--reconcile-interval'),
       Number(process.env.RODS_RECONCILE_INTERVAL_S ?? DEFAULT_RECONCILE_INTERVAL_MS / 1000),
     )
     .option(
       '--reconcile-grace <s>',
       'age in seconds after which an accepted batch still unpublished is published by the reconciler (RODS_RECONCILE_GRACE_S)',
-      int('--reconcile-grace'),
+      intOption('--reconcile-grace'),
       Number(process.env.RODS_RECONCILE_GRACE_S ?? DEFAULT_RECONCILE_GRACE_MS / 1000),
     )
     .option(
       '--metrics-port <port>',
       "serve Prometheus metrics (requests by route and status, the pipeline's gauges) on 127.0.0.1:PORT/metrics",
-      int('--metrics-port'),
+      intOption('--metrics-port'),
     )
     .action(
       async (opts: {

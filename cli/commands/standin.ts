@@ -1,15 +1,7 @@
 import type { Command } from 'commander';
 import { DEFAULT_STANDIN_PORT, STANDIN_MODEL, startStandin } from '../../dev/standin/server.js';
 import { UsageError } from '../errors.js';
-
-function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new UsageError(`${name} expects an integer in [${min}, ${max}], got ${v}`);
-    return n;
-  };
-}
+import { intOption } from '../options.js';
 
 function share(name: string) {
   return (v: string): number => {
@@ -30,9 +22,14 @@ export function register(program: Command): void {
         'x-rods-fault-count: only the first N requests with that key). Runs until SIGINT/SIGTERM.',
     )
     .option('--host <host>', 'listen address', '127.0.0.1')
-    .option('--port <n>', 'listen port (0: a free one)', int('--port', 0, 65535), DEFAULT_STANDIN_PORT)
-    .option('--seed <n>', 'server seed: with the request it determines every answer', int('--seed', 0), 0)
-    .option('--latency-ms <n>', 'delay before every answer', int('--latency-ms', 0), 0)
+    .option('--port <n>', 'listen port (0: a free one)', intOption('--port', 0, 65535), DEFAULT_STANDIN_PORT)
+    .option(
+      '--seed <n>',
+      'server seed: with the request it determines every answer',
+      intOption('--seed', 0),
+      0,
+    )
+    .option('--latency-ms <n>', 'delay before every answer', intOption('--latency-ms', 0), 0)
     .option('--fail-rate <r>', 'share of requests answered with HTTP 503', share('--fail-rate'), 0)
     .option(
       '--rate-limit-rate <r>',
