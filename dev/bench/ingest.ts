@@ -3,7 +3,8 @@
 // or by the batch's ingestion workflow when the gateway could not) until its records are on the
 // topic: the 202 when it says published, else the workflow's completion. Against, in the same
 // run, publishing the same records straight to Kafka with an idempotent producer.
-// ratio = raw_produce_p50_ms / p50_step_ms.
+// ratio = raw_produce_p50_ms / p50_step_ms. --profile DIR: a CPU profile of the gateway steps (this
+// process runs the client and the gateway) and its top frames.
 import { randomUUID } from 'node:crypto';
 import { encode } from '../../codec/registry.js';
 import { workflowIds } from '../../domain/ids.js';
@@ -11,6 +12,7 @@ import { startGatewayWithWorker } from '../../gateway/testing/gateway-with-worke
 import { openKafka } from '../../kafka/client.js';
 import { migrate } from '../../store/migrate.js';
 import { installNodeSha256 } from '../../util/node-sha256.js';
+import { profiled } from './profile.js';
 import type { BenchResult } from './run.js';
 
 function pct(xs: number[], p: number): number {
@@ -49,28 +51,33 @@ export default async function ingestBench(opts: Record<string, string | boolean>
     const acceptMs: number[] = [];
     let viaWorkflow = 0;
     const t0 = performance.now();
-    for (let step = 1; step <= steps; step++) {
-      const body = {
-        batchId: `b${step}`,
-        policyVersion: `p${step}`,
-        close: true,
-        groups: Array.from({ length: tasks }, (_, t) => ({ taskId: `task-${t}`, rewards: rewards(step, t) })),
-      };
-      const s0 = performance.now();
-      const r = await fetch(`${base}/v1/campaigns/${campaignId}/steps/${step}/rollouts`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(body),
-      });
-      if (r.status !== 202) throw new Error(`step ${step}: ${r.status} ${await r.text()}`);
-      const { workflowId, published } = (await r.json()) as { workflowId: string; published: boolean };
-      acceptMs.push(performance.now() - s0);
-      if (!published) {
-        viaWorkflow++;
-        await client.workflow.getHandle(workflowId).result();
+    const { top } = await profiled(opts, 'ingest', async () => {
+      for (let step = 1; step <= steps; step++) {
+        const body = {
+          batchId: `b${step}`,
+          policyVersion: `p${step}`,
+          close: true,
+          groups: Array.from({ length: tasks }, (_, t) => ({
+            taskId: `task-${t}`,
+            rewards: rewards(step, t),
+          })),
+        };
+        const s0 = performance.now();
+        const r = await fetch(`${base}/v1/campaigns/${campaignId}/steps/${step}/rollouts`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(body),
+        });
+        if (r.status !== 202) throw new Error(`step ${step}: ${r.status} ${await r.text()}`);
+        const { workflowId, published } = (await r.json()) as { workflowId: string; published: boolean };
+        acceptMs.push(performance.now() - s0);
+        if (!published) {
+          viaWorkflow++;
+          await client.workflow.getHandle(workflowId).result();
+        }
+        stepMs.push(performance.now() - s0);
       }
-      stepMs.push(performance.now() - s0);
-    }
+    });
     const seconds = (performance.now() - t0) / 1000;
 
     // Baseline: the same records straight to Kafka.
@@ -119,6 +126,7 @@ export default async function ingestBench(opts: Record<string, string | boolean>
       steps_via_workflow: viaWorkflow,
       raw_produce_p50_ms: Math.round(raw50),
       ratio: Number((raw50 / p50).toFixed(3)),
+      ...(top ? { profile_top: top } : {}),
     };
   } finally {
     await gw.close([workflowIds.campaign(campaignId)]);
