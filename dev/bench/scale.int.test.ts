@@ -52,7 +52,10 @@ describe('scale bench', () => {
 
     // The campaign's own events: one StepAggregated per step, statistics for every task.
     expect(r.event_store.campaign_events.StepAggregated).toBe(STEPS);
+    // The topic was produced before the aggregator started: its batches coalesce many steps' groups
+    // of a task into one TaskStatsUpdated.
     expect(r.event_store.campaign_events.TaskStatsUpdated).toBeGreaterThanOrEqual(TASKS);
+    expect(r.event_store.campaign_events.TaskStatsUpdated).toBeLessThan(groups / 2);
     expect(r.event_store.campaign_event_row_bytes_per_step).toBeGreaterThan(0);
     expect(r.event_store.campaign_event_bytes_per_step_with_indexes).toBeGreaterThan(
       r.event_store.campaign_event_row_bytes_per_step,
@@ -82,4 +85,24 @@ describe('scale bench', () => {
     }
     expect(wf.longest_run_history_events).toBe(Math.max(...wf.run_history_events));
   }, 900_000);
+
+  it('live: each step produced once the previous is applied, one TaskStatsUpdated per applied group', async () => {
+    const steps = 40;
+    const r = await runScale({
+      ...scaleOptions({ json: true }),
+      live: true,
+      steps,
+      tasks: TASKS,
+      duplicateRate: 0.01,
+      workflowSteps: 2,
+    });
+    const groups = steps * TASKS;
+    expect(r.aggregator).toMatchObject({ applied: groups, duplicate: r.duplicates_sent, rejected: 0 });
+    expect(r.statistics.exactly_once).toBe(true);
+    // No batch holds two steps of a task, so none coalesces: the statistics of every group are
+    // appended (a resent group is a duplicate and appends nothing).
+    expect(r.event_store.campaign_events.TaskStatsUpdated).toBe(groups);
+    expect(r.event_store.campaign_events.StepAggregated).toBe(steps);
+    expect(r.replay).toMatchObject({ folded: groups, mismatched_tasks: 0, stats_match: true });
+  }, 600_000);
 });

@@ -7,7 +7,10 @@
 // of the same records, and each workflow run's history length.
 //
 // The records are generated and produced one chunk of steps at a time (never all in memory) and
-// the topic is deleted afterwards, also on failure.
+// the topic is deleted afterwards, also on failure. By default the whole topic is produced before
+// the aggregator starts, so it catches up in large batches; with --live each step is produced once
+// the aggregator has applied the previous one, as in a campaign it keeps up with (one group per
+// task per batch), and the aggregator's seconds include the production.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -52,6 +55,11 @@ export interface ScaleOptions {
   aggregatorNodeFlags: string[];
   /** The aggregator's --task-cache (undefined: its default). */
   taskCache?: number;
+  /**
+   * Produce one step at a time while the aggregator runs, each after the previous one is applied
+   * (an aggregator that keeps up: small batches), instead of the whole topic before it starts.
+   */
+  live: boolean;
   quiet: boolean;
 }
 
@@ -78,6 +86,7 @@ export function scaleOptions(opts: Record<string, string | boolean>): ScaleOptio
         ? opts['aggregator-node-flags'].split(/\s+/).filter(Boolean)
         : [],
     taskCache: num('task-cache', undefined),
+    live: Boolean(opts.live),
     quiet: Boolean(opts.json),
   };
 }
@@ -117,42 +126,37 @@ export async function runScale(o: ScaleOptions) {
     const sizesBefore = await tableSizes(pool);
     topic = await freshRewardTopic('bench.scale', PARTITIONS);
 
-    // 1. The records, produced one chunk of steps at a time.
-    const tp = performance.now();
-    const produced = await produceCampaign(topic, campaignId, o, log);
-    const produceSeconds = (performance.now() - tp) / 1000;
-    log(`produced ${produced.records} records in ${produceSeconds.toFixed(1)} s`);
-
-    // 2. The aggregator, as its own process.
+    // The aggregator, as its own process: started after the records are produced, or before them
+    // in live mode.
     const metricsPort = await freePort();
     let stderr = '';
-    child = spawn(
-      process.execPath,
-      [
-        ...o.aggregatorNodeFlags,
-        path.join(ROOT, 'bin/rods.mjs'),
-        'aggregator',
-        '--group',
-        `bench-scale-${campaignId}`,
-        '--topic',
-        topic,
-        '--metrics-port',
-        String(metricsPort),
-        ...(o.taskCache === undefined ? [] : ['--task-cache', String(o.taskCache)]),
-      ],
-      { cwd: ROOT, env: { ...process.env, RODS_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    child.stderr!.on('data', (d) => {
-      stderr = (stderr + d).slice(-4000);
-    });
-    const pid = child.pid!;
-    const t0 = Date.now();
+    const spawnAggregator = () => {
+      child = spawn(
+        process.execPath,
+        [
+          ...o.aggregatorNodeFlags,
+          path.join(ROOT, 'bin/rods.mjs'),
+          'aggregator',
+          '--group',
+          `bench-scale-${campaignId}`,
+          '--topic',
+          topic,
+          '--metrics-port',
+          String(metricsPort),
+          ...(o.taskCache === undefined ? [] : ['--task-cache', String(o.taskCache)]),
+        ],
+        { cwd: ROOT, env: { ...process.env, RODS_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      child.stderr!.on('data', (d) => {
+        stderr = (stderr + d).slice(-4000);
+      });
+      return child;
+    };
     const samples: RssSample[] = [];
     let earlySample: RssSample | undefined;
     let applied = 0;
-    let lastProgress = { at: Date.now(), applied: 0 };
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`the aggregator exited (${child.exitCode}): ${stderr}`);
+    const takeSample = async (pid: number): Promise<RssSample> => {
+      if (child?.exitCode !== null) throw new Error(`the aggregator exited (${child?.exitCode}): ${stderr}`);
       const m = await scrape(metricsPort);
       applied = m.applied;
       const sample = {
@@ -165,6 +169,46 @@ export async function runScale(o: ScaleOptions) {
       };
       samples.push(sample);
       if (!earlySample && applied >= early) earlySample = sample;
+      return sample;
+    };
+
+    // 1. The records, produced one chunk of steps at a time (live: one step, once the aggregator
+    // has applied the previous ones).
+    let t0 = Date.now();
+    let paced: ((groups: number) => Promise<void>) | undefined;
+    if (o.live) {
+      const pid = spawnAggregator().pid!;
+      let lastSample = 0;
+      paced = async (groups) => {
+        const deadline = Date.now() + 300_000;
+        for (;;) {
+          if (Date.now() - lastSample >= 1000) {
+            lastSample = Date.now();
+            await takeSample(pid);
+          } else applied = (await scrape(metricsPort)).applied;
+          if (applied >= groups) return;
+          if (Date.now() > deadline)
+            throw new Error(
+              `the aggregator applied no more than ${applied} of ${groups} groups in 5 minutes: ${stderr}`,
+            );
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      };
+    }
+    const tp = performance.now();
+    const produced = await produceCampaign(topic, campaignId, o, log, paced);
+    const produceSeconds = (performance.now() - tp) / 1000;
+    log(`produced ${produced.records} records in ${produceSeconds.toFixed(1)} s`);
+
+    // 2. The aggregator, until every step is closed.
+    if (!o.live) {
+      spawnAggregator();
+      t0 = Date.now();
+    }
+    const pid = child!.pid!;
+    let lastProgress = { at: Date.now(), applied: 0 };
+    for (;;) {
+      const sample = await takeSample(pid);
       const closed = await one(
         pool,
         'select count(*)::int as n from steps where campaign_id = $1 and closed_at is not null',
@@ -175,7 +219,7 @@ export async function runScale(o: ScaleOptions) {
       else if (Date.now() - lastProgress.at > 300_000)
         throw new Error(`the aggregator made no progress for 5 minutes at ${applied} groups: ${stderr}`);
       log(
-        `aggregator: ${applied} / ${total} groups applied, ${closed} / ${o.steps} steps closed, RSS ${mib(sample.rss)} MiB, heap ${mib(m.heapUsed)} MiB, external ${mib(m.external)} MiB`,
+        `aggregator: ${applied} / ${total} groups applied, ${closed} / ${o.steps} steps closed, RSS ${mib(sample.rss)} MiB, heap ${mib(sample.heapUsed)} MiB, external ${mib(sample.external)} MiB`,
       );
       await new Promise((r) => setTimeout(r, 1000));
     }
@@ -203,7 +247,7 @@ export async function runScale(o: ScaleOptions) {
     const finalMedian = median(finalWindow.map((s) => s.rss)) ?? finalSample.rss;
     const peakRss = vmHwm(pid);
     const outcomes = await scrape(metricsPort);
-    await stopChild(child);
+    await stopChild(child!);
     child = undefined;
 
     // 3. The statistics: every group applied exactly once.
@@ -334,7 +378,10 @@ async function produceCampaign(
   campaignId: string,
   o: ScaleOptions,
   log: (m: string) => void,
+  /** Live mode: called after each step is sent, with the groups sent so far; chunks are one step. */
+  paced?: (groups: number) => Promise<void>,
 ): Promise<{ records: number; duplicates: number }> {
+  const chunkSteps = paced ? 1 : o.chunkSteps;
   const seed = 7;
   const rand = rng(seed);
   const base = Array.from({ length: o.tasks }, () => rand());
@@ -343,9 +390,9 @@ async function produceCampaign(
   let duplicates = 0;
   let lastLog = 0;
   try {
-    for (let from = 1; from <= o.steps; from += o.chunkSteps) {
+    for (let from = 1; from <= o.steps; from += chunkSteps) {
       const chunk: { key: string; value: Buffer }[] = [];
-      for (let step = from; step < Math.min(o.steps + 1, from + o.chunkSteps); step++) {
+      for (let step = from; step < Math.min(o.steps + 1, from + chunkSteps); step++) {
         const resend: { key: string; value: Buffer }[] = [];
         for (let t = 0; t < o.tasks; t++) {
           // As makeTrace: a latent success rate drifting up, progress rewards in sixteenths.
@@ -371,9 +418,10 @@ async function produceCampaign(
       }
       for (let i = 0; i < chunk.length; i += 4000) await producer.send(topic, chunk.slice(i, i + 4000));
       records += chunk.length;
+      await paced?.(Math.min(o.steps, from + chunkSteps - 1) * o.tasks);
       if (Date.now() - lastLog > 2000) {
         lastLog = Date.now();
-        log(`produced ${records} records (step ${Math.min(o.steps, from + o.chunkSteps - 1)} / ${o.steps})`);
+        log(`produced ${records} records (step ${Math.min(o.steps, from + chunkSteps - 1)} / ${o.steps})`);
       }
     }
   } finally {
