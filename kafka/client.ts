@@ -78,12 +78,18 @@ async function readBatches(
   onBatch: (records: readonly ConsumedRecord[], partition: number) => Promise<boolean>,
   opts: ReadOptions,
   defaultTimeoutMs: number | undefined,
+  /** The consumer's position in a partition moved (also past entries no batch hands over); true: done. */
+  onPosition?: (partition: number, nextOffset: number) => boolean,
 ): Promise<void> {
   const { timeoutMs = defaultTimeoutMs, client, ...consumerOpts } = opts;
+  let finish: (() => void) | undefined;
   const c = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
     groupId: `rods-reader-${randomUUID()}`,
     ...consumerOpts,
     topics: [topic],
+    ...(onPosition
+      ? { onPosition: (_t, partition, next) => onPosition(partition, Number(next)) && finish?.() }
+      : {}),
   });
   try {
     await new Promise<void>((resolve, reject) => {
@@ -92,12 +98,15 @@ async function readBatches(
         timeoutMs === undefined
           ? undefined
           : setTimeout(() => reject(new Error(`reading ${topic}: gave up after ${timeoutMs} ms`)), timeoutMs);
+      finish = () => {
+        done = true;
+        clearTimeout(timer);
+        resolve();
+      };
       c.run(async (batch, ctx) => {
         if (done) return;
         if (await onBatch(batch.records, batch.partition)) {
-          done = true;
-          clearTimeout(timer);
-          resolve();
+          finish!();
           return;
         }
         await ctx.heartbeat();
@@ -164,5 +173,11 @@ export async function readToEnd(
     },
     opts,
     undefined,
+    // A partition whose last entries are transaction markers (a transactional producer's commit)
+    // or aborted records ends past its last record: the consumer's position says it is there.
+    (partition, next) => {
+      if (left.has(partition) && next >= ends.get(partition)!) left.delete(partition);
+      return left.size === 0;
+    },
   );
 }

@@ -173,6 +173,12 @@ export interface BatchConsumerOptions {
    * coming; a handler still working on it finds isStale() or its commit refused.
    */
   onAssigned?: (assignment: TopicPartitions[]) => Promise<void> | void;
+  /**
+   * Called with the offset after the last entry of each batch of a partition once it is handled,
+   * and for batches that hand nothing over (only transaction markers or aborted records): how a
+   * reader learns it has passed the high watermark when a partition ends in such entries.
+   */
+  onPosition?: (topic: string, partition: number, nextOffset: Offset) => void;
 }
 
 /**

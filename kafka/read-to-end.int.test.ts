@@ -48,6 +48,41 @@ describe('readToEnd', () => {
     expect(seen).toEqual({ 0: ['a0', 'a1', 'a2'], 1: ['b0', 'b1'] });
   }, 90_000);
 
+  it('ends a partition whose last entries are transaction markers and aborted records', async () => {
+    // A transactional producer (the relay's) leaves a commit marker after its records, and an
+    // aborted transaction its records and a marker that no read-committed reader is handed: the
+    // high watermark lies past the last record handed over.
+    const txTopic = `${topic}.tx`;
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        { name: txTopic, key: 'test', partitions: 1, replicationFactor: 1, config: {}, doc: 'test' },
+      ]),
+    );
+    try {
+      producer ??= await k.producer();
+      await producer.send(txTopic, [{ key: Buffer.from('p'), value: Buffer.from('plain'), partition: 0 }]);
+      const tp = await k.transactionalProducer({ transactionalId: `read-to-end-${randomUUID()}` });
+      try {
+        const committed = await tp.transaction();
+        await committed.send(txTopic, [{ key: 'c', value: 'committed', partition: 0 }]);
+        await committed.commit();
+        const aborted = await tp.transaction();
+        await aborted.send(txTopic, [{ key: 'a', value: 'aborted', partition: 0 }]);
+        await aborted.abort();
+      } finally {
+        await tp.disconnect();
+      }
+      const seen: string[] = [];
+      await readToEnd(txTopic, (records) => void seen.push(...records.map((r) => r.value!.toString())), {
+        client: k,
+        timeoutMs: 30_000,
+      });
+      expect(seen).toEqual(['plain', 'committed']);
+    } finally {
+      await withAdmin((a) => a.deleteTopics([txTopic]));
+    }
+  }, 90_000);
+
   it('reads a topic that does not exist as nothing', async () => {
     let calls = 0;
     await readToEnd(`readtoend.missing.${randomUUID().slice(0, 8)}`, () => {

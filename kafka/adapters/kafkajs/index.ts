@@ -192,6 +192,16 @@ export function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer 
       await onAssigned(assignment);
     });
   }
+  const onPosition = o.onPosition;
+  const after = (offset: string) => String(BigInt(offset) + 1n);
+  if (onPosition) {
+    // kafkajs does not call eachBatch for a batch of markers or aborted records only; it reports
+    // it to the instrumentation events, with no records.
+    c.on(c.events.END_BATCH_PROCESS, (e) => {
+      if (e.payload.batchSize === 0)
+        onPosition(e.payload.topic, e.payload.partition, after(e.payload.lastOffset));
+    });
+  }
   const start = async (handler: BatchHandler) => {
     await c.connect();
     await c.subscribe({ topics: o.topics, fromBeginning: o.fromBeginning ?? true });
@@ -219,6 +229,7 @@ export function batchConsumer(k: Kafka, o: BatchConsumerOptions): BatchConsumer 
         }
         // The batch's last offset, past any transaction marker after the last record.
         resolveOffset(batch.lastOffset());
+        onPosition?.(batch.topic, batch.partition, after(batch.lastOffset()));
         await heartbeat();
       },
     });
