@@ -165,16 +165,20 @@ export async function readToEnd(
       if (!left.has(partition)) return false;
       const end = ends.get(partition)!;
       const n = records.length;
-      const last = n > 0 ? Number(records[n - 1]!.offset) : -1;
       // Records sent after the read began are not part of it.
-      await onBatch(last >= end ? records.filter((r) => Number(r.offset) < end) : records, partition);
-      if (last + 1 >= end) left.delete(partition);
-      return left.size === 0;
+      await onBatch(
+        n > 0 && Number(records[n - 1]!.offset) >= end
+          ? records.filter((r) => Number(r.offset) < end)
+          : records,
+        partition,
+      );
+      return false;
     },
     opts,
     undefined,
-    // A partition whose last entries are transaction markers (a transactional producer's commit)
-    // or aborted records ends past its last record: the consumer's position says it is there.
+    // The consumer's position, reported after each batch is handed over and past entries no batch
+    // hands over (a transaction's commit marker, an aborted transaction's records), says when a
+    // partition has reached its end.
     (partition, next) => {
       if (left.has(partition) && next >= ends.get(partition)!) left.delete(partition);
       return left.size === 0;
