@@ -344,10 +344,10 @@ describe('behaviours of a real vLLM (stand-in faults)', () => {
     expect(again.value).toEqual(r.value);
   });
 
-  it('reads the answer apart from reasoning_content and from inline <think> tags', async () => {
+  it('reads the answer apart from reasoning (and the older reasoning_content) and from inline <think> tags', async () => {
     const { schema, messages } = planMessages(seed);
     const plain = await chatJson('plan', messages, schema, cfgFor());
-    for (const kind of ['reasoning', 'think-tags']) {
+    for (const kind of ['reasoning', 'reasoning-legacy', 'think-tags']) {
       const r = await chatJson('plan', messages, schema, cfgFor({ headers: fault(kind) }));
       expect(r.attempts).toBe(1);
       expect(r.value).toEqual(plain.value);
@@ -355,7 +355,15 @@ describe('behaviours of a real vLLM (stand-in faults)', () => {
     }
   });
 
-  it('names a model that spent max_tokens reasoning without an answer', async () => {
+  it('sets the token limit as max_completion_tokens, not the deprecated max_tokens', async () => {
+    const { schema, messages } = planMessages(seed);
+    const before = { requests: server.stats.requests, deprecated: server.stats.deprecatedMaxTokens };
+    await chatJson('plan', messages, schema, cfgFor());
+    expect(server.stats.requests).toBeGreaterThan(before.requests);
+    expect(server.stats.deprecatedMaxTokens).toBe(before.deprecated);
+  });
+
+  it('names a model that spent its token limit reasoning without an answer', async () => {
     const { schema, messages } = planMessages(seed);
     const err = await chatJson(
       'plan',
@@ -364,7 +372,7 @@ describe('behaviours of a real vLLM (stand-in faults)', () => {
       cfgFor({ headers: fault('think-length'), maxAttempts: 2 }),
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GeneratorOutputError);
-    expect(String((err as Error).message)).toMatch(/spent max_tokens \(4096\) reasoning/);
+    expect(String((err as Error).message)).toMatch(/spent max_completion_tokens \(4096\) reasoning/);
   });
 
   it('sizes the request time limit from max_tokens at the slowest expected speed, unless configured', () => {

@@ -276,7 +276,8 @@ export async function chatJson<S extends z.ZodType>(
               messages: conversation,
               temperature: cfg.temperature,
               top_p: cfg.topP,
-              max_tokens: cfg.maxTokens,
+              // vLLM's OpenAI server deprecates `max_tokens` for `max_completion_tokens`.
+              max_completion_tokens: cfg.maxTokens,
               ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
               ...(format ? { response_format: format } : {}),
               stream: false,
@@ -322,19 +323,20 @@ export async function chatJson<S extends z.ZodType>(
       }
       const choice = completion.choices[0];
       // A reasoning model's thinking is not the answer: vLLM's reasoning parser returns it apart
-      // (reasoning_content); without one it comes inline in <think> tags before the JSON.
+      // (`reasoning`; `reasoning_content` before vLLM removed it in January 2026, still read for
+      // older servers); without a parser it comes inline in <think> tags before the JSON.
       const message = choice?.message as
-        | { content?: string | null; reasoning_content?: string | null }
+        | { content?: string | null; reasoning?: string | null; reasoning_content?: string | null }
         | undefined;
-      const reasoning = message?.reasoning_content ?? '';
+      const reasoning = message?.reasoning ?? message?.reasoning_content ?? '';
       const raw = (message?.content ?? '').replace(THINK, '');
       const issues: string[] = [];
       let value: z.output<S> | undefined;
       if (choice?.finish_reason === 'length') {
         issues.push(
           raw.trim() === '' && reasoning !== ''
-            ? `the model spent max_tokens (${cfg.maxTokens}) reasoning and gave no answer; raise maxTokens or turn thinking off (extraBody chat_template_kwargs)`
-            : `the answer was cut off at max_tokens (${cfg.maxTokens})`,
+            ? `the model spent max_completion_tokens (${cfg.maxTokens}) reasoning and gave no answer; raise maxTokens or turn thinking off (extraBody chat_template_kwargs)`
+            : `the answer was cut off at max_completion_tokens (${cfg.maxTokens})`,
         );
       } else {
         const parsed = parseJsonReply(raw);

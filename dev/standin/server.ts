@@ -26,9 +26,12 @@ export const FAULT_KINDS = [
   'reject',
   // Server behaviours of a real vLLM: a guided-decoding backend that refuses the request's JSON
   // schema (HTTP 400 to response_format json_schema only); a reasoning model whose thinking comes
-  // apart in reasoning_content, or inline in <think> tags, or uses up max_tokens before any answer.
+  // apart in `reasoning` (vLLM's field since January 2026), or in `reasoning_content` (older vLLM,
+  // removed by vllm-project/vllm#33402), or inline in <think> tags, or uses up the token limit
+  // before any answer.
   'refuse-schema',
   'reasoning',
+  'reasoning-legacy',
   'think-tags',
   'think-length',
   'none',
@@ -77,6 +80,8 @@ export interface StandinStats {
   judgeWithStates: number;
   /** Judge answers whose verdict was turned against their scores (contradictRate). */
   contradicted: number;
+  /** Requests that set the token limit by the deprecated `max_tokens` (vLLM takes `max_completion_tokens`). */
+  deprecatedMaxTokens: number;
 }
 
 export interface StandinServer {
@@ -108,6 +113,8 @@ const BodySchema = z
       .optional(),
     seed: z.number().int().optional(),
     stream: z.boolean().optional(),
+    max_tokens: z.number().int().positive().optional(),
+    max_completion_tokens: z.number().int().positive().optional(),
   })
   .loose();
 type Body = z.infer<typeof BodySchema>;
@@ -256,6 +263,7 @@ export function buildStandin(opts: StandinOptions = {}): {
     authorizations: {},
     judgeWithStates: 0,
     contradicted: 0,
+    deprecatedMaxTokens: 0,
   };
   const faultCounters = new Map<string, number>();
   const hanging = new Set<() => void>();
@@ -301,6 +309,8 @@ export function buildStandin(opts: StandinOptions = {}): {
     }
     const body = parsed.data;
     if (body.model) stats.models[body.model] = (stats.models[body.model] ?? 0) + 1;
+    if (body.max_tokens !== undefined && body.max_completion_tokens === undefined)
+      stats.deprecatedMaxTokens++;
     if (body.stream)
       return openAiError(reply, 400, 'the stand-in generator does not stream', 'invalid_request_error');
     const ops = new Rng(`${serverSeed}|ops|${n}`);
@@ -401,7 +411,7 @@ export function buildStandin(opts: StandinOptions = {}): {
     let reasoning: string | undefined;
     let finish = 'stop';
     const thinking = `Let me work through the ${stage} stage step by step. `.repeat(8);
-    if (fault === 'reasoning') reasoning = thinking;
+    if (fault === 'reasoning' || fault === 'reasoning-legacy') reasoning = thinking;
     else if (fault === 'think-tags') content = `<think>\n${thinking}\n</think>\n\n${content}`;
     else if (fault === 'think-length') {
       reasoning = thinking.repeat(40);
@@ -423,7 +433,13 @@ export function buildStandin(opts: StandinOptions = {}): {
           message: {
             role: 'assistant',
             content,
-            ...(reasoning !== undefined ? { reasoning_content: reasoning } : {}),
+            // As current vLLM answers (the reasoning parser's output in `reasoning`); the fault
+            // `reasoning-legacy` answers as vLLM before January 2026 did.
+            ...(reasoning !== undefined
+              ? fault === 'reasoning-legacy'
+                ? { reasoning_content: reasoning }
+                : { reasoning }
+              : {}),
           },
           finish_reason: finish,
           logprobs: null,
