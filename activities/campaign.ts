@@ -5,11 +5,19 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
+import {
+  describeMissingStep,
+  type MissingStep,
+  missingStep,
+  skipMissingStep,
+} from '../aggregator/missing-step.js';
 import { loadTaskStats } from '../aggregator/stats-query.js';
-import { waitForWatermark } from '../aggregator/steps.js';
+import { WatermarkTimeout, waitForWatermark } from '../aggregator/steps.js';
+import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { deliveredTask } from '../domain/delivered-task.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import type { TaskStats } from '../schemas/types.generated.js';
+import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEvents, recordEventsIn } from '../store/pool-projection.js';
@@ -24,6 +32,14 @@ export interface CampaignActivityDeps {
   sinkDir: string;
   /** Temporal, to see whether synthesis children have ended. */
   temporal: Client;
+}
+
+/** How often a step's wait looks whether the step is a missing one. */
+const GAP_CHECK_MS = 2000;
+
+/** The campaign's ingestion.missingSteps as its registry row holds it now (reconfigurations included). */
+async function missingStepsPolicy(db: pg.Pool, campaignId: string) {
+  return ((await loadCampaign(db, campaignId))?.config ?? parseCampaignConfig({})).ingestion.missingSteps;
 }
 
 /** How a synthesis child ended without reporting (a closed workflow, or one Temporal no longer knows). */
@@ -168,15 +184,44 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
       return { appended: r.appended };
     },
 
-    /** Blocks (heartbeating) until every reward of steps <= step is in the statistics. */
-    async awaitStep(input: { campaignId: string; step: number }): Promise<{ step: number }> {
+    /**
+     * Blocks (heartbeating) until every reward of steps <= step is in the statistics, or until
+     * the step is passed over as missing (it never closed while later steps did) under the
+     * campaign's ingestion.missingSteps policy, read afresh every few seconds so that a
+     * reconfiguration reaches a wait already running. Returns the StepSkipped payload then.
+     */
+    async awaitStep(input: {
+      campaignId: string;
+      step: number;
+    }): Promise<{ step: number; skipped?: Record<string, unknown> }> {
       const ctx = Context.current();
       const ac = new AbortController();
       ctx.cancelled.catch(() => ac.abort());
-      const beat = setInterval(() => ctx.heartbeat({ waitingFor: input.step }), 2000);
+      let gap: MissingStep | null = null;
+      const beat = setInterval(
+        () =>
+          ctx.heartbeat({ waitingFor: input.step, ...(gap ? { missing: describeMissingStep(gap) } : {}) }),
+        2000,
+      );
       try {
-        await waitForWatermark(deps.pool, input.campaignId, input.step, { pollMs: 200, signal: ac.signal });
-        return { step: input.step };
+        for (;;) {
+          try {
+            await waitForWatermark(deps.pool, input.campaignId, input.step, {
+              pollMs: 200,
+              signal: ac.signal,
+              timeoutMs: GAP_CHECK_MS,
+            });
+            return { step: input.step };
+          } catch (e) {
+            if (!(e instanceof WatermarkTimeout)) throw e;
+          }
+          gap = await missingStep(deps.pool, input.campaignId, input.step);
+          if (!gap) continue;
+          const policy = await missingStepsPolicy(deps.pool, input.campaignId);
+          if (policy.policy !== 'move-on' || gap.laterClosed < policy.afterSteps) continue;
+          const skipped = await skipMissingStep(deps.pool, input.campaignId, input.step, policy.afterSteps);
+          if (skipped) return { step: input.step, skipped };
+        }
       } finally {
         clearInterval(beat);
       }

@@ -75,6 +75,17 @@ export const SAMPLE_EVENTS: { [N in EventName]: EventPayloads[N] } = {
     mastered: { tasks: 0, meanVariance: null },
     occurredAt: at,
   },
+  StepSkipped: {
+    eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a3f',
+    campaignId,
+    step: 43,
+    reason: 'step 43 never closed while steps 44-46 did; received nothing for it',
+    afterSteps: 3,
+    laterClosed: 3,
+    batches: 0,
+    groups: 0,
+    occurredAt: at,
+  },
   CampaignStarted: {
     eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a06',
     campaignId,

@@ -362,6 +362,22 @@ export const IngestionConfigSchema = z.strictObject({
     .int('ingestion.maxStepsAhead must be a whole number of steps')
     .min(1, 'ingestion.maxStepsAhead must be >= 1 (1: only the step after the last closed one)')
     .default(16),
+  /**
+   * A step the trainer never closed while later ones closed (a lost report, a trainer that
+   * skipped it): `move-on` records StepSkipped once `afterSteps` later steps have closed and plans
+   * on; `wait` waits for it (the gateway refuses a step behind the last closed one, so only a
+   * reconfiguration to move-on ends that wait). Either way status and doctor name the step.
+   */
+  missingSteps: z
+    .strictObject({
+      policy: z.enum(['move-on', 'wait']).default('move-on'),
+      afterSteps: z
+        .number()
+        .int('ingestion.missingSteps.afterSteps must be a whole number of steps')
+        .min(1, 'ingestion.missingSteps.afterSteps must be >= 1')
+        .default(3),
+    })
+    .prefault({}),
 });
 
 /**

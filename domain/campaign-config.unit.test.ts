@@ -34,7 +34,7 @@ describe('campaign config defaults', () => {
       rolloutsPerTask: 16,
       detector: { low: 0.2, high: 0.85, window: { kind: 'latest' }, ewmaAlpha: 0.3 },
       rewards: { maxRollouts: 1024, staleStepTolerance: 2 },
-      ingestion: { maxStepsAhead: 16 },
+      ingestion: { maxStepsAhead: 16, missingSteps: { policy: 'move-on', afterSteps: 3 } },
       ablation: {
         rewrite: true,
         judge: true,
@@ -159,6 +159,8 @@ describe('campaign config validation says what to change', () => {
     [{ ingestion: { maxStepsAhead: 0 } }, 'ingestion.maxStepsAhead must be >= 1'],
     [{ ingestion: { maxStepsAhead: 2.5 } }, 'ingestion.maxStepsAhead must be a whole number of steps'],
     [{ ingestion: { maxStepsahead: 4 } }, 'ingestion: Unrecognized key: "maxStepsahead"'],
+    [{ ingestion: { missingSteps: { afterSteps: 0 } } }, 'ingestion.missingSteps.afterSteps must be >= 1'],
+    [{ ingestion: { missingSteps: { policy: 'skip' } } }, 'ingestion.missingSteps.policy'],
     [{ rewards: { maxRollouts: 1_000_001 } }, 'rewards.maxRollouts'],
     [
       { rolloutsPerTask: 64, rewards: { maxRollouts: 32 } },

@@ -137,6 +137,8 @@ export const eventIds = {
   stepClosed: (campaignId: string, step: number) => derivedUuid('StepClosed', 'gateway', campaignId, step),
   // the aggregator
   stepAggregated: (campaignId: string, step: number) => derivedUuid('StepAggregated', campaignId, step),
+  /** A step passed over under ingestion.missingSteps (the campaign's awaitStep). */
+  stepSkipped: (campaignId: string, step: number) => derivedUuid('StepSkipped', campaignId, step),
   /** The band change caused by one RolloutGroupScored. */
   taskBandChanged: (groupEventId: string) => derivedUuid('TaskBandChanged', groupEventId),
   /** A task's statistics after the last RolloutGroupScored applied to it. */

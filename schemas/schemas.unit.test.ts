@@ -21,6 +21,7 @@ const CATALOGUE = [
   'TaskStatsUpdated',
   'TaskBandChanged',
   'StepAggregated',
+  'StepSkipped',
   'CampaignStarted',
   'CampaignReconfigured',
   'CampaignPaused',

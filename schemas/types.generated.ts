@@ -361,6 +361,28 @@ export interface StepClosed {
   producedAt: number;
 }
 
+/** Decision: a training step that never closed while later steps did, passed over by the campaign under its ingestion.missingSteps policy (move-on); the campaign plans it with what the statistics hold. */
+export interface StepSkipped {
+  /** Unique id of this event (UUID, derived from campaign and step: recorded once). */
+  eventId: string;
+  /** Id of the campaign the event belongs to. */
+  campaignId: string;
+  /** The step passed over. */
+  step: number;
+  /** Why, in words: which later steps closed and what was received for this one. */
+  reason: string;
+  /** The policy's ingestion.missingSteps.afterSteps: later steps that had to close first. */
+  afterSteps: number;
+  /** Steps after this one that had closed when it was passed over. */
+  laterClosed: number;
+  /** Rollout batches the gateway had accepted for the step (none of them closing it). */
+  batches: number;
+  /** Reward groups in those batches; they count in the statistics as any group does. */
+  groups: number;
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
 /** Curriculum decision: synthesis of new tasks from a selected seed started. */
 export interface SynthesisStarted {
   /** Unique id of this event (UUID); consumers deduplicate on it. */
@@ -504,6 +526,7 @@ export type EventName =
   | 'StageCompleted'
   | 'StepAggregated'
   | 'StepClosed'
+  | 'StepSkipped'
   | 'SynthesisStarted'
   | 'TaskBandChanged'
   | 'TaskInjected'
@@ -529,6 +552,7 @@ export interface EventPayloads {
   StageCompleted: StageCompleted;
   StepAggregated: StepAggregated;
   StepClosed: StepClosed;
+  StepSkipped: StepSkipped;
   SynthesisStarted: SynthesisStarted;
   TaskBandChanged: TaskBandChanged;
   TaskInjected: TaskInjected;
@@ -555,6 +579,7 @@ export const EVENT_NAMES: readonly EventName[] = [
   'StageCompleted',
   'StepAggregated',
   'StepClosed',
+  'StepSkipped',
   'SynthesisStarted',
   'TaskBandChanged',
   'TaskInjected',

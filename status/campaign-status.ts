@@ -5,6 +5,8 @@
 // on a missing worker, and answers with the projections alone when Temporal or Kafka is away.
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
+import { describeMissingStep, missingStep } from '../aggregator/missing-step.js';
+import type { CampaignConfig } from '../domain/campaign-config.js';
 import { type KafkaClient, openKafka } from '../kafka/client.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { loadCampaign } from '../store/campaigns.js';
@@ -12,7 +14,13 @@ import { unpublishedBatches } from '../store/ingestion-batches.js';
 import { poolView } from '../store/pool-view.js';
 import { aggregatorLag, deadLettersSince, relayLag } from './kafka.js';
 import { stepProgress, unfinishedSyntheses, waitingFor } from './projections.js';
-import { type CampaignStatusReport, type Holds, STATUS_FORMAT, type WorkerView } from './report.js';
+import {
+  type CampaignStatusReport,
+  type Holds,
+  type MissingStepView,
+  STATUS_FORMAT,
+  type WorkerView,
+} from './report.js';
 import { bounded, workflowView } from './temporal.js';
 
 export type { CampaignStatusReport } from './report.js';
@@ -87,6 +95,7 @@ export async function campaignStatus(
     // The workflow's own view, when it answered, is the authority on what it planned and runs.
     holds.lastPlannedStep = Math.max(holds.lastPlannedStep, workflow?.step ?? 0);
     holds.closedNotPlanned = Math.max(0, holds.lastClosedStep - holds.lastPlannedStep);
+    holds.missingStep = await missingStepView(db, campaignId, holds.lastPlannedStep + 1, campaign.config);
     if (workflow && view?.source === 'workflow')
       holds.runningSyntheses = Object.keys(workflow.running).length;
   }
@@ -169,6 +178,7 @@ async function readHolds(
         }
       : null,
     closedNotPlanned: Math.max(0, steps.lastClosedStep - steps.lastPlannedStep),
+    missingStep: null,
     unpublishedBatches: {
       count: unpublished.count,
       groups: unpublished.groups,
@@ -186,6 +196,19 @@ async function readHolds(
   holds.aggregator = k.aggregator;
   holds.deadLetters = k.deadLetters;
   return { holds, errors: k.errors };
+}
+
+async function missingStepView(
+  db: pg.Pool,
+  campaignId: string,
+  step: number,
+  config: CampaignConfig,
+): Promise<MissingStepView | null> {
+  const m = await missingStep(db, campaignId, step);
+  if (!m) return null;
+  const { policy, afterSteps } = config.ingestion.missingSteps;
+  const { campaignId: _c, ...rest } = m;
+  return { ...rest, policy, afterSteps, detail: describeMissingStep(m) };
 }
 
 async function lastPlannedStep(db: pg.Pool, campaignId: string): Promise<number> {

@@ -102,7 +102,21 @@ type Add = (level: FindingLevel, code: string, what: string, action?: string) =>
 
 function holdFindings(r: CampaignStatusReport, h: Holds, add: Add, running: boolean, q: string): void {
   const exec = r.execution;
-  if (running && h.closedNotPlanned > 0)
+  const m = h.missingStep;
+  if (m) {
+    const passing = m.policy === 'move-on';
+    add(
+      passing ? 'wait' : 'stall',
+      'missing-step',
+      passing
+        ? `${m.detail}; the campaign passes over it (StepSkipped) once ${m.afterSteps} later steps closed (${m.laterClosed} so far)`
+        : `${m.detail}; the campaign waits for it (ingestion.missingSteps.policy = wait), and the gateway refuses a step behind the last closed one`,
+      passing
+        ? ''
+        : `\`rods campaign reconfigure ${r.campaignId}\` with ingestion.missingSteps.policy "move-on" to pass over step ${m.step}; check why the trainer never closed it (its reporter's spool, rejected/)`,
+    );
+  }
+  if (running && h.closedNotPlanned > 0 && !m)
     add(
       r.worker.present ? 'wait' : 'stall',
       'closed-not-planned',

@@ -13,6 +13,7 @@ function holds(over: Partial<Holds> = {}): Holds {
     lastPlannedStep: 6,
     oldestOpenStep: null,
     closedNotPlanned: 0,
+    missingStep: null,
     unpublishedBatches: { count: 0, groups: 0, oldestAcceptedAt: null },
     runningSyntheses: 0,
     synthesisTimeoutS: 1800,
@@ -112,6 +113,42 @@ describe('diagnose', () => {
       code: 'closed-not-planned',
       what: '2 closed steps not planned yet (closed up to 8, planned up to 6)',
     });
+  });
+
+  it('a step that never closed while later ones did: a stall under `wait`, a wait under `move-on`', () => {
+    const missing = {
+      step: 7,
+      laterClosed: 2,
+      laterFrom: 8,
+      laterTo: 9,
+      received: { batches: 1, groups: 30 },
+      afterSteps: 3,
+      detail:
+        'step 7 never closed while 2 later steps did (8-9); 1 batch (30 groups) were received for it, none closing it',
+    };
+    const waiting = diagnose(
+      report({
+        holds: holds({ lastClosedStep: 9, closedNotPlanned: 3, missingStep: { ...missing, policy: 'wait' } }),
+      }),
+    );
+    expect(waiting.map((f) => f.code)).toEqual(['missing-step']);
+    expect(waiting[0]).toMatchObject({ level: 'stall' });
+    expect(waiting[0]!.what).toContain('step 7 never closed while 2 later steps did (8-9)');
+    expect(waiting[0]!.action).toContain('ingestion.missingSteps.policy "move-on"');
+    const passing = diagnose(
+      report({
+        holds: holds({
+          lastClosedStep: 9,
+          closedNotPlanned: 3,
+          missingStep: { ...missing, policy: 'move-on' },
+        }),
+      }),
+    );
+    expect(passing.map((f) => [f.code, f.level])).toEqual([
+      ['missing-step', 'wait'],
+      ['nothing-holds', 'ok'],
+    ]);
+    expect(passing[0]!.what).toContain('once 3 later steps closed (2 so far)');
   });
 
   it('a step waiting for groups, with an old unpublished batch and aggregator lag', () => {

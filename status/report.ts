@@ -106,6 +106,21 @@ export interface DeadLetters {
   truncated: boolean;
 }
 
+/** The step the campaign waits for when it never closed while later steps did. */
+export interface MissingStepView {
+  step: number;
+  laterClosed: number;
+  laterFrom: number;
+  laterTo: number;
+  /** Batches the gateway accepted for it (none closing it) and their groups. */
+  received: { batches: number; groups: number };
+  /** The campaign's ingestion.missingSteps. */
+  policy: 'move-on' | 'wait';
+  afterSteps: number;
+  /** The same in words. */
+  detail: string;
+}
+
 export interface Holds {
   lastClosedStep: number;
   lastClosedAt: string | null;
@@ -114,6 +129,8 @@ export interface Holds {
   oldestOpenStep: OldestOpenStep | null;
   /** Closed steps the campaign has not planned yet (the workflow is behind: no worker?). */
   closedNotPlanned: number;
+  /** The next step to plan, when it never closed while later ones did; null otherwise. */
+  missingStep: MissingStepView | null;
   unpublishedBatches: { count: number; groups: number; oldestAcceptedAt: string | null };
   /** Syntheses without an outcome, and those running longer than `synthesisTimeoutS`. */
   runningSyntheses: number;
