@@ -343,18 +343,24 @@ function renderHolds(box: HTMLElement, st: StatusView): void {
   const agg = h?.aggregator;
   box.replaceChildren(
     el('h2', {}, 'What holds the campaign'),
-    o
+    h?.missingStep
       ? el(
           'p',
-          { id: 'waiting' },
-          `Step ${o.step} waits for ${o.waitingFor.map((w) => WAITING[w] ?? w).join('; ') || 'nothing'} ` +
-            `(${o.countedGroups}/${o.declaredGroups ?? '?'} groups counted).`,
+          { id: 'waiting', class: 'missing-step' },
+          `Step ${h.missingStep.step} never came: ${h.missingStep.detail} (ingestion.missingSteps: ${h.missingStep.policy}${h.missingStep.policy === 'move-on' ? ` after ${h.missingStep.afterSteps} later steps` : ''}).`,
         )
-      : el(
-          'p',
-          { id: 'waiting' },
-          `Every step the trainer sent is closed (last closed ${h?.lastClosedStep ?? 0}).`,
-        ),
+      : o
+        ? el(
+            'p',
+            { id: 'waiting' },
+            `Step ${o.step} waits for ${o.waitingFor.map((w) => WAITING[w] ?? w).join('; ') || 'nothing'} ` +
+              `(${o.countedGroups}/${o.declaredGroups ?? '?'} groups counted).`,
+          )
+        : el(
+            'p',
+            { id: 'waiting' },
+            `Every step the trainer sent is closed (last closed ${h?.lastClosedStep ?? 0}).`,
+          ),
     el(
       'ul',
       { class: 'findings' },
