@@ -25,35 +25,91 @@ Trainer adapters (each imports its framework only if it is installed):
 
 from __future__ import annotations
 
+import email.utils
 import json
+import logging
 import os
+import random
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-__all__ = ["RodsClient", "RodsError", "__version__"]
+__all__ = ["RodsClient", "RodsError", "__version__", "is_retryable"]
+
+log = logging.getLogger("rods_client")
 
 # The gateway API version (gateway/api-version.ts); pyproject.toml reads it as the package version.
 __version__ = "1.1.0"
 
 
 class RodsError(Exception):
-    """An error answer of the gateway (RFC 9457 problem+json) or a transport failure."""
+    """An error answer of the gateway (RFC 9457 problem+json) or a transport failure (status 0).
 
-    def __init__(self, status: int, problem: Dict[str, Any]):
+    ``retry_after`` is the wait in seconds the gateway asked for (its Retry-After header), if any.
+    """
+
+    def __init__(self, status: int, problem: Dict[str, Any], retry_after: Optional[float] = None):
         self.status = status
         self.problem = problem
+        self.retry_after = retry_after
         detail = problem.get("detail") or problem.get("title") or "request failed"
         fields = "; ".join(f"{e.get('field')}: {e.get('message')}" for e in problem.get("errors", []) or [])
         super().__init__(f"{status} {detail}" + (f" ({fields})" if fields else ""))
 
 
+# Answers worth the same request again: the gateway unreachable or timed out (0), rate-limited
+# (429, with Retry-After), its dependencies restarting (503 "retry the same request", with
+# Retry-After), a proxy in front of it failing (502, 504).
+RETRYABLE_STATUSES = frozenset({0, 408, 429, 502, 503, 504})
+
+
+def is_retryable(error: BaseException) -> bool:
+    return isinstance(error, RodsError) and error.status in RETRYABLE_STATUSES
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(attempt: int, base: float, cap: float, retry_after: Optional[float] = None) -> float:
+    """Exponential backoff with full jitter in its upper half; never shorter than Retry-After."""
+    exp = min(cap, base * (2 ** max(0, attempt - 1)))
+    delay = exp / 2 + random.random() * exp / 2
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, cap))
+    return delay
+
+
 class RodsClient:
-    def __init__(self, base_url: str, token: str, campaign: str, timeout: float = 30.0):
+    """The gateway's /v1 API for one campaign.
+
+    Requests that the gateway may answer "retry" (unreachable, 429, 502-504) are retried up to
+    ``retries`` times with exponential backoff from ``backoff`` seconds up to ``max_backoff``,
+    never sooner than the Retry-After the gateway asked for. Every request is idempotent (a
+    report is keyed by its step and batch id), so a retry never counts twice.
+    """
+
+    def __init__(self, base_url: str, token: str, campaign: str, timeout: float = 30.0, retries: int = 4,
+                 backoff: float = 0.5, max_backoff: float = 30.0):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.campaign = campaign
         self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.retried = 0
         self._pool: Optional[Dict[str, Any]] = None
         self._etag: Optional[str] = None
 
@@ -69,7 +125,23 @@ class RodsClient:
         return cls(pick(base_url, "RODS_GATEWAY_URL"), pick(token, "RODS_TOKEN"), pick(campaign, "RODS_CAMPAIGN"))
 
     def _request(self, method: str, path: str, body: Any = None, headers: Optional[Mapping[str, str]] = None,
-                 timeout: Optional[float] = None):
+                 timeout: Optional[float] = None, retries: Optional[int] = None):
+        attempts = (self.retries if retries is None else retries) + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._request_once(method, path, body, headers, timeout)
+            except RodsError as e:
+                if attempt >= attempts or not is_retryable(e):
+                    raise
+                delay = backoff_delay(attempt, self.backoff, self.max_backoff, e.retry_after)
+                self.retried += 1
+                log.warning("rods: %s %s: %s; retrying in %.1f s (attempt %d of %d)", method, path, e, delay,
+                            attempt + 1, attempts)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _request_once(self, method: str, path: str, body: Any = None, headers: Optional[Mapping[str, str]] = None,
+                      timeout: Optional[float] = None):
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -89,21 +161,36 @@ class RodsClient:
                 problem = json.loads(raw)
             except ValueError:
                 problem = {"title": raw.decode("utf-8", "replace")}
-            raise RodsError(e.code, problem) from None
+            raise RodsError(e.code, problem, _retry_after(e.headers.get("Retry-After"))) from None
         except urllib.error.URLError as e:
             raise RodsError(0, {"title": f"gateway unreachable: {e.reason}"}) from None
+        except (OSError, ValueError) as e:  # a timeout, a reset connection, a truncated answer
+            raise RodsError(0, {"title": f"gateway unreachable: {e}"}) from None
+
+    @staticmethod
+    def step_body(step: int, rewards: Mapping[str, Sequence[float]], policy_version: str,
+                  batch_id: Optional[str] = None, close: bool = True) -> Dict[str, Any]:
+        """The body of a step's report (what ``report_step`` posts, and what a spool keeps)."""
+        groups: List[Dict[str, Any]] = [{"taskId": t, "rewards": [float(r) for r in rs]} for t, rs in rewards.items()]
+        return {"batchId": batch_id or f"step-{int(step)}", "policyVersion": policy_version, "groups": groups,
+                "close": close}
+
+    def post_step(self, step: int, body: Mapping[str, Any], retries: Optional[int] = None) -> Dict[str, Any]:
+        _, _, answer = self._request("POST", f"/v1/campaigns/{self.campaign}/steps/{int(step)}/rollouts", body,
+                                     retries=retries)
+        return answer
 
     def report_step(self, step: int, rewards: Mapping[str, Sequence[float]], policy_version: str,
                     batch_id: Optional[str] = None, close: bool = True) -> Dict[str, Any]:
-        """Reports the rewards of one training step: task id -> the K rewards of its group.
+        """Reports the rewards of one training step now: task id -> the K rewards of its group.
 
         Idempotent per (step, batch id): reporting the same batch again is answered with
-        ``duplicate: True`` and publishes nothing twice. ``close=True`` closes the step.
+        ``duplicate: True`` and publishes nothing twice. ``close=True`` closes the step; a step with
+        no group (``rewards`` empty) is closed all the same. Retried as the client is configured;
+        a trainer that must not block or stop on an outage reports through
+        ``rods_client.reporting.StepReporter`` instead.
         """
-        groups: List[Dict[str, Any]] = [{"taskId": t, "rewards": [float(r) for r in rs]} for t, rs in rewards.items()]
-        body = {"batchId": batch_id or f"step-{step}", "policyVersion": policy_version, "groups": groups, "close": close}
-        _, _, answer = self._request("POST", f"/v1/campaigns/{self.campaign}/steps/{int(step)}/rollouts", body)
-        return answer
+        return self.post_step(step, self.step_body(step, rewards, policy_version, batch_id, close))
 
     def fetch_pool(self, wait: float = 0) -> Dict[str, Any]:
         """The active pool ``{"version", "tasks": [...]}``; cached by version (ETag / If-None-Match).

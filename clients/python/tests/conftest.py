@@ -1,7 +1,7 @@
 """Fixtures for the adapter tests: a real gateway, given by clients/python/adapters.int.test.ts.
 
 Environment: RODS_GATEWAY_URL, RODS_TOKEN and one campaign per adapter (RODS_CAMPAIGN_HF,
-RODS_CAMPAIGN_VERL, RODS_CAMPAIGN_SLIME, RODS_CAMPAIGN_EXAMPLE), each seeded with a pool of BFCL tasks.
+RODS_CAMPAIGN_VERL, RODS_CAMPAIGN_SLIME, RODS_CAMPAIGN_REPORTING, RODS_CAMPAIGN_EXAMPLE), each seeded with a pool of BFCL tasks.
 """
 
 import os
@@ -39,6 +39,11 @@ def verl_client() -> RodsClient:
 @pytest.fixture(scope="module")
 def slime_client() -> RodsClient:
     return _client("RODS_CAMPAIGN_SLIME")
+
+
+@pytest.fixture(scope="module")
+def reporting_client() -> RodsClient:
+    return _client("RODS_CAMPAIGN_REPORTING")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,323 @@
+"""A BFCL multi-turn task as a trainer's environment: its functions as tools, its initial state,
+its user turns in order, and BFCL's progress reward.
+
+Standard library only. The functions' documents are bfcl-eval's own (``data/bfcl_tools.json``,
+generated from the pinned bfcl-eval by ``executor/gen_tools.py``); calls run in the rods
+environment executor (``RODS_EXECUTOR_URL``, default ``http://127.0.0.1:7300``), which parses
+every call with its restricted parser and never evaluates text.
+
+* ``BfclEnvironment`` is one rollout's environment. ``reset(task=...)`` takes the task record
+  (the pool row's ``task`` column, JSON) and starts at its first user turn with its
+  ``initial_config``. Each of the task's functions is a method (a TRL tool); a call appends
+  ``name(arg=value, ...)`` to the current turn and answers what bfcl's executor records for it
+  (the state carries from call to call and turn to turn). ``reply_to_user(message)`` ends the
+  current turn and answers the user's next request, so the conversation's user turns come in
+  order within one rollout (TRL ends a rollout at the first message without a tool call).
+* ``progress_reward`` scores each rollout with BFCL's progress reward: the mean over the task's user turns of "the state of
+  every instance matches the ground truth's after that turn AND the ground truth's execution
+  results of that turn are among the model's so far", as bfcl's own ``multi_turn_checker``
+  decides a turn (``state_checker``, then ``response_checker``); a turn whose ground truth is
+  empty (a miss_func/miss_param holding turn) passes when the model made no call in it (bfcl's
+  irrelevance check). Unlike the checker's pass/fail, which stops at the first failing turn,
+  every turn is scored.
+* ``environment_factories()`` gives one environment class per set of involved classes (every
+  single class and pair, and ``all`` for the rest), as TRL's ``environment_factory`` dict; a pool
+  row names its environment in its ``environment`` column (``environment_name(task)``).
+  It is the reward function: ``reward_funcs=[progress_reward]`` (wrapped by
+  ``rods_client.trl.RodsRewards`` to report it to rods).
+
+A miss_func task's withheld function is among the tools from the first turn (a TRL rollout's tool
+list is rendered once, with its prompt); called before the turn that brings it, it answers an
+error saying it is not available yet, and the next user request names it when it arrives.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from importlib import resources
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ._common import first_turn
+
+__all__ = ["BfclEnvironment", "ExecutorClient", "environment_factories", "environment_name", "progress_reward",
+           "tool_documents", "first_turn", "CLASSES"]
+
+DEFAULT_EXECUTOR_URL = "http://127.0.0.1:7300"
+
+
+@functools.lru_cache(maxsize=1)
+def _documents() -> Dict[str, Any]:
+    with resources.files(__package__).joinpath("data/bfcl_tools.json").open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+CLASSES: Tuple[str, ...] = tuple(sorted(_documents()["classes"]))
+
+
+def tool_documents(classes: Sequence[str]) -> List[Dict[str, Any]]:
+    """bfcl's function documents of the given classes (unknown class: ValueError)."""
+    docs = _documents()["classes"]
+    unknown = [c for c in classes if c not in docs]
+    if unknown:
+        raise ValueError(f"rods: unknown BFCL class(es) {unknown}; known: {list(CLASSES)}")
+    return [d for c in classes for d in docs[c]]
+
+
+def environment_name(task: Mapping[str, Any]) -> str:
+    """The environment of a task: its involved classes, sorted and joined by '+'; 'all' beyond two."""
+    classes = sorted(set(task.get("involved_classes") or []))
+    return "+".join(classes) if 1 <= len(classes) <= 2 else "all"
+
+
+class ExecutorClient:
+    """``POST /execute`` of the rods environment executor (executor/README.md)."""
+
+    def __init__(self, url: Optional[str] = None, timeout: float = 30.0):
+        self.url = (url or os.environ.get("RODS_EXECUTOR_URL") or DEFAULT_EXECUTOR_URL).rstrip("/")
+        self.timeout = timeout
+
+    def execute(self, task: Mapping[str, Any], turns: Sequence[Sequence[str]]) -> Dict[str, Any]:
+        body = {
+            "involved_classes": task["involved_classes"],
+            "initial_config": task.get("initial_config") or {},
+            "ground_truth": [list(t) for t in turns],
+            "long_context": task.get("category") == "long_context",
+        }
+        req = urllib.request.Request(self.url + "/execute", data=json.dumps(body).encode("utf-8"), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"rods: the environment executor {self.url} refused a request: {e.code} "
+                               f"{e.read().decode('utf-8', 'replace')[:500]}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise RuntimeError(f"rods: the environment executor {self.url} is unreachable: {e}") from None
+
+
+def call_string(name: str, arguments: Mapping[str, Any]) -> str:
+    """A tool call as the call string bfcl's ground truth uses: ``name(key=literal, ...)``."""
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+def _turn_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+def _task_of(task: Any) -> Dict[str, Any]:
+    if isinstance(task, str):
+        task = json.loads(task)
+    if not isinstance(task, Mapping) or not task.get("involved_classes"):
+        raise ValueError("rods: reset() needs the BFCL task record (the pool row's `task` column)")
+    return dict(task)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ground_truth_turns(url: str, task_json: str) -> Tuple[Tuple[Tuple[str, ...], Any], ...]:
+    """Per turn: the ground truth's result texts and the state after it (cached per task)."""
+    task = json.loads(task_json)
+    answer = ExecutorClient(url).execute(task, task.get("ground_truth") or [])
+    return tuple((tuple(r.get("text", "") for r in t["results"]), json.dumps(t["state"], sort_keys=True))
+                 for t in answer["turns"])
+
+
+def turn_scores(task: Mapping[str, Any], model_turns: Sequence[Sequence[str]],
+                executor: Optional[ExecutorClient] = None) -> List[float]:
+    """1.0 or 0.0 per user turn, as bfcl's multi_turn_checker decides a turn (see the module doc)."""
+    executor = executor or ExecutorClient()
+    truth_calls = task.get("ground_truth") or []
+    n = len(truth_calls)
+    turns = [list(model_turns[t]) if t < len(model_turns) else [] for t in range(n)]
+    truth = _ground_truth_turns(executor.url, json.dumps(task, sort_keys=True))
+    model = executor.execute(task, turns)["turns"]
+    scores: List[float] = []
+    so_far: List[str] = []
+    for t in range(n):
+        so_far.extend(r.get("text", "") for r in model[t]["results"])
+        if not truth_calls[t]:
+            scores.append(1.0 if not turns[t] else 0.0)
+            continue
+        if not turns[t]:
+            scores.append(0.0)
+            continue
+        state_ok = json.dumps(model[t]["state"], sort_keys=True) == truth[t][1]
+        remaining = list(so_far)
+        results_ok = True
+        for text in truth[t][0]:
+            if text in remaining:
+                remaining.remove(text)
+            else:
+                results_ok = False
+                break
+        scores.append(1.0 if state_ok and results_ok else 0.0)
+    return scores
+
+
+class BfclEnvironment:
+    """One rollout of a BFCL multi-turn task (subclassed per set of classes by environment_factories)."""
+
+    classes: Tuple[str, ...] = ()
+
+    def __init__(self, executor: Optional[ExecutorClient] = None):
+        self._executor = executor or ExecutorClient()
+        self._task: Optional[Dict[str, Any]] = None
+        self._turn = 0
+        self._calls: List[List[str]] = [[]]
+        self._score: Optional[float] = None
+        self._lock = threading.Lock()
+
+    def reset(self, task: Any = None, **_: Any) -> Optional[str]:
+        """Starts the task (a BFCL task record, or its JSON) at its first user turn."""
+        self._task = _task_of(task)
+        self._turn = 0
+        self._calls = [[]]
+        self._score = None
+        missing = [c for c in self._task["involved_classes"] if c not in self.classes]
+        if missing:
+            raise ValueError(f"rods: task {self._task.get('id')} involves {missing}, not among this "
+                             f"environment's classes {list(self.classes)}: name its environment with environment_name()")
+        return None
+
+    def reply_to_user(self, message: str) -> str:
+        """Reply to the user once their current request is done; answers the user's next request.
+
+        Args:
+            message: What you tell the user about their current request.
+        """
+        task = self._require()
+        turns = task.get("question") or []
+        self._turn += 1
+        self._calls.append([])
+        if self._turn >= len(turns):
+            return "The user has no further requests."
+        text = _turn_text(turns[self._turn])
+        arriving = self._arriving(self._turn)
+        if arriving:
+            text += "\n(New functions are available now: " + ", ".join(arriving) + ".)"
+        return text
+
+    # Private (like every helper here): TRL offers each public method of an environment as a tool.
+    def _progress(self) -> float:
+        """BFCL's progress reward of this rollout so far, in [0, 1] (see the module doc)."""
+        with self._lock:
+            if self._score is None:
+                task = self._require()
+                scores = turn_scores(task, self._calls, self._executor)
+                self._score = sum(scores) / len(scores) if scores else 0.0
+            return self._score
+
+    @property
+    def calls(self) -> List[List[str]]:
+        """The model's calls so far, per user turn (call strings)."""
+        return [list(t) for t in self._calls]
+
+    @property
+    def task(self) -> Optional[Dict[str, Any]]:
+        return self._task
+
+    def _require(self) -> Dict[str, Any]:
+        if self._task is None:
+            raise RuntimeError("rods: reset() the environment with a task first")
+        return self._task
+
+    def _withheld(self, turn: int) -> Dict[str, int]:
+        """Function -> the turn that brings it, for those still withheld at ``turn`` (miss_func)."""
+        out: Dict[str, int] = {}
+        for at, names in (self._require().get("missed_function") or {}).items():
+            if int(at) > turn:
+                for name in names:
+                    out[name] = int(at)
+        return out
+
+    def _arriving(self, turn: int) -> List[str]:
+        return [n for at, names in (self._require().get("missed_function") or {}).items() if int(at) == turn
+                for n in names]
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        task = self._require()
+        withheld = self._withheld(self._turn)
+        if name in withheld:
+            return json.dumps({"error": f"{name} is not available yet"})
+        if name in (task.get("excluded_function") or []):
+            return json.dumps({"error": f"{name} is not available"})
+        self._calls[self._turn].append(call_string(name, arguments))
+        self._score = None
+        answer = self._executor.execute(task, self._calls)
+        turn = answer["turns"][self._turn] if self._turn < len(answer["turns"]) else {"results": []}
+        result = turn["results"][-1] if turn["results"] else {}
+        if "text" in result:
+            return str(result["text"])
+        return json.dumps({"error": result.get("error") or (answer.get("failure") or {}).get("reason") or "failed"})
+
+
+_PY_TYPES: Dict[str, Any] = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,
+                             "array": list, "dict": dict, "object": dict, "tuple": list, "any": Any}
+
+
+def _tool_method(doc: Mapping[str, Any]) -> Callable[..., str]:
+    """A method whose signature, annotations and Google-style docstring are bfcl's document of the
+    function (what transformers' get_json_schema and so TRL's tool rendering read)."""
+    name = doc["name"]
+    params = doc.get("parameters") or {}
+    props: Mapping[str, Mapping[str, Any]] = params.get("properties") or {}
+    required = set(params.get("required") or [])
+
+    def tool(self: BfclEnvironment, **arguments: Any) -> str:
+        return self._call(name, arguments)
+
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: Dict[str, Any] = {}
+    args_doc = []
+    for key in list(props):
+        spec = props[key]
+        hint = _PY_TYPES.get(str(spec.get("type")), Any)
+        annotations[key] = hint
+        default = inspect.Parameter.empty if key in required else spec.get("default")
+        parameters.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+        description = " ".join(str(spec.get("description") or key).split())
+        args_doc.append(f"    {key}: {description}")
+    annotations["return"] = str
+    tool.__name__ = tool.__qualname__ = name
+    tool.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    tool.__annotations__ = annotations
+    description = " ".join(str(doc.get("description") or name).split())
+    tool.__doc__ = description + ("\n\nArgs:\n" + "\n".join(args_doc) if args_doc else "") + \
+        "\n\nReturns:\n    What the function returned."
+    return tool
+
+
+@functools.lru_cache(maxsize=None)
+def environment_class(classes: Tuple[str, ...]) -> type:
+    """The environment class of a set of BFCL classes: BfclEnvironment with their functions as methods."""
+    methods: Dict[str, Any] = {"classes": tuple(classes)}
+    for doc in tool_documents(classes):
+        methods[doc["name"]] = _tool_method(doc)
+    return type("Bfcl_" + "_".join(classes) if classes != CLASSES else "Bfcl_all", (BfclEnvironment,), methods)
+
+
+def environment_factories(executor_url: Optional[str] = None) -> Dict[str, Callable[[], BfclEnvironment]]:
+    """TRL's ``environment_factory`` dict: one environment per single class and pair of classes, and
+    ``all`` (every class) for a task of three or more (the names ``environment_name`` gives)."""
+    executor = ExecutorClient(executor_url)
+    names: List[Tuple[str, ...]] = [(c,) for c in CLASSES] + list(itertools.combinations(CLASSES, 2))
+    out: Dict[str, Callable[[], BfclEnvironment]] = {}
+    for classes in names:
+        out["+".join(classes)] = functools.partial(environment_class(classes), executor)
+    out["all"] = functools.partial(environment_class(CLASSES), executor)
+    return out
+
+
+def progress_reward(completions: Sequence[Any] = (), environments: Optional[Sequence[BfclEnvironment]] = None,
+                    **_: Any) -> List[float]:
+    """TRL reward function: each rollout's BFCL progress reward (needs ``environment_factory``)."""
+    if environments is None:
+        raise ValueError("rods: progress_reward needs TRL's environments: pass "
+                         "environment_factory=rods_client.bfcl.environment_factories() to GRPOTrainer")
+    return [env._progress() for env in environments]

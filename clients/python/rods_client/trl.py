@@ -1,0 +1,355 @@
+"""rods for TRL's ``GRPOTrainer``: train on the live pool, report every step once.
+
+Three pieces (clients/python/examples/trl_grpo.py puts them together in a dozen lines):
+
+* ``RodsPool(client, args)`` is the campaign's active pool as a ``datasets.IterableDataset``
+  (``pool.dataset``). A map-style dataset cannot serve rods: TRL's sampler fixes its length when
+  the data loader is built, so a task injected later would never be drawn. The stream draws, per
+  generation batch, ``generation_batch_size // num_generations`` distinct tasks of the newest
+  pool version (with replacement only when the pool is smaller). A background thread long-polls
+  the gateway for new versions, so the training thread never waits on HTTP; accelerate fetches
+  one batch ahead, so a new version is drawn from one batch after it arrives. With several
+  processes, rank 0 hands its version to every rank at each batch (``torch.distributed``), so
+  all ranks draw the same tasks in the same order from the same version, as TRL's sharding of the
+  stream requires. Needs ``GRPOConfig(shuffle_dataset=False)`` (TRL's default shuffles through a
+  1,000-row buffer and keeps drawing removed tasks) and ``max_steps``.
+  Rows: ``prompt`` (the task's first user turn), ``rods_task_id``, ``rods_pool_version``,
+  ``rods_category``, ``rods_origin``, ``task`` (the BFCL record, JSON) and ``environment`` (its
+  ``rods_client.bfcl`` environment name, for ``environment_factory=environment_factories()``).
+* ``RodsRewards(reward_fn)`` wraps a reward function and records each reward under its row's
+  ``rods_task_id`` for the step it trains (``trainer_state.global_step + 1``).
+* ``RodsCallback(client, rewards)`` reports at each optimizer step's end: the rewards of every
+  rank gathered, reported once (by rank 0) through a durable spool (``rods_client.reporting``:
+  retried with backoff, never blocking or stopping training unless ``strict=True``), a step
+  without rods rows closed all the same, and after a resume from a checkpoint a step the spool
+  had reported is not sent again. The spool is ``<output_dir>/rods-spool/<campaign>`` unless
+  ``spool_dir`` or ``RODS_SPOOL_DIR`` says otherwise; it travels with the checkpoints.
+
+``RodsCallback.timings()`` gives what rods added to the training thread (the report's spool
+write with the gather, the stream's batch hand-over) as p50/p99 milliseconds; it is written to
+``<output_dir>/rods-timings.json`` at the end of training.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from . import RodsClient, RodsError
+from ._common import first_turn
+from .bfcl import environment_name
+from .reporting import StepReporter, default_spool_dir
+
+try:
+    from transformers import TrainerCallback as _CallbackBase
+except ImportError:  # pragma: no cover - exercised only where transformers is absent
+    _CallbackBase = object  # type: ignore[misc,assignment]
+
+__all__ = ["RodsPool", "RodsRewards", "RodsCallback", "pool_rows"]
+
+log = logging.getLogger("rods_client")
+
+
+def _dist():
+    """torch.distributed when a process group of more than one process is up, else None."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return None
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist
+    return None
+
+
+def _rank() -> int:
+    dist = _dist()
+    if dist is not None:
+        return dist.get_rank()
+    return int(os.environ.get("RANK", "0"))
+
+
+def pool_rows(pool: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """A pool answer's tasks as training rows (the columns of RodsPool's stream)."""
+    version = int(pool.get("version") or 0)
+    rows = []
+    for entry in pool.get("tasks", []):
+        task = entry.get("task") or {}
+        rows.append({
+            "prompt": [{"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
+                       for m in first_turn(task)],
+            "rods_task_id": str(entry["taskId"]),
+            "rods_pool_version": version,
+            "rods_category": str(entry.get("category") or ""),
+            "rods_origin": str(entry.get("origin") or ""),
+            "task": json.dumps(task, sort_keys=True),
+            "environment": environment_name(task),
+        })
+    return rows
+
+
+def _percentiles(values: Sequence[float]) -> Dict[str, Optional[float]]:
+    if not values:
+        return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] * 1000
+
+    return {"n": len(ordered), "p50_ms": round(at(0.5), 3), "p99_ms": round(at(0.99), 3),
+            "max_ms": round(ordered[-1] * 1000, 3)}
+
+
+class RodsPool:
+    """The live pool as an endless stream of training rows (see the module doc)."""
+
+    def __init__(self, client: RodsClient, args: Any = None, prompts_per_batch: Optional[int] = None,
+                 seed: Optional[int] = None, poll_seconds: int = 20, start_timeout: float = 300.0):
+        if prompts_per_batch is None:
+            if args is None:
+                raise ValueError("rods: give RodsPool the GRPOConfig (or prompts_per_batch)")
+            if getattr(args, "shuffle_dataset", False):
+                raise ValueError("rods: set GRPOConfig(shuffle_dataset=False): TRL's shuffle buffers 1,000 rows of "
+                                 "the stream and would keep drawing tasks the pool has retired")
+            prompts_per_batch = int(args.generation_batch_size) // int(args.num_generations)
+        self.client = client
+        self.prompts_per_batch = max(1, int(prompts_per_batch))
+        self.seed = int(seed if seed is not None else getattr(args, "seed", 0) or 0)
+        self.poll_seconds = poll_seconds
+        self.rank = _rank()
+        # The newest pool rank 0 has seen (its refresher thread writes it) and the one every rank
+        # agreed on at the last batch.
+        self._latest: Optional[Tuple[int, List[Dict[str, Any]]]] = None
+        self._agreed: Optional[Tuple[int, List[Dict[str, Any]]]] = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.handover_seconds: List[float] = []
+        self.refresh_errors = 0
+        # The pool version of every batch drawn, in order (the same list on every rank).
+        self.batch_versions: List[int] = []
+        if self.rank == 0:
+            self._latest = self._first_pool(start_timeout)
+            self._thread = threading.Thread(target=self._refresh, name="rods-pool", daemon=True)
+            self._thread.start()
+
+    def _first_pool(self, timeout: float) -> Tuple[int, List[Dict[str, Any]]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            pool = self.client.fetch_pool()
+            if pool.get("tasks"):
+                return int(pool["version"]), pool_rows(pool)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"rods: campaign {self.client.campaign} has no pool after {timeout:.0f} s")
+            time.sleep(1.0)
+
+    def _refresh(self) -> None:
+        while not self._stop.is_set():
+            try:
+                pool = self.client.fetch_pool(wait=self.poll_seconds)
+                if pool.get("tasks"):
+                    version = int(pool["version"])
+                    with self._lock:
+                        if self._latest is None or version != self._latest[0]:
+                            self._latest = (version, pool_rows(pool))
+            except RodsError as e:  # the gateway away: keep training on the pool we have
+                self.refresh_errors += 1
+                log.warning("rods: pool refresh failed (%s); training goes on with pool version %s", e,
+                            self._latest[0] if self._latest else None)
+                self._stop.wait(min(30.0, 2.0 * self.refresh_errors))
+            except Exception as e:  # noqa: BLE001 - never let the refresher die
+                self.refresh_errors += 1
+                log.exception("rods: pool refresh failed: %s", e)
+                self._stop.wait(5.0)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    @property
+    def version(self) -> Optional[int]:
+        return self._agreed[0] if self._agreed else None
+
+    def _agree(self) -> Tuple[int, List[Dict[str, Any]]]:
+        """The pool every rank draws this batch from: rank 0's newest, handed to the others."""
+        with self._lock:
+            mine = self._latest
+        dist = _dist()
+        if dist is None:
+            assert mine is not None
+            self._agreed = mine
+            return mine
+        previous = self._agreed[0] if self._agreed else None
+        if self.rank == 0:
+            assert mine is not None
+            message: List[Any] = [(mine[0], mine[1] if mine[0] != previous else None)]
+        else:
+            message = [None]
+        dist.broadcast_object_list(message, src=0)
+        version, rows = message[0]
+        if rows is None:
+            assert self._agreed is not None and self._agreed[0] == version
+            rows = self._agreed[1]
+        self._agreed = (version, rows)
+        return self._agreed
+
+    def rows(self) -> Iterator[Dict[str, Any]]:
+        """The stream: per batch, distinct tasks of one pool version, the same on every rank."""
+        batch = 0
+        while True:
+            started = time.perf_counter()
+            version, rows = self._agree()
+            rng = random.Random(f"{self.seed}:{batch}")
+            n = self.prompts_per_batch
+            picked = rng.sample(rows, min(n, len(rows)))
+            if len(picked) < n:
+                picked += rng.choices(rows, k=n - len(picked))
+            self.batch_versions.append(version)
+            self.handover_seconds.append(time.perf_counter() - started)
+            batch += 1
+            yield from picked
+
+    @property
+    def dataset(self):
+        """The stream as the ``datasets.IterableDataset`` GRPOTrainer takes."""
+        from datasets import Features, IterableDataset, List as ListFeature, Value
+
+        features = Features({
+            "prompt": ListFeature({"role": Value("string"), "content": Value("string")}),
+            "rods_task_id": Value("string"),
+            "rods_pool_version": Value("int64"),
+            "rods_category": Value("string"),
+            "rods_origin": Value("string"),
+            "task": Value("string"),
+            "environment": Value("string"),
+        })
+        # datasets fingerprints the generator and its arguments with dill: give it a module function
+        # and a string, and let the string find this pool (threads and sockets do not pickle).
+        key = f"{self.client.campaign}:{id(self)}"
+        _POOLS[key] = self
+        return IterableDataset.from_generator(_stream, features=features, gen_kwargs={"pool": key})
+
+
+_POOLS: Dict[str, RodsPool] = {}
+
+
+def _stream(pool: str) -> Iterator[Dict[str, Any]]:
+    yield from _POOLS[pool].rows()
+
+
+class RodsRewards:
+    """A TRL reward function that calls ``reward_fn`` and records its rewards for rods, per step."""
+
+    def __init__(self, reward_fn: Callable[..., List[Optional[float]]]):
+        self.reward_fn = reward_fn
+        self.__name__ = getattr(reward_fn, "__name__", "rods_reward")  # TRL logs a reward under its name
+        self._lock = threading.Lock()
+        self._by_step: Dict[int, List[Tuple[str, float]]] = {}
+        self.versions_by_step: Dict[int, List[int]] = {}
+
+    def __call__(self, prompts: Any = None, completions: Any = None, **kwargs: Any) -> List[Optional[float]]:
+        task_ids = kwargs.get("rods_task_id")
+        if task_ids is None:
+            raise ValueError("rods: the reward function got no rods_task_id column: train on RodsPool(...).dataset "
+                             "(or a dataset with that column) and keep GRPOConfig(remove_unused_columns=False)")
+        rewards = self.reward_fn(prompts=prompts, completions=completions, **kwargs)
+        state = kwargs.get("trainer_state")
+        step = int(getattr(state, "global_step", 0)) + 1
+        versions = kwargs.get("rods_pool_version") or []
+        with self._lock:
+            bucket = self._by_step.setdefault(step, [])
+            for task_id, reward in zip(task_ids, rewards):
+                if task_id is None or reward is None:
+                    continue
+                value = float(reward)
+                if math.isnan(value) or math.isinf(value):
+                    continue
+                bucket.append((str(task_id), value))
+            if versions:
+                self.versions_by_step.setdefault(step, []).extend(sorted(set(int(v) for v in versions)))
+        return rewards
+
+    def take(self, through_step: int) -> List[Tuple[str, float]]:
+        """The recorded (task id, reward) pairs of steps up to ``through_step``, removed from the buffer."""
+        with self._lock:
+            steps = [s for s in self._by_step if s <= through_step]
+            out: List[Tuple[str, float]] = []
+            for s in sorted(steps):
+                out.extend(self._by_step.pop(s))
+            return out
+
+
+class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
+    """Reports each optimizer step's rewards to rods once, from rank 0, through a durable spool."""
+
+    def __init__(self, client: RodsClient, rewards: RodsRewards, pool: Optional[RodsPool] = None,
+                 spool_dir: Optional[str] = None, strict: bool = False,
+                 policy_version: Optional[Callable[[Any], str]] = None, flush_timeout: float = 120.0):
+        self.client = client
+        self.rewards = rewards
+        self.pool = pool
+        self.spool_dir = spool_dir
+        self.strict = strict
+        self.policy_version = policy_version or (lambda state: f"step-{state.global_step}")
+        self.flush_timeout = flush_timeout
+        self.reporter: Optional[StepReporter] = None
+        self.step_seconds: List[float] = []
+        self.reported: List[Dict[str, Any]] = []
+        self._output_dir: Optional[str] = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.pool is not None and getattr(args, "shuffle_dataset", False):
+            raise ValueError("rods: set GRPOConfig(shuffle_dataset=False) when training on RodsPool")
+        self._output_dir = getattr(args, "output_dir", None)
+        if state.is_world_process_zero and self.reporter is None:
+            folder = self.spool_dir or default_spool_dir(self.client.campaign, self._output_dir)
+            self.reporter = StepReporter(self.client, folder, strict=self.strict)
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        step = int(state.global_step)
+        mine = self.rewards.take(step)
+        dist = _dist()
+        if dist is not None:
+            gathered: List[Any] = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, mine)
+            pairs = [p for part in gathered for p in part]
+        else:
+            pairs = mine
+        if self.reporter is not None:
+            groups: Dict[str, List[float]] = {}
+            for task_id, reward in pairs:
+                groups.setdefault(task_id, []).append(reward)
+            sent = self.reporter.report(step, groups, policy_version=self.policy_version(state))
+            self.reported.append({"step": step, "groups": len(groups),
+                                  "rewards": sum(len(v) for v in groups.values()), "spooled": sent,
+                                  "poolVersions": sorted(set(self.rewards.versions_by_step.pop(step, [])))})
+        self.step_seconds.append(time.perf_counter() - started)
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.pool is not None:
+            self.pool.close()
+        if self.reporter is not None:
+            self.reporter.close(self.flush_timeout)
+            log.info("rods: reports of campaign %s: %s", self.client.campaign, self.reporter.stats)
+        if self._output_dir and _rank() == 0:
+            os.makedirs(self._output_dir, exist_ok=True)
+            with open(os.path.join(self._output_dir, "rods-timings.json"), "w", encoding="utf-8") as f:
+                json.dump(self.timings(), f, indent=1)
+        return control
+
+    def timings(self) -> Dict[str, Any]:
+        """What rods added to the training thread, and the reporter's counters."""
+        return {
+            "stepEnd": _percentiles(self.step_seconds),
+            "spoolWrite": _percentiles(self.reporter.report_seconds if self.reporter else []),
+            "poolHandover": _percentiles(self.pool.handover_seconds if self.pool else []),
+            "reports": dict(self.reporter.stats) if self.reporter else None,
+            "poolRefreshErrors": self.pool.refresh_errors if self.pool else None,
+            "offTrainingThread": ["sending reports (spool thread)", "pool long-poll (refresher thread, rank 0)"],
+        }

@@ -1,0 +1,76 @@
+"""TRL's real GRPOTrainer on a rods campaign's live pool (run by clients/python/trl.e2e.test.ts).
+
+The rods pieces are the example's (examples/trl_grpo.py); the reward differs: a tiny randomly
+initialised model scores 0 on every BFCL task, so every task would be "hard" and nothing would be
+synthesised. The test's reward is the BFCL progress reward plus a term read from the completion's
+text (a hash, uniform in [0, 0.9]), which spreads the tasks over the bands the way a learning
+policy's rewards would, so the campaign selects seeds and injects tasks while TRL trains.
+
+Environment: RODS_GATEWAY_URL, RODS_TOKEN, RODS_CAMPAIGN, RODS_MODEL, RODS_OUTPUT_DIR,
+RODS_MAX_STEPS, RODS_SAVE_STEPS (0: no checkpoints), RODS_RESUME (1: from the last checkpoint),
+RODS_TOOLS (1: the BFCL environments as TRL tools), RODS_STEP_SLEEP (seconds per reward call),
+RODS_BATCH (per-device batch, default 8).
+Prints one JSON line per optimizer step ("rods-step") and a summary at the end ("rods-summary").
+"""
+
+import hashlib
+import json
+import os
+import sys
+import time
+
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from rods_client import RodsClient
+from rods_client.bfcl import environment_factories, progress_reward
+from rods_client.tiny import model_and_tokenizer
+from rods_client.trl import RodsCallback, RodsPool, RodsRewards
+
+tools = os.environ.get("RODS_TOOLS", "0") == "1"
+pause = float(os.environ.get("RODS_STEP_SLEEP", "0"))
+
+
+def shaped_reward(prompts, completions, environments=None, **kwargs):
+    base = progress_reward(completions, environments) if tools else [0.0] * len(completions)
+    time.sleep(pause)
+    return [min(1.0, b + (int(hashlib.sha256(json.dumps(c).encode()).hexdigest()[:8], 16) % 901) / 1000)
+            for b, c in zip(base, completions)]
+
+
+class StepLog(TrainerCallback):
+    def __init__(self, rods_callback):
+        self.rods = rods_callback
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.rods.reported:
+            print("rods-step " + json.dumps({**self.rods.reported[-1], "t": time.time()}), flush=True)
+        return control
+
+
+rods = RodsClient.from_env()
+model, tokenizer = model_and_tokenizer(rods)
+output_dir = os.environ["RODS_OUTPUT_DIR"]
+save_steps = int(os.environ.get("RODS_SAVE_STEPS", "0"))
+args = GRPOConfig(
+    output_dir=output_dir, max_steps=int(os.environ.get("RODS_MAX_STEPS", "20")), num_generations=4,
+    per_device_train_batch_size=int(os.environ.get("RODS_BATCH", "8")), max_completion_length=16, shuffle_dataset=False, bf16=False,
+    gradient_checkpointing=False, report_to="none", logging_steps=1000, use_cpu=True, seed=1,
+    save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500, dataloader_num_workers=0,
+    max_tool_calling_iterations=2,
+)
+pool = RodsPool(rods, args)
+reward = RodsRewards(shaped_reward)
+callback = RodsCallback(rods, reward, pool)
+trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=pool.dataset,
+                      reward_funcs=[reward], callbacks=[callback, StepLog(callback)],
+                      environment_factory=environment_factories() if tools else None)
+started = time.time()
+trainer.train(resume_from_checkpoint=os.environ.get("RODS_RESUME") == "1" or None)
+rank = int(os.environ.get("RANK", "0"))
+with open(os.path.join(output_dir, f"rods-pool-rank{rank}.json"), "w") as f:
+    json.dump({"batchVersions": pool.batch_versions, "rank": rank}, f)
+if trainer.is_world_process_zero():
+    print("rods-summary " + json.dumps({"seconds": time.time() - started, "steps": trainer.state.global_step,
+                                        "timings": callback.timings()}), flush=True)
+sys.exit(0)
