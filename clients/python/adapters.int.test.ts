@@ -68,6 +68,7 @@ describe('Python client adapters (pytest in .stack/client-venv against the real 
           env: {
             ...process.env,
             PYTHONDONTWRITEBYTECODE: '1',
+            RODS_SPOOL_DIR: path.join(outside, 'spool'),
             RODS_GATEWAY_URL: base,
             RODS_TOKEN: TOKEN,
             RODS_CAMPAIGN_HF: campaigns.HF,
@@ -96,7 +97,8 @@ describe('Python client adapters (pytest in .stack/client-venv against the real 
       'test_reporting.py::test_reports_survive_a_reporter_that_never_reached_the_gateway',
       'test_reporting.py::test_retries_honour_retry_after_and_a_dropped_connection',
       'test_verl.py::test_appends_pool_tasks_to_a_growable_dataset_and_reports_rewards',
-      'test_slime.py::test_report_rewards_posts_the_rollout_and_normalizes_per_group',
+      'test_slime.py::test_prompts_are_the_chat_template_with_the_tasks_tools_as_slimes_rollout_encodes_them',
+      'test_slime.py::test_the_rollout_log_hook_reports_the_rollout_as_its_step_once',
       'test_package.py::test_slime_example_runs_against_the_gateway',
     ])
       expect(

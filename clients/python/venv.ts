@@ -6,8 +6,9 @@
 // - `trl`: torch, transformers, TRL, accelerate, datasets: ~5.9 GB (the Linux torch wheel brings
 //   the CUDA libraries), so it lives outside the clone, cached by the hash of its requirements in
 //   ~/.cache/rods/venvs/trl-<hash> ($RODS_VENV_CACHE): CI in a fresh clone finds it built.
+// - `verl`: verl 0.9.1 with its verl-core extra (TransferQueue, ray): ~6.5 GB, cached the same way.
 //
-// `npx tsx clients/python/venv.ts [client|trl ...]` builds them (.ci/run does, before the tests).
+// `npx tsx clients/python/venv.ts [client|trl|verl ...]` builds them (.ci/run does, before the tests).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,7 +23,7 @@ const CLIENT_DIR = path.join(paths.root, 'clients', 'python');
 // Bounded so a hung registry fails CI with a message instead of eating its time budget.
 const PIP_TIMEOUT_MS = 20 * 60_000;
 
-export type VenvName = 'client' | 'trl';
+export type VenvName = 'client' | 'trl' | 'verl';
 
 interface VenvSpec {
   requirements: string;
@@ -33,6 +34,7 @@ interface VenvSpec {
 const SPECS: Record<VenvName, VenvSpec> = {
   client: { requirements: 'requirements-test.txt', shared: false },
   trl: { requirements: 'requirements-trl.txt', shared: true },
+  verl: { requirements: 'requirements-verl.txt', shared: true },
 };
 
 const requirementsPath = (name: VenvName) => path.join(CLIENT_DIR, SPECS[name].requirements);

@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._common import first_turn
 
 __all__ = ["BfclEnvironment", "ExecutorClient", "environment_factories", "environment_name", "progress_reward",
-           "tool_documents", "first_turn", "CLASSES"]
+           "tool_documents", "openai_tools", "turn_scores", "first_turn", "CLASSES"]
 
 DEFAULT_EXECUTOR_URL = "http://127.0.0.1:7300"
 
@@ -68,6 +68,37 @@ def tool_documents(classes: Sequence[str]) -> List[Dict[str, Any]]:
     if unknown:
         raise ValueError(f"rods: unknown BFCL class(es) {unknown}; known: {list(CLASSES)}")
     return [d for c in classes for d in docs[c]]
+
+
+_JSON_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
+
+
+def _json_schema(spec: Mapping[str, Any]) -> Dict[str, Any]:
+    """bfcl's parameter spec as JSON Schema (bfcl writes dict, float, tuple and any)."""
+    out: Dict[str, Any] = {}
+    kind = spec.get("type")
+    kind = _JSON_TYPES.get(kind, kind) if isinstance(kind, str) else kind
+    if kind:
+        out["type"] = kind
+    for key in ("description", "enum", "default"):
+        if key in spec:
+            out[key] = spec[key]
+    if isinstance(spec.get("items"), Mapping):
+        out["items"] = _json_schema(spec["items"])
+    if isinstance(spec.get("properties"), Mapping):
+        out["properties"] = {k: _json_schema(v) for k, v in spec["properties"].items()}
+    if spec.get("required"):
+        out["required"] = list(spec["required"])
+    return out
+
+
+def openai_tools(task: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The task's functions as OpenAI-style tool schemas (what chat templates take as ``tools``),
+    without the functions the task never offers (``excluded_function``)."""
+    excluded = set(task.get("excluded_function") or [])
+    return [{"type": "function", "function": {"name": d["name"], "description": d.get("description", ""),
+                                              "parameters": _json_schema(d.get("parameters") or {"type": "dict"})}}
+            for d in tool_documents(sorted(set(task.get("involved_classes") or []))) if d["name"] not in excluded]
 
 
 def environment_name(task: Mapping[str, Any]) -> str:

@@ -1,17 +1,37 @@
-"""The slime DataSource against the real gateway. slime imports torch, so this checks the data
-source against ``SlimeDataSourceContract``, a mirror of the abstract methods of slime's
-``DataSource`` (slime/rollout/data_source.py), and drives it as slime's rollout manager does:
-``cls(args)``, ``get_samples``, ``add_samples`` for aborted groups, ``save``/``load``, and the
-reward post-process hook with each rollout's scored samples."""
+"""The slime data source and rollout log hook against the real gateway.
+
+slime is not on PyPI and this machine reaches no other source of it, so its classes are mirrored
+here, named as such: ``SlimeDataSourceMirror`` (the abstract methods of slime's DataSource,
+slime/rollout/data_source.py:17-46) and rods_client.slime.SampleMirror (the Sample fields the
+adapter uses). What slime does with a sample is reproduced with a real tokenizer: its default
+rollout sends ``tokenizer.encode(sample.prompt, add_special_tokens=False)``
+(slime/rollout/sglang_rollout.py:61), and its Dataset renders a prompt with
+``apply_chat_template(messages, tools=..., tokenize=False, add_generation_prompt=True, **kwargs)``
+(slime/utils/data.py:233-276). All at THUDM/slime 624b824.
+"""
 
 import abc
 import inspect
+import json
 from types import SimpleNamespace
 
-from rods_client.slime import PlainSample, RodsDataSource, report_rewards
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from rods_client import bfcl
+from rods_client.slime import RodsDataSource, SampleMirror, log_rollout_data, report_rewards
+
+# A chat template that renders tools (Hermes style, as Qwen's), and reads one chat-template kwarg.
+TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n# Tools\n<tools>{% for t in tools %}\n{{ t | tojson }}{% endfor %}\n</tools>"
+    "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
+    "<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
 
 
-class SlimeDataSourceContract(abc.ABC):
+class SlimeDataSourceMirror(abc.ABC):
     @abc.abstractmethod
     def get_samples(self, num_samples: int): ...
 
@@ -28,62 +48,121 @@ class SlimeDataSourceContract(abc.ABC):
     def __len__(self) -> int: ...
 
 
-def make_args(client, tmp_path):
-    return SimpleNamespace(n_samples_per_prompt=4, rollout_seed=3, save=str(tmp_path), load=None,
-                           rods_gateway_url=client.base_url, rods_token=client.token, rods_campaign=client.campaign,
-                           advantage_estimator="grpo", rewards_normalization=True, grpo_std_normalization=True)
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = [json.dumps(d) for d in bfcl.tool_documents(bfcl.CLASSES)]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=800, special_tokens=["<unk>", "<|im_start|>", "<|im_end|>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", unk_token="<unk>")
+    fast.chat_template = TEMPLATE
+    return fast
 
 
-def test_meets_the_documented_contract():
-    class Probe(RodsDataSource, SlimeDataSourceContract):
+class CountingClient:
+    """The real client, counting its requests (one pool request per rollout is the contract)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.requests = 0
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def fetch_pool(self, *a, **k):
+        self.requests += 1
+        return self.client.fetch_pool(*a, **k)
+
+
+def make_args(client, tmp_path, **over):
+    base = dict(n_samples_per_prompt=4, rollout_seed=3, save=str(tmp_path), load=None, apply_chat_template=True,
+                apply_chat_template_kwargs=None, tool_key="tools", rods_gateway_url=client.base_url,
+                rods_token=client.token, rods_campaign=client.campaign, advantage_estimator="grpo",
+                rewards_normalization=True, grpo_std_normalization=True, reward_key=None)
+    base.update(over)
+    return SimpleNamespace(**base)
+
+
+def test_meets_the_data_source_contract():
+    class Probe(RodsDataSource, SlimeDataSourceMirror):
         pass
 
     assert not inspect.isabstract(Probe)
     assert list(inspect.signature(RodsDataSource.__init__).parameters)[:2] == ["self", "args"]
 
 
-def test_groups_from_the_pool_handed_back_groups_first_and_state_round_trip(slime_client, tmp_path):
-    args = make_args(slime_client, tmp_path)
-    source = RodsDataSource(args)  # as slime builds it: from args alone
-    pool_ids = {t["taskId"] for t in slime_client.fetch_pool()["tasks"]}
+def test_prompts_are_the_chat_template_with_the_tasks_tools_as_slimes_rollout_encodes_them(slime_client, tmp_path,
+                                                                                           tokenizer):
+    args = make_args(slime_client, tmp_path, apply_chat_template_kwargs='{"enable_thinking": false}')
+    counting = CountingClient(slime_client)
+    source = RodsDataSource(args, client=counting, tokenizer=tokenizer)
     groups = source.get_samples(3)
+    assert counting.requests == 1  # one pool request for the rollout, not one per group
     assert [len(g) for g in groups] == [4, 4, 4]
     assert [s.group_index for g in groups for s in g] == [0] * 4 + [1] * 4 + [2] * 4
     assert [s.index for g in groups for s in g] == list(range(12))
+    assert all(s.rollout_id is None for g in groups for s in g)  # slime numbers trajectories itself
     for g in groups:
-        assert len({s.metadata["rods_task_id"] for s in g}) == 1
-        assert g[0].metadata["rods_task_id"] in pool_ids
-        assert g[0].prompt[0]["role"] == "user" and g[0].label is not None
-    assert len(source) == len(pool_ids)
+        sample = g[0]
+        task = sample.metadata["task"]
+        assert isinstance(sample.prompt, str)
+        ids = tokenizer.encode(sample.prompt, add_special_tokens=False)  # slime's default rollout
+        assert len(ids) > 0 and tokenizer.decode(ids) == sample.prompt
+        names = [t["function"]["name"] for t in sample.metadata["tools"]]
+        assert names and all(f'"name": "{n}"' in sample.prompt for n in names)
+        assert set(names) == {d["name"] for d in bfcl.tool_documents(task["involved_classes"])} - set(
+            task.get("excluded_function") or [])
+        assert bfcl.first_turn(task)[0]["content"] in sample.prompt
+        assert sample.prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # the kwargs reached it
+    plain = RodsDataSource(make_args(slime_client, tmp_path, apply_chat_template=False, tool_key=""), tokenizer=tokenizer)
+    (g,) = plain.get_samples(1)
+    assert g[0].prompt == bfcl.first_turn(g[0].metadata["task"])[0]["content"] and "tools" not in g[0].metadata
 
+
+def test_handed_back_groups_first_and_state_round_trip(slime_client, tmp_path, tokenizer):
+    args = make_args(slime_client, tmp_path)
+    source = RodsDataSource(args, tokenizer=tokenizer)
+    pool_ids = {t["taskId"] for t in slime_client.fetch_pool()["tasks"]}
+    groups = source.get_samples(3)
+    assert len(source) == len(pool_ids)
     source.add_samples(groups[:1])  # an aborted group comes back first
     assert len(source) == len(pool_ids) + 1
-    again = source.get_samples(2)
-    assert again[0] is groups[0]
+    assert source.get_samples(2)[0] is groups[0]
     source.save(7)
-
-    restored = RodsDataSource(SimpleNamespace(**{**vars(args), "load": str(tmp_path)}))
+    restored = RodsDataSource(SimpleNamespace(**{**vars(args), "load": str(tmp_path)}), tokenizer=tokenizer)
     restored.load(7)
     assert (restored.draws, restored.sample_index) == (source.draws, source.sample_index)
     ids = lambda gs: [g[0].metadata["rods_task_id"] for g in gs]  # noqa: E731
     assert ids(restored.get_samples(2)) == ids(source.get_samples(2))  # the same seeded draw
 
 
-def test_report_rewards_posts_the_rollout_and_normalizes_per_group(slime_client, tmp_path):
-    args = make_args(slime_client, tmp_path)
-    source = RodsDataSource(args, sample_cls=PlainSample)
+def test_the_rollout_log_hook_reports_the_rollout_as_its_step_once(slime_client, tmp_path, tokenizer):
+    args = make_args(slime_client, tmp_path, rods_spool_dir=str(tmp_path / "spool"))
+    source = RodsDataSource(args, sample_cls=SampleMirror, tokenizer=tokenizer)
     groups = source.get_samples(2)
     values = [[0.0, 1.0, 1.0, 0.0], [0.5, 0.5, 0.5, 0.5]]
     for g, vs in zip(groups, values):
         for s, v in zip(g, vs):
-            s.reward, s.rollout_id = v, 0
-    raw, normalized = report_rewards(args, groups)
-    assert raw == [v for vs in values for v in vs]
-    assert abs(sum(normalized[:4])) < 1e-9 and normalized[0] < 0 < normalized[1]
-    assert normalized[4:] == [0.0] * 4
+            s.reward = v
+    flat = [s for g in groups for s in g]  # slime hands the hook the rollout's flattened samples
+    assert log_rollout_data(0, args, flat, {}, 1.0) is False  # slime's own logging still runs
+    from rods_client import slime as adapter
 
+    (reporter,) = [r for k, r in adapter._reporters.items() if k[2] == slime_client.campaign]
+    assert reporter.flush(timeout=60) and reporter.acked == 1
     expected = {}
     for g, vs in zip(groups, values):
         expected.setdefault(g[0].metadata["rods_task_id"], []).extend(vs)
-    # rollout 0 is rods step 1; the gateway holds exactly this body (same again: a duplicate)
+    # rollout 0 is rods step 1; the gateway holds exactly this body (the same again: a duplicate)
     assert slime_client.report_step(1, expected, policy_version="slime-rollout-0")["duplicate"] is True
+    # A resumed run (slime restarts at start_rollout_id) logs rollout 0 again: not sent twice.
+    log_rollout_data(0, args, flat, {}, 1.0)
+    assert reporter.stats["skipped"] == 1 and reporter.stats["sent"] == 1
+
+    raw, normalized = report_rewards(args, groups)  # slime's normalization, kept for old configs
+    assert raw == [v for vs in values for v in vs]
+    assert abs(sum(normalized[:4])) < 1e-9 and normalized[0] < 0 < normalized[1]
+    assert normalized[4:] == [0.0] * 4
