@@ -11,23 +11,17 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paths } from '../../infra/stack/paths.js';
 import { type LiveLoop, startLiveLoop } from '../../test/support/live-loop.js';
+import {
+  expectCountedOnce,
+  expectStepsClosedInOrder,
+  injections,
+  LIVE_CAMPAIGN,
+} from '../../test/support/trainer-checks.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { installVenv } from './venv.js';
 
-const G = 4; // num_generations in train.py, and the campaign's rolloutsPerTask
-const CONFIG = {
-  rolloutsPerTask: G,
-  seeds: { perCategory: 3 },
-  pool: { injectionCadence: 'steps:1' },
-  selection: {
-    budgetPerStep: 2,
-    perCategoryQuota: { base: 1, miss_func: 1, miss_param: 0, long_context: 0 },
-    cooldownSteps: 2,
-    minGroups: 1,
-    maxConcurrentSyntheses: 2,
-  },
-  generator: { endpoint: 'default', model: 'rods-standin-generator', judgeModel: 'rods-standin-generator' },
-};
+const G = LIVE_CAMPAIGN.rolloutsPerTask; // num_generations in train.py
+const CONFIG = LIVE_CAMPAIGN;
 const SCRIPT = fileURLToPath(new URL('./tests/trl/train.py', import.meta.url));
 const EXAMPLE = fileURLToPath(new URL('./examples/trl_grpo.py', import.meta.url));
 
@@ -114,83 +108,6 @@ class Trainer {
   }
 }
 
-/** Every reward group the gateway accepted for the campaign, by step and task (from the claim checks). */
-async function acceptedGroups(campaign: string) {
-  const { rows } = await loop.db.query<{ step: number; batch_id: string; task_id: string; n: number }>(
-    `select b.step::int as step, b.batch_id, g->>'taskId' as task_id, jsonb_array_length(g->'rewards') as n
-       from ingestion_batches b join claim_checks c using (claim_id),
-            jsonb_array_elements((c.body->>'groupsJson')::jsonb) g
-      where b.campaign_id = $1 order by b.step`,
-    [campaign],
-  );
-  return rows;
-}
-
-/** Steps 1..n closed by the aggregator, in order, each once. */
-async function expectStepsClosedInOrder(campaign: string, n: number) {
-  await waitUntil(
-    async () => {
-      const { rows } = await loop.db.query<{ n: number }>(
-        'select count(*)::int as n from steps where campaign_id = $1 and closed_at is not null',
-        [campaign],
-      );
-      return rows[0]!.n >= n;
-    },
-    { what: `steps 1..${n} of ${campaign} to close`, timeoutMs: 180_000, intervalMs: 500 },
-  );
-  const { rows } = await loop.db.query<{ step: number; closed_at: Date; declared: number | null }>(
-    'select step::int as step, closed_at, declared_groups as declared from steps where campaign_id = $1 order by step',
-    [campaign],
-  );
-  expect(rows.map((r) => r.step)).toEqual(Array.from({ length: n }, (_, i) => i + 1));
-  for (let i = 1; i < rows.length; i++)
-    expect(rows[i]!.closed_at.getTime()).toBeGreaterThanOrEqual(rows[i - 1]!.closed_at.getTime());
-  // One StepAggregated per step: closed once.
-  const agg = await loop.db.query<{ step: number; n: number }>(
-    `select (payload->>'step')::int as step, count(*)::int as n from events
-      where type = 'StepAggregated' and payload->>'campaignId' = $1 group by 1 order by 1`,
-    [campaign],
-  );
-  expect(agg.rows).toEqual(rows.map((r) => ({ step: r.step, n: 1 })));
-}
-
-/** What the statistics counted equals what was accepted: every accepted group once, no other. */
-async function expectCountedOnce(campaign: string) {
-  const accepted = await acceptedGroups(campaign);
-  const perTask = new Map<string, { groups: number; rollouts: number }>();
-  for (const g of accepted) {
-    const t = perTask.get(g.task_id) ?? { groups: 0, rollouts: 0 };
-    t.groups++;
-    t.rollouts += g.n;
-    perTask.set(g.task_id, t);
-  }
-  const { rows } = await loop.db.query<{ task_id: string; groups: number; rollouts: number }>(
-    'select task_id, groups::int as groups, rollouts::int as rollouts from task_stats where campaign_id = $1',
-    [campaign],
-  );
-  expect(
-    Object.fromEntries(rows.map((r) => [r.task_id, { groups: r.groups, rollouts: r.rollouts }])),
-  ).toEqual(Object.fromEntries(perTask));
-  return accepted;
-}
-
-/** Tasks injected, at which step, and the first step after it in which TRL was rewarded on each. */
-async function injections(campaign: string) {
-  const { rows } = await loop.db.query<{ task_id: string; step: number; first: number | null }>(
-    `with inj as (select payload->>'taskId' as task_id, (payload->>'step')::int as step from events
-                   where type = 'TaskInjected' and payload->>'campaignId' = $1),
-          rew as (select b.step::int as step, g->>'taskId' as task_id
-                    from ingestion_batches b join claim_checks c using (claim_id),
-                         jsonb_array_elements((c.body->>'groupsJson')::jsonb) g
-                   where b.campaign_id = $1)
-     select inj.task_id, inj.step, min(rew.step) as first
-       from inj left join rew on rew.task_id = inj.task_id and rew.step > inj.step
-      group by 1, 2 order by 2, 1`,
-    [campaign],
-  );
-  return rows;
-}
-
 beforeAll(async () => {
   python = await installVenv('trl');
   work = path.join(paths.stack, 'tests', `trl-${randomUUID().slice(0, 8)}`);
@@ -230,7 +147,7 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     const drawn = await waitUntil(
       async () => {
         if (trainer.child.exitCode !== null) throw new Error(`the trainer exited:\n${trainer.log}`);
-        return (await injections(campaign)).find((r) => r.first !== null);
+        return (await injections(loop.db, campaign)).find((r) => r.first !== null);
       },
       { what: () => `an injected task drawn by TRL:\n${trainer.log}`, timeoutMs: 600_000, intervalMs: 1000 },
     );
@@ -251,8 +168,8 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     expect(duringOutage).toBeGreaterThan(5);
     expect(drawn.first!).toBeGreaterThan(drawn.step);
 
-    await expectStepsClosedInOrder(campaign, last);
-    const accepted = await expectCountedOnce(campaign);
+    await expectStepsClosedInOrder(loop.db, campaign, last);
+    const accepted = await expectCountedOnce(loop.db, campaign);
     // G rewards per task and step, every step one batch (none lost to the outage, none twice).
     expect(accepted.every((g) => g.n === G)).toBe(true);
     expect(new Set(accepted.map((g) => g.batch_id)).size).toBe(last);
@@ -277,8 +194,8 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     await trainer.finished();
     const last = trainer.summary!.steps;
     expect(last).toBe(40);
-    await expectStepsClosedInOrder(campaign, last);
-    const accepted = await expectCountedOnce(campaign);
+    await expectStepsClosedInOrder(loop.db, campaign, last);
+    const accepted = await expectCountedOnce(loop.db, campaign);
     expect(accepted.every((g) => g.n === G)).toBe(true);
     const perStep = new Map<number, number>();
     for (const g of accepted) perStep.set(g.step, (perStep.get(g.step) ?? 0) + 1);
@@ -293,7 +210,7 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     );
     expect(ranks[0]!.batchVersions.length).toBeGreaterThanOrEqual(last);
     expect(ranks[1]!.batchVersions).toEqual(ranks[0]!.batchVersions);
-    const injected = await injections(campaign);
+    const injected = await injections(loop.db, campaign);
     const drawn = injected.filter((r) => r.first !== null);
     console.log(
       `[trl ranks] ${last} steps in ${trainer.summary!.seconds.toFixed(1)} s on 2 processes; pool versions by batch ${JSON.stringify(ranks[0]!.batchVersions)}; ` +
@@ -325,8 +242,8 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     expect(resumedFrom!).toBeLessThanOrEqual(before);
     expect(skipped.skipped).toBeGreaterThan(0);
     expect(skipped.conflicts).toBe(0);
-    await expectStepsClosedInOrder(campaign, 24);
-    const accepted = await expectCountedOnce(campaign);
+    await expectStepsClosedInOrder(loop.db, campaign, 24);
+    const accepted = await expectCountedOnce(loop.db, campaign);
     const batches = new Map<number, Set<string>>();
     for (const g of accepted) batches.set(g.step, (batches.get(g.step) ?? new Set()).add(g.batch_id));
     for (let s = 1; s <= 24; s++)
@@ -353,15 +270,19 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
       'test_a_withheld_function_answers_not_available_until_its_turn',
       'test_every_tool_renders_as_bfcls_document',
     ])
-      expect(run.log).toContain(`PASSED ${path.join(tests, 'test_bfcl_environment.py')}::${name}`);
+      expect(
+        run.log
+          .split('\n')
+          .some((l) => l.startsWith('PASSED ') && l.endsWith(`test_bfcl_environment.py::${name}`)),
+      ).toBe(true);
   }, 600_000);
 
   it('the TRL example runs as it is (BFCL environments as tools, the progress reward)', async () => {
     const campaign = loop.campaigns.example!;
     const trainer = new Trainer(campaign, 'example', { RODS_MAX_STEPS: '2' }, { script: EXAMPLE });
     await trainer.finished();
-    await expectStepsClosedInOrder(campaign, 2);
-    const accepted = await expectCountedOnce(campaign);
+    await expectStepsClosedInOrder(loop.db, campaign, 2);
+    const accepted = await expectCountedOnce(loop.db, campaign);
     // 4 prompts a rank... one process: per_device_train_batch_size 4 / num_generations 4 = 1 task a step.
     expect(accepted.map((g) => [g.step, g.n])).toEqual([
       [1, 4],

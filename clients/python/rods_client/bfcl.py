@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._common import first_turn
 
 __all__ = ["BfclEnvironment", "ExecutorClient", "environment_factories", "environment_name", "progress_reward",
-           "tool_documents", "openai_tools", "turn_scores", "first_turn", "CLASSES"]
+           "tool_documents", "openai_tools", "turn_scores", "ground_truth_tool_calls", "first_turn", "CLASSES"]
 
 DEFAULT_EXECUTOR_URL = "http://127.0.0.1:7300"
 
@@ -131,6 +131,25 @@ class ExecutorClient:
                                f"{e.read().decode('utf-8', 'replace')[:500]}") from None
         except (urllib.error.URLError, OSError) as e:
             raise RuntimeError(f"rods: the environment executor {self.url} is unreachable: {e}") from None
+
+
+def ground_truth_tool_calls(task: Mapping[str, Any], turn: int) -> List[Dict[str, Any]]:
+    """A turn's ground-truth calls as structured tool calls ``{"name", "arguments"}`` (positional
+    arguments named by bfcl's documents): what a model that got the turn right would emit. The
+    call strings are parsed with ``ast`` as literals, never evaluated."""
+    import ast
+
+    docs = {d["name"]: d for d in tool_documents(sorted(set(task.get("involved_classes") or [])))}
+    out = []
+    for call in (task.get("ground_truth") or [])[turn]:
+        node = ast.parse(call, mode="eval").body
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            raise ValueError(f"rods: not a call of a function name: {call!r}")
+        names = list(((docs.get(node.func.id) or {}).get("parameters") or {}).get("properties") or {})
+        arguments = {names[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+        arguments.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
+        out.append({"name": node.func.id, "arguments": arguments})
+    return out
 
 
 def call_string(name: str, arguments: Mapping[str, Any]) -> str:

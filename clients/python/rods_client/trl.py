@@ -41,9 +41,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import RodsClient, RodsError
+from . import RodsClient
 from ._common import first_turn
 from .bfcl import environment_name
+from .pool import LivePool
 from .reporting import StepReporter, default_spool_dir
 
 try:
@@ -122,52 +123,28 @@ class RodsPool:
         self.seed = int(seed if seed is not None else getattr(args, "seed", 0) or 0)
         self.poll_seconds = poll_seconds
         self.rank = _rank()
-        # The newest pool rank 0 has seen (its refresher thread writes it) and the one every rank
-        # agreed on at the last batch.
-        self._latest: Optional[Tuple[int, List[Dict[str, Any]]]] = None
+        # Rank 0 keeps the newest pool; every rank keeps the version all agreed on at the last batch.
+        self._live = LivePool(client, poll_seconds, start_timeout) if self.rank == 0 else None
+        self._rows: Dict[int, List[Dict[str, Any]]] = {}
         self._agreed: Optional[Tuple[int, List[Dict[str, Any]]]] = None
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
         self.handover_seconds: List[float] = []
-        self.refresh_errors = 0
         # The pool version of every batch drawn, in order (the same list on every rank).
         self.batch_versions: List[int] = []
-        if self.rank == 0:
-            self._latest = self._first_pool(start_timeout)
-            self._thread = threading.Thread(target=self._refresh, name="rods-pool", daemon=True)
-            self._thread.start()
 
-    def _first_pool(self, timeout: float) -> Tuple[int, List[Dict[str, Any]]]:
-        deadline = time.monotonic() + timeout
-        while True:
-            pool = self.client.fetch_pool()
-            if pool.get("tasks"):
-                return int(pool["version"]), pool_rows(pool)
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"rods: campaign {self.client.campaign} has no pool after {timeout:.0f} s")
-            time.sleep(1.0)
+    @property
+    def refresh_errors(self) -> int:
+        return self._live.refresh_errors if self._live else 0
 
-    def _refresh(self) -> None:
-        while not self._stop.is_set():
-            try:
-                pool = self.client.fetch_pool(wait=self.poll_seconds)
-                if pool.get("tasks"):
-                    version = int(pool["version"])
-                    with self._lock:
-                        if self._latest is None or version != self._latest[0]:
-                            self._latest = (version, pool_rows(pool))
-            except RodsError as e:  # the gateway away: keep training on the pool we have
-                self.refresh_errors += 1
-                log.warning("rods: pool refresh failed (%s); training goes on with pool version %s", e,
-                            self._latest[0] if self._latest else None)
-                self._stop.wait(min(30.0, 2.0 * self.refresh_errors))
-            except Exception as e:  # noqa: BLE001 - never let the refresher die
-                self.refresh_errors += 1
-                log.exception("rods: pool refresh failed: %s", e)
-                self._stop.wait(5.0)
+    def _newest(self) -> Tuple[int, List[Dict[str, Any]]]:
+        assert self._live is not None
+        version, entries = self._live.latest()
+        if version not in self._rows:
+            self._rows = {version: pool_rows({"version": version, "tasks": entries})}
+        return version, self._rows[version]
 
     def close(self) -> None:
-        self._stop.set()
+        if self._live:
+            self._live.close()
 
     @property
     def version(self) -> Optional[int]:
@@ -175,8 +152,7 @@ class RodsPool:
 
     def _agree(self) -> Tuple[int, List[Dict[str, Any]]]:
         """The pool every rank draws this batch from: rank 0's newest, handed to the others."""
-        with self._lock:
-            mine = self._latest
+        mine = self._newest() if self.rank == 0 else None
         dist = _dist()
         if dist is None:
             assert mine is not None

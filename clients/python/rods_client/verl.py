@@ -1,48 +1,74 @@
-"""rods as a verl curriculum sampler (verl's experimental ``AbstractCurriculumSampler`` contract).
+"""rods for verl 0.9 (its v1 trainer, ``python -m verl.trainer.main_ppo``): the live pool as the
+prompt dataset, each step's rewards reported once from the replay buffer, a reward for rods rows.
 
-verl builds the sampler as ``cls(data_source=train_dataset, data_config=config.data)`` when
-``data.sampler.class_path``/``class_name`` name it, asserts it is an ``AbstractSampler`` (this
-class subclasses verl's when verl is importable), needs ``data.dataloader_num_workers=0``, and
-calls ``update(batch)`` with each step's ``DataProto`` after the step is scored.
+verl removed ``AbstractCurriculumSampler`` and ``data.sampler.*`` in May 2026 (verl #6302; absent
+from 0.8.0, 0.9.0 and 0.9.1). Its plug points now, read in verl 0.9.1's installed source:
 
-* ``__iter__`` yields, per training batch, ``data.train_batch_size`` dataset indices of tasks in
-  the campaign's current pool (pulled at each batch; a 304 when unchanged). A pool task that the
-  dataset lacks (a generated one) is appended through ``data_source.add_task(task) -> index`` when
-  the dataset has that method, and skipped (counted in ``skipped``) otherwise.
-* ``update(batch)`` sums each row's ``token_level_scores`` into its sequence reward and reports
-  them per task as step ``batch.meta_info["global_steps"]``.
+* ``data.custom_cls.path=pkg://rods_client.verl data.custom_cls.name=RodsDataset``: verl builds the
+  dataset as ``cls(data_files=, tokenizer=, processor=, config=data, max_samples=)``
+  (trainer/ppo/utils.py:129-135) and fixes the run's length from ``len(dataset)`` when its data
+  loader is built (trainer/ppo/v1/trainer_base.py:765), so a dataset that grows is never read
+  further. ``RodsDataset`` has a fixed virtual length and serves, whatever index it is asked for,
+  the next task of the campaign's newest pool (``data.train_batch_size`` distinct tasks per batch
+  while the pool has them; a background thread long-polls the gateway), so tasks injected while
+  verl trains are trained on. Its draw counter is in ``state_dict()``, which verl saves in each
+  checkpoint's data.pt (torchdata's StatefulDataLoader, with ``data.dataloader_num_workers=0``). The
+  validation dataset (``data_files == data.val_files``) is the pool as it was at start.
+* ``trainer.v1.sampler.custom_sampler.path=pkg://rods_client.verl ...name=RodsReplayBuffer``: verl
+  builds its replay buffer with six keyword arguments (trainer_base.py:139-185) and calls
+  ``sample(global_steps, partition_id, batch_size)`` once per local update with verl's own
+  ``global_steps`` (trainer_base.py:567-571), which a resume from ``global_step_N`` restarts at
+  N + 1 (trainer_base.py:876, :454). ``RodsReplayBuffer`` samples as verl's does, then reads the
+  sampled trajectories' ``rm_scores`` and ``extra_info`` from TransferQueue and reports the
+  step's rewards per task through the durable spool (``sampler_kwargs.spool_dir``); a step
+  reported before the resume is not sent again, and a step without rods rows closes all the same.
+  The rewards must be in TransferQueue when the group is sampled: verl's streaming reward path
+  (a reward function, or a reward model with its own resource pool); with a colocated reward
+  model verl scores after sampling (trainer_base.py:576-579) and rods would report zeros.
+* ``reward.custom_reward_function.path=pkg://rods_client.verl ...name=compute_score`` (the
+  ``reward.`` prefix: main_ppo ignores the top-level key): verl's default scorer raises
+  ``NotImplementedError`` for ``data_source="rods"`` (utils/reward_score/__init__.py:107).
+  ``compute_score`` scores a rods row's response with BFCL's check of its first user turn: the
+  ``<tool_call>`` blocks of the response run in the rods environment executor and pass when the
+  state and results match the ground truth's (rods_client.bfcl.turn_scores); other rows go to
+  verl's ``default_compute_score``.
 
-A row's rods task id is ``extra_info["rods_task_id"]`` (``data.sampler.rods.task_id_key`` renames
-it). Gateway, token and campaign: ``data.sampler.rods.{gateway_url,token,campaign}`` or
-RODS_GATEWAY_URL, RODS_TOKEN, RODS_CAMPAIGN. ``verl_row(entry, index)`` turns a pool entry into a
-row of verl's RL parquet. Example: clients/python/examples/verl_sampler.py.
+Gateway, token and campaign: ``data.rods.{gateway_url,token,campaign}`` (dataset) and
+``trainer.v1.sampler.sampler_kwargs.{gateway_url,token,campaign}`` (replay buffer), else
+RODS_GATEWAY_URL, RODS_TOKEN and RODS_CAMPAIGN. Example: clients/python/examples/verl_ppo.py.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import random
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+import re
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import RodsClient
-from ._common import RewardBuffer, pool_row
+from ._common import first_turn
+from .bfcl import call_string, turn_scores
+from .pool import LivePool
+from .reporting import StepReporter, default_spool_dir
 
-try:  # verl imports torch; without it the class keeps the same methods on a plain base
-    from verl.experimental.dataset.sampler import AbstractCurriculumSampler as _SamplerBase
+try:  # verl and torch are the trainer's; without them the classes keep their methods on plain bases
+    import torch
+    from torch.utils.data import Dataset as _DatasetBase
+except ImportError:  # pragma: no cover - exercised only where torch is absent
+    torch = None  # type: ignore[assignment]
+    _DatasetBase = object  # type: ignore[misc,assignment]
+try:
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer as _ReplayBufferBase
 except ImportError:  # pragma: no cover - exercised only where verl is absent
-    _SamplerBase = object  # type: ignore[misc,assignment]
+    _ReplayBufferBase = object  # type: ignore[misc,assignment]
 
-__all__ = ["RodsCurriculumSampler", "verl_row"]
+__all__ = ["RodsDataset", "RodsReplayBuffer", "compute_score", "DATA_SOURCE"]
 
+log = logging.getLogger("rods_client")
 
-def verl_row(entry: Mapping[str, Any], index: int) -> Dict[str, Any]:
-    """A pool entry as a row of verl's RL parquet (chat prompt, rule reward, rods task id)."""
-    row = pool_row(entry)
-    return {
-        "data_source": "rods",
-        "prompt": row["prompt"],
-        "reward_model": {"style": "rule", "ground_truth": str(row["task"].get("ground_truth"))},
-        "extra_info": {"index": index, "rods_task_id": row["rods_task_id"]},
-    }
+DATA_SOURCE = "rods"
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
@@ -52,91 +78,184 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def _row_task_id(row: Any, key: str) -> Optional[str]:
-    if not isinstance(row, Mapping):
-        return None
-    extra = row.get("extra_info")
-    if isinstance(extra, Mapping) and extra.get(key) is not None:
-        return str(extra[key])
-    return None if row.get(key) is None else str(row[key])
+def _client_from(cfg: Any) -> RodsClient:
+    return RodsClient.from_env(_get(cfg, "gateway_url"), _get(cfg, "token"), _get(cfg, "campaign"))
 
 
-def _sequence_scores(scores: Any) -> List[float]:
-    """One reward per row: token-level scores summed over the response (a tensor or lists)."""
-    if hasattr(scores, "sum") and hasattr(scores, "tolist"):
-        return [float(x) for x in scores.sum(-1).tolist()]
-    return [float(sum(row)) if isinstance(row, (list, tuple)) else float(row) for row in scores]
+def verl_row(entry: Mapping[str, Any], index: int, version: Optional[int]) -> Dict[str, Any]:
+    """A pool entry as the row verl's RLHFDataset.__getitem__ returns (rl_dataset.py:386-411)."""
+    task = entry.get("task") or {}
+    row: Dict[str, Any] = {
+        "data_source": DATA_SOURCE,
+        "raw_prompt": [{"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
+                       for m in first_turn(task)],
+        "reward_model": {"style": "rule", "ground_truth": json.dumps(task.get("ground_truth"))},
+        "extra_info": {"index": index, "rods_task_id": str(entry["taskId"]), "rods_pool_version": version,
+                       "task": json.dumps(task, sort_keys=True)},
+        "index": index,
+        "tools_kwargs": {},
+        "interaction_kwargs": {},
+    }
+    if torch is not None:  # "make sure DataProto.batch is not empty" (rl_dataset.py:395-397)
+        row["dummy_tensor"] = torch.tensor([0], dtype=torch.uint8)
+    return row
 
 
-class RodsCurriculumSampler(_SamplerBase):  # type: ignore[misc,valid-type]
-    def __init__(self, data_source: Any, data_config: Any, client: Optional[RodsClient] = None):
-        rods_cfg = _get(_get(data_config, "sampler"), "rods", {})
-        self.data_source = data_source
-        self.client = client or RodsClient.from_env(_get(rods_cfg, "gateway_url"), _get(rods_cfg, "token"),
-                                                    _get(rods_cfg, "campaign"))
-        self.task_id_key = str(_get(rods_cfg, "task_id_key", "rods_task_id"))
-        self.batch_size = int(_get(data_config, "train_batch_size", 0) or _get(data_config, "gen_batch_size", 0))
-        if self.batch_size <= 0:
-            raise ValueError("rods: data.train_batch_size must be set for the rods curriculum sampler")
-        self.seed = int(_get(data_config, "seed", 0) or 0)
-        self._index: Dict[str, int] = {}
-        for i, task_id in enumerate(self._dataset_task_ids()):
-            if task_id is not None:
-                self._index.setdefault(task_id, i)
-        # verl sizes the run from len(dataloader) once; the pool changes under a fixed length.
-        self.steps_per_epoch = int(_get(rods_cfg, "steps_per_epoch", 0)) or max(1, len(data_source) // self.batch_size)
+class RodsDataset(_DatasetBase):  # type: ignore[misc,valid-type]
+    """The live pool as verl's prompt dataset (``data.custom_cls``)."""
+
+    def __init__(self, data_files: Any = None, tokenizer: Any = None, config: Any = None, processor: Any = None,
+                 max_samples: int = -1, client: Optional[RodsClient] = None):
+        rods_cfg = _get(config, "rods", {})
+        self.client = client or _client_from(rods_cfg)
+        self.batch_size = int(_get(config, "gen_batch_size", 0) or _get(config, "train_batch_size", 0) or 1)
+        self.seed = int(_get(config, "seed", 0) or 0)
+        self.poll_seconds = int(_get(rods_cfg, "poll_seconds", 20))
+        val_files = _get(config, "val_files")
+        self.validation = val_files is not None and data_files == val_files and data_files != _get(config, "train_files")
         self.draws = 0
-        self.skipped = 0
-        self.pool_version: Optional[int] = None
-        self.reports: List[Dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._live = LivePool(self.client, self.poll_seconds, float(_get(rods_cfg, "start_timeout", 300)),
+                              refresh=not self.validation)
+        self._batch: List[Dict[str, Any]] = []
+        if self.validation:
+            version, tasks = self._live.latest()
+            self._fixed = [verl_row(t, i, version) for i, t in enumerate(tasks)]
+            self.length = len(self._fixed)
+        else:
+            self._fixed = []
+            self.length = int(_get(rods_cfg, "virtual_length", 0) or self.batch_size * 100_000)
 
-    def _dataset_task_ids(self) -> Sequence[Optional[str]]:
-        if hasattr(self.data_source, "task_ids"):
-            return list(self.data_source.task_ids())
-        frame = getattr(self.data_source, "dataframe", None)  # verl's RLHFDataset: no tokenizing
-        if frame is not None and "extra_info" in getattr(frame, "column_names", []):
-            return [_row_task_id({"extra_info": e}, self.task_id_key) for e in frame["extra_info"]]
-        return [_row_task_id(self.data_source[i], self.task_id_key) for i in range(len(self.data_source))]
+    @property
+    def refresh_errors(self) -> int:
+        return self._live.refresh_errors
+
+    def close(self) -> None:
+        self._live.close()
+
+    @property
+    def version(self) -> int:
+        return self._live.latest()[0]
 
     def __len__(self) -> int:
-        return self.steps_per_epoch * self.batch_size
+        return self.length
 
-    def __iter__(self) -> Iterator[int]:
-        for _ in range(self.steps_per_epoch):
-            yield from self._draw()
+    def __getitem__(self, index: int) -> Dict[str, Any]:
+        if self.validation:
+            return self._fixed[int(index) % len(self._fixed)]
+        with self._lock:
+            if not self._batch:
+                # A batch's worth of distinct tasks of the newest pool, seeded by the draw count so
+                # that a run resumed from a checkpoint draws as it would have.
+                version, tasks = self._live.latest()
+                rng = random.Random(f"{self.seed}:{self.draws // self.batch_size}")
+                picked = rng.sample(tasks, min(self.batch_size, len(tasks)))
+                picked += rng.choices(tasks, k=self.batch_size - len(picked))
+                self._batch = [verl_row(t, 0, version) for t in picked]
+            row = self._batch.pop(0)
+            self.draws += 1
+        row = dict(row, index=int(index))
+        row["extra_info"] = dict(row["extra_info"], index=int(index))
+        return row
 
-    def _draw(self) -> List[int]:
-        pool = self.client.fetch_pool()
-        self.pool_version = pool.get("version")
-        candidates: List[int] = []
-        for entry in pool.get("tasks", []):
-            task_id = entry["taskId"]
-            if task_id not in self._index:
-                if not hasattr(self.data_source, "add_task"):
-                    self.skipped += 1
-                    continue
-                self._index[task_id] = int(self.data_source.add_task(entry))
-            candidates.append(self._index[task_id])
-        if not candidates:
-            raise RuntimeError(f"rods: no task of pool version {self.pool_version} is in the training dataset")
-        rng = random.Random(f"{self.seed}:{self.draws}")
-        self.draws += 1
-        # Distinct tasks while the pool has enough, then with replacement.
-        picked = rng.sample(candidates, min(self.batch_size, len(candidates)))
-        picked += rng.choices(candidates, k=self.batch_size - len(picked))
-        return picked
+    # torchdata's StatefulDataLoader saves these in verl's data.pt (num_workers=0).
+    def state_dict(self) -> Dict[str, Any]:
+        return {"draws": self.draws}
 
-    def update(self, batch: Any) -> None:
-        extra = batch.non_tensor_batch.get("extra_info")
-        if extra is not None:
-            task_ids = [_row_task_id({"extra_info": e}, self.task_id_key) for e in extra]
-        else:
-            task_ids = [None if t is None else str(t) for t in batch.non_tensor_batch.get(self.task_id_key, [])]
-        buffer = RewardBuffer()
-        buffer.add_many(task_ids, _sequence_scores(batch.batch["token_level_scores"]))
-        groups = buffer.take()
-        if not groups:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.draws = int(state.get("draws", 0))
+            self._batch = []
+
+
+def _to_float(value: Any) -> float:
+    if hasattr(value, "sum") and hasattr(value, "tolist"):
+        return float(value.sum())
+    if isinstance(value, (list, tuple)):
+        return float(sum(value))
+    return float(value)
+
+
+class RodsReplayBuffer(_ReplayBufferBase):  # type: ignore[misc,valid-type]
+    """verl's replay buffer, reporting each training step's rewards per rods task once."""
+
+    def __init__(self, *args: Any, sampler_kwargs: Any = None, client: Optional[RodsClient] = None,
+                 tq: Any = None, **kwargs: Any):
+        super().__init__(*args, sampler_kwargs=sampler_kwargs, **kwargs)
+        cfg = sampler_kwargs or {}
+        self.client = client or _client_from(cfg)
+        trainer_config = kwargs.get("trainer_config") or (args[1] if len(args) > 1 else {})
+        # parameter_sync_step local updates each sample part of one global step (trainer_base.py:535-549).
+        self.updates_per_step = int(_get(trainer_config, "parameter_sync_step", 1) or 1)
+        folder = _get(cfg, "spool_dir") or default_spool_dir(self.client.campaign, _get(cfg, "checkpoint_dir"))
+        self.reporter = StepReporter(self.client, str(folder), strict=bool(_get(cfg, "strict", False)))
+        self._tq = tq
+        self._parts: Dict[int, Tuple[int, Dict[str, List[float]]]] = {}
+
+    @property
+    def tq(self) -> Any:
+        if self._tq is None:
+            import transfer_queue
+
+            self._tq = transfer_queue
+        return self._tq
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int):
+        batch, metrics = super().sample(global_steps, partition_id, batch_size)
+        if partition_id == "train":
+            self._record(int(global_steps), batch)
+        return batch, metrics
+
+    def _record(self, step: int, batch: Any) -> None:
+        keys = [k for k, tag in zip(batch.keys, batch.tags) if not (tag or {}).get("is_padding")]
+        groups: Dict[str, List[float]] = {}
+        if keys:
+            data = self.tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
+                                        select_fields=["rm_scores", "extra_info"])
+            for extra, scores in zip(data["extra_info"], data["rm_scores"]):
+                task_id = (extra or {}).get("rods_task_id") if isinstance(extra, Mapping) else None
+                if task_id is not None:
+                    groups.setdefault(str(task_id), []).append(_to_float(scores))
+        calls, merged = self._parts.pop(step, (0, {}))
+        for task_id, rewards in groups.items():
+            merged.setdefault(task_id, []).extend(rewards)
+        calls += 1
+        for earlier in [s for s in self._parts if s < step]:  # a step verl left early: report what it had
+            self.reporter.report(earlier, self._parts.pop(earlier)[1], policy_version=f"verl-step-{earlier}")
+        if calls < self.updates_per_step:
+            self._parts[step] = (calls, merged)
             return
-        step = int(batch.meta_info.get("global_steps", len(self.reports) + 1))
-        answer = self.client.report_step(step, groups, policy_version=f"verl-step-{step}")
-        self.reports.append({"step": step, "groups": len(groups), "answer": answer})
+        self.reporter.report(step, merged, policy_version=f"verl-step-{step}")
+
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def response_calls(text: str) -> List[str]:
+    """The ``<tool_call>{"name", "arguments"}</tool_call>`` blocks of a response as call strings
+    (JSON parsed, never evaluated; a block that does not parse is left out)."""
+    calls = []
+    for block in _TOOL_CALL.findall(text or ""):
+        try:
+            call = json.loads(block)
+            name, arguments = call["name"], call.get("arguments") or {}
+            if isinstance(arguments, str):
+                arguments = json.loads(arguments)
+            if isinstance(name, str) and isinstance(arguments, Mapping):
+                calls.append(call_string(name, arguments))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return calls
+
+
+def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                  **kwargs: Any) -> Any:
+    """verl's reward function for rods rows (BFCL's first-turn check); others to verl's default."""
+    if data_source != DATA_SOURCE:
+        from verl.utils.reward_score import default_compute_score
+
+        return default_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    task = json.loads((extra_info or {})["task"])
+    calls = response_calls(solution_str)
+    score = turn_scores(task, [calls])[0] if task.get("ground_truth") else 0.0
+    return {"score": float(score), "tool_calls": len(calls)}

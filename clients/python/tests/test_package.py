@@ -31,7 +31,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
 def test_examples_compile():
     names = sorted(p.name for p in EXAMPLES.glob("*.py"))
-    assert names == ["slime_data_source.py", "trl_grpo.py", "verl_sampler.py"]
+    assert names == ["slime_data_source.py", "trl_grpo.py", "verl_ppo.py"]
     for name in names:
         compile((EXAMPLES / name).read_text(encoding="utf-8"), name, "exec")
 

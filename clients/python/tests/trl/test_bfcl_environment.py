@@ -10,7 +10,6 @@ the local stack (RODS_EXECUTOR_URL), on bfcl's real seed tasks.
 Environment: RODS_MODEL (the tiny model's folder: its tokenizer has TRL's Qwen3 template).
 """
 
-import ast
 import json
 import os
 import urllib.request
@@ -35,15 +34,6 @@ def tokenizer():
     return add_response_schema(AutoTokenizer.from_pretrained(os.environ["RODS_MODEL"]))
 
 
-def arguments_of(call, doc):
-    """A ground-truth call string's arguments by name (positional ones named by bfcl's document)."""
-    node = ast.parse(call, mode="eval").body
-    names = list((doc.get("parameters") or {}).get("properties") or {})
-    args = {names[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
-    args.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
-    return node.func.id, args
-
-
 def play(env, task, tokenizer, skip_turn=None):
     """Plays the task's ground truth as a model would: each call a <tool_call> TRL parses, each
     turn ended with reply_to_user."""
@@ -53,9 +43,8 @@ def play(env, task, tokenizer, skip_turn=None):
     prefix = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     for t, calls in enumerate(task["ground_truth"]):
         if t != skip_turn:
-            for call in calls:
-                name, args = arguments_of(call, docs[call.split("(")[0]])
-                text = "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call><|im_end|>"
+            for call in bfcl.ground_truth_tool_calls(task, t):
+                text = "<tool_call>\n" + json.dumps(call) + "\n</tool_call><|im_end|>"
                 ids = tokenizer(text, add_special_tokens=False)["input_ids"]
                 parsed = parse_response(tokenizer, ids, prefix=prefix, tools=tools)
                 (tool_call,) = parsed["tool_calls"]
