@@ -12,6 +12,8 @@ export type DecodeErrorCode =
   | 'incompatible-schema'
   /** The Avro body does not decode with the writer schema (truncated, bad union/enum index, ...). */
   | 'body-invalid'
+  /** An array, map, string or bytes length the body declares needs more bytes than it has (codec/bounded.ts). */
+  | 'declared-length'
   /** The body decoded but bytes were left over after it. */
   | 'trailing-bytes';
 
@@ -21,6 +23,7 @@ export const DECODE_ERROR_CODES: readonly DecodeErrorCode[] = [
   'unknown-fingerprint',
   'incompatible-schema',
   'body-invalid',
+  'declared-length',
   'trailing-bytes',
 ];
 

@@ -5,6 +5,7 @@
 // Avro resolution rules. Resolvers are built once per writer fingerprint and cached.
 import type avsc from 'avsc';
 import type { EventName, EventPayloads } from '../schemas/types.generated.js';
+import { DeclaredLengthError, lengthChecker } from './bounded.js';
 import { parseSchema, schemaFingerprint } from './canonical.js';
 import { fingerprintBytes, fingerprintHex } from './crc64avro.js';
 import { DecodeError, EncodeError, type EncodeIssue } from './errors.js';
@@ -50,6 +51,8 @@ interface Entry {
   info: SchemaInfo;
   type: avsc.Type;
   fingerprint: Buffer;
+  /** The body's declared lengths checked against its size (compiled on first use). */
+  lengths?: (body: Uint8Array) => number;
 }
 
 function versionOf(source: SchemaSource): number {
@@ -358,6 +361,14 @@ export class SchemaRegistry {
     const reader = this.currentByName.get(writer.info.name) ?? writer;
     const resolver = this.resolver(writer, reader);
     const what = `${writer.info.fullName} v${writer.info.version}`;
+    // Before avsc allocates anything from a count the body declares (codec/bounded.ts).
+    writer.lengths ??= lengthChecker(writer.type);
+    try {
+      writer.lengths(body);
+    } catch (e) {
+      if (!(e instanceof DeclaredLengthError)) throw e;
+      throw new DecodeError('declared-length', `${what} body refused: ${e.message}`, { fingerprint: hex });
+    }
     let result: { value: unknown; offset: number };
     try {
       result = reader.type.decode(body, 0, resolver ?? undefined);
