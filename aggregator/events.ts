@@ -33,7 +33,7 @@ export function statsEvents(
   };
   for (const c of folded.bandChanges) {
     emit(c.campaignId, 'TaskBandChanged', {
-      eventId: eventIds.taskBandChanged(c.sourceEventId),
+      eventId: eventIds.taskBandChanged(c.campaignId, c.sourceEventId),
       campaignId: c.campaignId,
       taskId: c.taskId,
       from: c.from,
@@ -46,7 +46,7 @@ export function statsEvents(
   // The latest statistics of each task touched (coalesced per batch: the topic is compacted).
   for (const t of folded.touched) {
     emit(t.campaignId, 'TaskStatsUpdated', {
-      eventId: eventIds.taskStatsUpdated(t.lastEventId),
+      eventId: eventIds.taskStatsUpdated(t.campaignId, t.lastEventId),
       campaignId: t.campaignId,
       taskId: t.taskId,
       stats: statsRecord(t.state),

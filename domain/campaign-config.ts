@@ -50,6 +50,14 @@ export function campaignConfigSizeError(config: unknown): string | undefined {
 export const RewardLimitsSchema = z.object({
   maxRollouts: z.number().int().min(1).max(MAX_ROLLOUTS_LIMIT).default(DEFAULT_REWARD_LIMITS.maxRollouts),
   staleStepTolerance: z.number().int().min(0).default(DEFAULT_REWARD_LIMITS.staleStepTolerance),
+  /**
+   * A group older than its task's last step (published late: the gateway's send timed out and
+   * its fallback published after the trainer moved on). `fold` (what new campaigns record): it
+   * counts in the task's all-rollout statistics and its step, and leaves the latest group, the
+   * signal and the band to the newer groups. `reject-stale` (campaigns recorded before, so that
+   * they replay as they ran): more than staleStepTolerance steps older is dead-lettered.
+   */
+  lateGroups: z.enum(['fold', 'reject-stale']).default('reject-stale'),
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -243,6 +251,16 @@ export const SynthesisConfigSchema = z.strictObject({
     .gt(0, 'synthesis.nearDuplicateThreshold must be in (0, 1]')
     .max(1, 'synthesis.nearDuplicateThreshold must be in (0, 1] (1: only feature-identical copies)')
     .default(0.9),
+  /**
+   * The longest a synthesis child workflow may run (Temporal's workflow execution timeout): a
+   * child whose workflow task fails in a loop (a non-determinism error after a deploy) or that
+   * hangs is ended then, its slot freed and CandidateRejected recorded (synthesis-timed-out).
+   */
+  executionTimeoutSeconds: z
+    .number()
+    .int('synthesis.executionTimeoutSeconds must be a whole number of seconds')
+    .min(10, 'synthesis.executionTimeoutSeconds must be >= 10')
+    .default(7200),
   /** Classify-and-rewrite refinements of a rejected candidate before it is dropped. */
   maxRefinements: z
     .number()
@@ -368,6 +386,13 @@ export const IngestionConfigSchema = z.strictObject({
    * on; `wait` waits for it (the gateway refuses a step behind the last closed one, so only a
    * reconfiguration to move-on ends that wait). Either way status and doctor name the step.
    */
+  /**
+   * Rewards for a task that was never in the campaign's pool (a typo, another dataset's id): `refuse`
+   * (what new campaigns record) answers 422 naming it, `dead-letter` accepts the batch and the
+   * aggregator dead-letters such groups as unknown-task, `accept` (campaigns recorded before)
+   * counts them. A BFCL id the pool delivered (domain/ids.ts bfclTaskId) is taken as its task.
+   */
+  unknownTasks: z.enum(['refuse', 'dead-letter', 'accept']).default('accept'),
   missingSteps: z
     .strictObject({
       policy: z.enum(['move-on', 'wait']).default('move-on'),
@@ -500,6 +525,25 @@ export const NewCampaignConfigSchema = z.unknown().superRefine((v, ctx) => {
 });
 
 /** parseCampaignConfig for a config entering the system (operatorOnlyIssues refused); throws CampaignConfigError. */
+/**
+ * The settings a campaign created now records explicitly where its config leaves them out, while
+ * the schema's defaults stay what campaigns recorded before meant (so they replay as they ran).
+ */
+export const NEW_CAMPAIGN_SETTINGS = {
+  rewards: { lateGroups: 'fold' },
+  ingestion: { unknownTasks: 'refuse' },
+} as const;
+
+/** `input` with NEW_CAMPAIGN_SETTINGS filled in where it does not say. */
+export function withNewCampaignSettings(input: unknown): Record<string, unknown> {
+  const c = isPlainObject(input) ? { ...input } : {};
+  for (const [section, values] of Object.entries(NEW_CAMPAIGN_SETTINGS)) {
+    const given = isPlainObject(c[section]) ? (c[section] as Record<string, unknown>) : {};
+    c[section] = { ...values, ...given };
+  }
+  return c;
+}
+
 export function parseNewCampaignConfig(input: unknown): CampaignConfig {
   const secret = operatorOnlyIssues(input);
   if (secret.length) throw new CampaignConfigError(secret.map((i) => `${i.path.join('.')}: ${i.message}`));
@@ -591,8 +635,27 @@ const FIXED_FOR_A_CAMPAIGN: readonly { path: string; why: string }[] = [
 ];
 
 export type Reconfiguration =
-  | { ok: true; config: CampaignConfig; changedKeys: string[] }
+  /** `raw`: the config to record, the settings of NEW_CAMPAIGN_SETTINGS it left out carried over. */
+  | { ok: true; config: CampaignConfig; raw: Record<string, unknown>; changedKeys: string[] }
   | { ok: false; message: string; issues: string[] };
+
+/**
+ * `next` with the NEW_CAMPAIGN_SETTINGS it leaves out taken from `current`: a reconfiguration
+ * that does not mention them keeps them, whatever the campaign recorded (and a campaign recorded
+ * before them keeps its old behaviour).
+ */
+function carrySettings(current: CampaignConfig, next: unknown): Record<string, unknown> {
+  const c: Record<string, unknown> = isPlainObject(next) ? { ...next } : {};
+  const keep = {
+    rewards: { lateGroups: current.rewards.lateGroups },
+    ingestion: { unknownTasks: current.ingestion.unknownTasks },
+  };
+  for (const [section, values] of Object.entries(keep)) {
+    const given = isPlainObject(c[section]) ? (c[section] as Record<string, unknown>) : {};
+    c[section] = { ...values, ...given };
+  }
+  return c;
+}
 
 /**
  * Validates a new configuration for a running campaign: it must be a valid config, and it may not
@@ -601,7 +664,8 @@ export type Reconfiguration =
  * decision on. `next` is a complete config: values it leaves out take their defaults, not the
  * current values. changedKeys are the dotted paths that changed (for CampaignReconfigured).
  */
-export function validateReconfiguration(current: CampaignConfig, next: unknown): Reconfiguration {
+export function validateReconfiguration(current: CampaignConfig, given: unknown): Reconfiguration {
+  const next = carrySettings(current, given);
   let parsed: CampaignConfig;
   try {
     parsed = parseCampaignConfig(next);
@@ -623,7 +687,7 @@ export function validateReconfiguration(current: CampaignConfig, next: unknown):
   if (issues.length > 0) {
     return { ok: false, message: `reconfiguration refused: ${issues.join('; ')}`, issues };
   }
-  return { ok: true, config: parsed, changedKeys };
+  return { ok: true, config: parsed, raw: next, changedKeys };
 }
 
 function readPath(v: unknown, path: string): unknown {

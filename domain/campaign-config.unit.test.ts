@@ -14,6 +14,7 @@ import {
   parseCadence,
   parseCampaignConfig,
   validateReconfiguration,
+  withNewCampaignSettings,
 } from './campaign-config.js';
 
 function issues(input: unknown): string {
@@ -33,8 +34,12 @@ describe('campaign config defaults', () => {
     expect(c).toEqual({
       rolloutsPerTask: 16,
       detector: { low: 0.2, high: 0.85, window: { kind: 'latest' }, ewmaAlpha: 0.3 },
-      rewards: { maxRollouts: 1024, staleStepTolerance: 2 },
-      ingestion: { maxStepsAhead: 16, missingSteps: { policy: 'move-on', afterSteps: 3 } },
+      rewards: { maxRollouts: 1024, staleStepTolerance: 2, lateGroups: 'reject-stale' },
+      ingestion: {
+        maxStepsAhead: 16,
+        unknownTasks: 'accept',
+        missingSteps: { policy: 'move-on', afterSteps: 3 },
+      },
       ablation: {
         rewrite: true,
         judge: true,
@@ -66,6 +71,7 @@ describe('campaign config defaults', () => {
       synthesis: {
         maxConfigRepairs: 3,
         nearDuplicateThreshold: 0.9,
+        executionTimeoutSeconds: 7200,
         maxRefinements: 1,
         turns: { min: 2, max: 5 },
         callsPerTurn: { min: 1, max: 3 },
@@ -257,11 +263,27 @@ describe('validateReconfiguration', () => {
   });
 
   it('reports no change for the same config', () => {
-    expect(validateReconfiguration(current, campaignConfigToJson(current))).toEqual({
+    expect(validateReconfiguration(current, campaignConfigToJson(current))).toMatchObject({
       ok: true,
       config: current,
       changedKeys: [],
     });
+  });
+
+  it('keeps the settings a new campaign records when a reconfiguration leaves them out', () => {
+    const recorded = parseCampaignConfig(withNewCampaignSettings({}));
+    expect(recorded.rewards.lateGroups).toBe('fold');
+    expect(recorded.ingestion.unknownTasks).toBe('refuse');
+    const r = validateReconfiguration(recorded, { detector: { high: 0.9 } });
+    expect(r).toMatchObject({ ok: true, changedKeys: ['detector.high'] });
+    if (!r.ok) throw new Error('refused');
+    expect(r.raw).toMatchObject({ rewards: { lateGroups: 'fold' }, ingestion: { unknownTasks: 'refuse' } });
+    // A campaign recorded before them keeps its old behaviour.
+    const legacy = parseCampaignConfig({});
+    const l = validateReconfiguration(legacy, { detector: { high: 0.9 } });
+    if (!l.ok) throw new Error('refused');
+    expect(l.config.rewards.lateGroups).toBe('reject-stale');
+    expect(l.config.ingestion.unknownTasks).toBe('accept');
   });
 
   it('refuses what cannot change on a running campaign, saying why and what to do', () => {

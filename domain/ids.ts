@@ -27,7 +27,7 @@ const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'
  * below (eventIds, ...): each id kind's parts are written there once.
  */
 export function derivedUuid(...parts: (string | number)[]): string {
-  const h = digest(parts.join('\u001f'));
+  const h = digest(derivationKey(parts));
   h[6] = (h[6]! & 0x0f) | 0x80; // version 8
   h[8] = (h[8]! & 0x3f) | 0x80; // RFC 4122 variant
   let x = '';
@@ -35,12 +35,42 @@ export function derivedUuid(...parts: (string | number)[]): string {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
 }
 
-const synthesisIdPrefix = (campaignId: string) => `synth-${campaignId}-`;
-const statsPrefix = (campaignId: string) => `stats-${campaignId}-`;
+/**
+ * What derivedUuid hashes: the parts joined by U+001F. A part holding U+001E or U+001F (no id the
+ * gateway accepts does) is written as U+001E and its UTF-8 bytes in hex, so distinct part lists
+ * never give one key, and every key of parts without them is the one recorded before.
+ */
+export function derivationKey(parts: readonly (string | number)[]): string {
+  return parts
+    .map((p) => {
+      const s = String(p);
+      if (!s.includes('\u001e') && !s.includes('\u001f')) return s;
+      let hex = '';
+      for (const b of utf8Bytes(s)) hex += HEX[b];
+      return `\u001e${hex}`;
+    })
+    .join('\u001f');
+}
 
-/** A synthesis run of a campaign: one per seed selected at a step (also its workflow id). */
+// Campaign and batch ids are letters, digits, '.', '_' and '-' (gateway/schemas.ts ID_PATTERN),
+// Kafka topics the same: ':' separates such parts injectively, where '-' did not (campaign `a`,
+// step 1, batch `2-x` and campaign `a-1`, step 2, batch `x` were one id). The '-' forms stay for
+// what was recorded with them (streams and workflow histories of running campaigns).
+const synthesisIdPrefix = (campaignId: string) => `synth:${campaignId}:`;
+const legacySynthesisIdPrefix = (campaignId: string) => `synth-${campaignId}-`;
+const statsPrefix = (campaignId: string) => `stats:${campaignId}:`;
+const legacyStatsPrefix = (campaignId: string) => `stats-${campaignId}-`;
+
+/**
+ * A synthesis run of a campaign: one per seed selected at a step (also its workflow id). The seed
+ * task id comes last, so it may hold any character.
+ */
 export const synthesisId = (campaignId: string, step: number, seedTaskId: string) =>
-  `${synthesisIdPrefix(campaignId)}${step}-${seedTaskId}`;
+  `${synthesisIdPrefix(campaignId)}${step}:${seedTaskId}`;
+
+/** The synthesis id campaigns recorded before ids were made injective (their workflow histories replay it). */
+export const legacySynthesisId = (campaignId: string, step: number, seedTaskId: string) =>
+  `${legacySynthesisIdPrefix(campaignId)}${step}-${seedTaskId}`;
 
 /** The candidate a synthesis of `seedTaskId` at `step` produces; its task id once injected. */
 export const candidateId = (seedTaskId: string, step: number) => `${seedTaskId}~s${step}`;
@@ -79,7 +109,7 @@ export const streams = {
   synthesis: (synthesisId: string) => `synthesis-${synthesisId}`,
   /** The aggregator's statistics events of one rewards-topic partition. */
   stats: (campaignId: string, topic: string, partition: number) =>
-    `${statsPrefix(campaignId)}${topic}-${partition}`,
+    `${statsPrefix(campaignId)}${topic}:${partition}`,
   /** The aggregator's closed steps. */
   steps: (campaignId: string) => `steps-${campaignId}`,
 };
@@ -95,6 +125,9 @@ export function campaignStreamPrefixes(campaignId: string): string[] {
     streams.synthesis(synthesisIdPrefix(campaignId)),
     statsPrefix(campaignId),
     streams.steps(campaignId),
+    // streams named before ids were made injective
+    streams.synthesis(legacySynthesisIdPrefix(campaignId)),
+    legacyStatsPrefix(campaignId),
   ];
 }
 
@@ -104,8 +137,8 @@ export const workflowIds = {
   campaign: (campaignId: string) => `campaign-${campaignId}`,
   /** A synthesis child workflow: its id is the synthesis id. */
   synthesis: (synthesisId: string) => synthesisId,
-  /** One ingestion workflow per accepted rollout batch. */
-  ingestion: (campaignId: string, step: number, batchId: string) => `ingest-${campaignId}-${step}-${batchId}`,
+  /** One ingestion workflow per accepted rollout batch (recorded in its ingestion_batches row). */
+  ingestion: (campaignId: string, step: number, batchId: string) => `ingest:${campaignId}:${step}:${batchId}`,
   /** `rods doctor`'s round trip. */
   doctor: (token: string) => `doctor-${token}`,
 };
@@ -139,10 +172,15 @@ export const eventIds = {
   stepAggregated: (campaignId: string, step: number) => derivedUuid('StepAggregated', campaignId, step),
   /** A step passed over under ingestion.missingSteps (the campaign's awaitStep). */
   stepSkipped: (campaignId: string, step: number) => derivedUuid('StepSkipped', campaignId, step),
-  /** The band change caused by one RolloutGroupScored. */
-  taskBandChanged: (groupEventId: string) => derivedUuid('TaskBandChanged', groupEventId),
-  /** A task's statistics after the last RolloutGroupScored applied to it. */
-  taskStatsUpdated: (lastGroupEventId: string) => derivedUuid('TaskStatsUpdated', lastGroupEventId),
+  /**
+   * The band change caused by one RolloutGroupScored of a campaign (the campaign is part of it:
+   * two campaigns fed by one seeded producer run carry the same group event ids).
+   */
+  taskBandChanged: (campaignId: string, groupEventId: string) =>
+    derivedUuid('TaskBandChanged', campaignId, groupEventId),
+  /** A task's statistics after the last RolloutGroupScored of a campaign applied to it. */
+  taskStatsUpdated: (campaignId: string, lastGroupEventId: string) =>
+    derivedUuid('TaskStatsUpdated', campaignId, lastGroupEventId),
   // the dead-letter path (kafka/dlq.ts): derived from the source position
   deadLettered: (topic: string, partition: number, offset: string | number, code: string) =>
     derivedUuid('DeadLettered', topic, partition, String(offset), code),

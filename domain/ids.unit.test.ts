@@ -1,6 +1,10 @@
 // Regression vectors: the values the code produced before the ids moved here (util/ids.ts with
 // node:crypto, domain/streams.ts, the aggregator's and CLI's own builders). Recorded streams,
-// Temporal histories and idempotent appends depend on them, so they must never change.
+// Temporal histories and idempotent appends depend on them, so they must never change. The ones
+// made injective (synthesis, stats and ingestion ids, the aggregator's derived event ids) changed
+// once, on purpose: their old forms are kept where recorded data needs them (legacySynthesisId,
+// the prefixes of old streams). Then, property tests over adversarial ids: no two distinct inputs
+// give one id.
 import { createHash } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { describe, expect, it } from 'vitest';
@@ -8,8 +12,10 @@ import { utf8Bytes } from './canonical-json.js';
 import {
   campaignStreamPrefixes,
   candidateId,
+  derivationKey,
   derivedUuid,
   eventIds,
+  legacySynthesisId,
   openLineageRunId,
   rolloutBatchClaimId,
   streams,
@@ -22,32 +28,41 @@ import {
 
 const C = 'demo-1';
 const T = 'multi_turn_base_17';
-const S = 'synth-demo-1-3-multi_turn_base_17';
+const S = 'synth:demo-1:3:multi_turn_base_17';
+const LEGACY_S = 'synth-demo-1-3-multi_turn_base_17';
 const G = '0b7e4c3a-1111-8222-9333-444455556666';
 
 describe('stream names, prefixes and workflow ids', () => {
   it('keep the recorded strings', () => {
     expect(streams.campaign(C)).toBe('campaign-demo-1');
-    expect(streams.synthesis(S)).toBe('synthesis-synth-demo-1-3-multi_turn_base_17');
-    expect(streams.stats(C, 'rods.rewards.v1', 4)).toBe('stats-demo-1-rods.rewards.v1-4');
+    expect(streams.synthesis(S)).toBe('synthesis-synth:demo-1:3:multi_turn_base_17');
+    expect(streams.stats(C, 'rods.rewards.v1', 4)).toBe('stats:demo-1:rods.rewards.v1:4');
     expect(streams.steps(C)).toBe('steps-demo-1');
     expect(synthesisId(C, 3, T)).toBe(S);
+    expect(legacySynthesisId(C, 3, T)).toBe(LEGACY_S);
     expect(candidateId(T, 2)).toBe('multi_turn_base_17~s2');
     expect(variantCandidateId(candidateId(T, 2), 'miss_func')).toBe('multi_turn_base_17~s2~miss_func');
     const vs = variantSynthesisId(S, 'miss_param');
-    expect(vs).toBe('synth-demo-1-3-multi_turn_base_17~miss_param');
+    expect(vs).toBe('synth:demo-1:3:multi_turn_base_17~miss_param');
     // a variant's stream is the campaign's (the audit covers it), its outcome ids its own
     expect(streams.synthesis(vs).startsWith(campaignStreamPrefixes(C)[1]!)).toBe(true);
     expect(eventIds.candidateValidated(vs)).not.toBe(eventIds.candidateValidated(S));
     expect(workflowIds.campaign(C)).toBe('campaign-demo-1');
     expect(workflowIds.synthesis(S)).toBe(S);
-    expect(workflowIds.ingestion(C, 3, 'b1')).toBe('ingest-demo-1-3-b1');
+    expect(workflowIds.ingestion(C, 3, 'b1')).toBe('ingest:demo-1:3:b1');
     expect(workflowIds.doctor('abc')).toBe('doctor-abc');
   });
 
   it('select every stream of a campaign and none of an unrelated one', () => {
     const prefixes = campaignStreamPrefixes(C);
-    expect(prefixes).toEqual(['campaign-demo-1', 'synthesis-synth-demo-1-', 'stats-demo-1-', 'steps-demo-1']);
+    expect(prefixes).toEqual([
+      'campaign-demo-1',
+      'synthesis-synth:demo-1:',
+      'stats:demo-1:',
+      'steps-demo-1',
+      'synthesis-synth-demo-1-',
+      'stats-demo-1-',
+    ]);
     const own = [
       streams.campaign(C),
       streams.synthesis(synthesisId(C, 12, T)),
@@ -75,22 +90,22 @@ describe('derived ids', () => {
       candidateDiscarded: eventIds.candidateDiscarded(C, `${T}~s2`),
       taskInjected: eventIds.taskInjected(C, `${T}~s2`),
       poolPruned: eventIds.poolPruned(C, 3),
-      synthesisStarted: eventIds.synthesisStarted(S),
-      stageCompleted: eventIds.stageCompleted(S, 'plan', 1),
-      candidateRejected: eventIds.candidateRejected(S),
-      candidateValidated: eventIds.candidateValidated(S),
+      synthesisStarted: eventIds.synthesisStarted(LEGACY_S),
+      stageCompleted: eventIds.stageCompleted(LEGACY_S, 'plan', 1),
+      candidateRejected: eventIds.candidateRejected(LEGACY_S),
+      candidateValidated: eventIds.candidateValidated(LEGACY_S),
       rolloutGroupScored: eventIds.rolloutGroupScored(C, 3, 'b1', T),
       stepClosed: eventIds.stepClosed(C, 3),
       stepAggregated: eventIds.stepAggregated(C, 3),
-      taskBandChanged: eventIds.taskBandChanged(G),
-      taskStatsUpdated: eventIds.taskStatsUpdated(G),
+      taskBandChanged: eventIds.taskBandChanged(C, G),
+      taskStatsUpdated: eventIds.taskStatsUpdated(C, G),
       deadLettered: eventIds.deadLettered('rods.rewards.v1', 2, '1234', 'unknown-fingerprint'),
       traceRolloutGroup: eventIds.traceRolloutGroup(C, 42, 3, 7),
       traceStepClosed: eventIds.traceStepClosed(C, 3),
       simulatedRolloutGroup: eventIds.simulatedRolloutGroup(C, 3, T),
       simulatedStepClosed: eventIds.simulatedStepClosed(C, 3),
       rolloutBatchClaim: rolloutBatchClaimId(C, 3, 'b1'),
-      openLineageRun: openLineageRunId(C, S),
+      openLineageRun: openLineageRunId(C, LEGACY_S),
     }).toEqual({
       campaignStarted: 'e297dd2c-b794-8c7f-bac3-75587dfd2904',
       taskSeeded: '83545dc7-c8e7-81b4-beac-60c7bb674cd8',
@@ -106,8 +121,8 @@ describe('derived ids', () => {
       rolloutGroupScored: 'bd87cd35-4d79-8860-858f-b9f49525ea86',
       stepClosed: 'a4354dbf-a0ec-864a-a0ce-e2c38e644078',
       stepAggregated: '4214d9eb-7ece-8106-8855-dd366f16ad8a',
-      taskBandChanged: 'a56a7a3c-0ce3-830e-99dd-7ed203db9629',
-      taskStatsUpdated: 'd419306a-95c3-897b-8dbb-b1ef8504fec4',
+      taskBandChanged: '4f9f17d1-36f7-8f15-8fe9-d41b11202b76', // with the campaign since ids were made injective
+      taskStatsUpdated: '02be1e64-6856-8489-89fe-6eeb89c1f552',
       deadLettered: 'ff88d35b-333a-865e-bfa2-6d74257ace27',
       traceRolloutGroup: '5afea463-e408-8592-83f5-b559b6c2c32e',
       traceStepClosed: 'f03344dd-0280-84cf-8744-4129a4dbdb5d',
@@ -128,7 +143,7 @@ describe('derived ids', () => {
   });
 
   it('agree with node:crypto SHA-256 (version 8, RFC 4122 variant)', () => {
-    for (const parts of [['a'], ['StepClosed', C, 3], [T, 0, ''], ['é\u001f', 'x'.repeat(200)]]) {
+    for (const parts of [['a'], ['StepClosed', C, 3], [T, 0, ''], ['é', 'x'.repeat(200)]]) {
       const h = createHash('sha256').update(parts.join('\u001f')).digest();
       h[6] = (h[6]! & 0x0f) | 0x80;
       h[8] = (h[8]! & 0x3f) | 0x80;
@@ -164,5 +179,96 @@ describe('derived ids', () => {
     expect(eventIds.taskSeeded(C, T)).not.toBe(eventIds.taskSeeded('demo-2', T));
     expect(eventIds.seedSelected(C, T, 3)).not.toBe(eventIds.seedSelected(C, T, 4));
     expect(derivedUuid('ab', 'c')).not.toBe(derivedUuid('a', 'bc'));
+    // a part holding the separator no longer runs into the next one
+    expect(derivedUuid('a\u001fb', 'c')).not.toBe(derivedUuid('a', 'b\u001fc'));
+    expect(derivationKey(['a\u001fb', 'c'])).toBe('\u001e611f62\u001fc');
+    // two campaigns fed by one producer run carry the same group event ids: the aggregator's differ
+    expect(eventIds.taskBandChanged('a', G)).not.toBe(eventIds.taskBandChanged('b', G));
+    expect(eventIds.taskStatsUpdated('a', G)).not.toBe(eventIds.taskStatsUpdated('b', G));
+  });
+});
+
+// Adversarial ids: separators of every builder, case, long shared prefixes, Unicode, digits.
+const ID_CHARS = [
+  'a',
+  'A',
+  '1',
+  '2',
+  '-',
+  '_',
+  '.',
+  ':',
+  '~',
+  's',
+  '/',
+  ' ',
+  'é',
+  '😀',
+  '\u001f',
+  '\u001e',
+  '%',
+];
+function rng(seed: number) {
+  let x = seed;
+  return () => {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    return x / 2 ** 31;
+  };
+}
+function adversarial(r: () => number, chars = ID_CHARS): string {
+  const long = r() < 0.2 ? 'campaign-with-a-long-shared-prefix-0123456789-'.repeat(2) : '';
+  const n = 1 + Math.floor(r() * 5);
+  let s = long;
+  for (let i = 0; i < n; i++) s += chars[Math.floor(r() * chars.length)];
+  return s;
+}
+// Campaign and batch ids as the gateway takes them (ID_PATTERN); task ids are free text.
+const ID_PATTERN_CHARS = ['a', 'A', '1', '2', '-', '_', '.'];
+
+describe('no two distinct inputs give one id', () => {
+  const r = rng(42);
+  const campaigns = Array.from({ length: 60 }, () => `x${adversarial(r, ID_PATTERN_CHARS)}`);
+  const batches = Array.from({ length: 30 }, () => `b${adversarial(r, ID_PATTERN_CHARS)}`);
+  const tasks = Array.from({ length: 40 }, () => adversarial(r));
+  const steps = [0, 1, 2, 12, 21, 123];
+  const topics = ['rods.rewards.v1', 't', 't-1', 'rods-x'];
+
+  function expectInjective<T>(name: string, inputs: T[], f: (x: T) => string) {
+    const seen = new Map<string, string>();
+    for (const x of inputs) {
+      const id = f(x);
+      const key = JSON.stringify(x);
+      const before = seen.get(id);
+      if (before !== undefined && before !== key)
+        throw new Error(`${name}: ${before} and ${key} both give ${id}`);
+      seen.set(id, key);
+    }
+  }
+  const combos = <A, B, C>(as: A[], bs: B[], cs: C[]) =>
+    as.flatMap((a) => bs.flatMap((b) => cs.map((c) => [a, b, c] as const)));
+
+  it('workflow ids and synthesis ids, with the legacy forms shown to collide', () => {
+    expectInjective('ingestion', combos(campaigns, steps, batches), ([c, s, b]) =>
+      workflowIds.ingestion(c, s, b),
+    );
+    expectInjective('synthesisId', combos(campaigns, steps, tasks), ([c, s, t]) => synthesisId(c, s, t));
+    expect(workflowIds.ingestion('a', 1, '2-x')).not.toBe(workflowIds.ingestion('a-1', 2, 'x'));
+    expect(legacySynthesisId('a', 1, '2-x')).toBe(legacySynthesisId('a-1', 2, 'x')); // why it was replaced
+  });
+
+  it('stream names', () => {
+    expectInjective('stats', combos(campaigns, topics, [0, 1, 11]), ([c, t, p]) => streams.stats(c, t, p));
+    expectInjective('campaign', campaigns, (c) => streams.campaign(c));
+    expectInjective('steps', campaigns, (c) => streams.steps(c));
+    expect(streams.stats('a', 'b-c', 0)).not.toBe(streams.stats('a-b', 'c', 0));
+  });
+
+  it('derived ids (their SHA-256 inputs) over parts holding separators, case and Unicode', () => {
+    const parts = Array.from({ length: 400 }, () => [adversarial(r), adversarial(r)] as const);
+    expectInjective('derivationKey', parts, ([a, b]) => derivationKey(['K', a, b]));
+    expectInjective('candidateId', combos(tasks, steps, [0]), ([t, s]) => candidateId(t, s));
+    expectInjective('variantCandidateId', combos(tasks, ['miss_func', 'miss_param'], [0]), ([t, k]) =>
+      variantCandidateId(t, k),
+    );
   });
 });

@@ -5,6 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { withNewCampaignSettings } from '../domain/campaign-config.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool, type Pool } from '../store/db.js';
 import { exportCampaign } from './export.js';
@@ -51,6 +52,7 @@ describe('rods export of an old config', () => {
     }
     const line = readFileSync(path.join(dir, 'jsonl', 'events', 'CampaignStarted.jsonl'), 'utf8').trim();
     const config = JSON.parse((JSON.parse(line) as { payload: { config: string } }).payload.config);
-    expect(config).toEqual({ notes: 'kept', generator: { model: 'm' } });
+    // The rest as recorded: with the settings a campaign registered now records explicitly.
+    expect(config).toEqual(withNewCampaignSettings({ notes: 'kept', generator: { model: 'm' } }));
   });
 });

@@ -15,6 +15,9 @@ import { waitUntil } from '../test/support/wait.js';
 import { loadTokens } from './auth.js';
 import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
 
+// These tests report rewards for tasks of their own: the campaign counts any task id.
+const ACCEPT_ANY_TASK = { ingestion: { unknownTasks: 'accept' } };
+
 const u = () => randomUUID().replaceAll('-', '');
 const A = `acc-a-${randomUUID().slice(0, 8)}`;
 const B = `acc-b-${randomUUID().slice(0, 8)}`;
@@ -72,7 +75,7 @@ async function seedPool(c: string, version: number, tasks: { id: string; pad?: n
 
 async function newCampaign(prefix: string): Promise<string> {
   const id = `${prefix}-${randomUUID().slice(0, 8)}`;
-  await registerCampaign(db, { campaignId: id, config: {} });
+  await registerCampaign(db, { campaignId: id, config: ACCEPT_ANY_TASK });
   campaigns.push(id);
   return id;
 }
@@ -110,8 +113,8 @@ beforeAll(async () => {
   });
   gateways.push(gw);
   ({ db, app } = gw);
-  await registerCampaign(db, { campaignId: A, config: {} });
-  await registerCampaign(db, { campaignId: B, config: {} });
+  await registerCampaign(db, { campaignId: A, config: ACCEPT_ANY_TASK });
+  await registerCampaign(db, { campaignId: B, config: ACCEPT_ANY_TASK });
   await seedPool(A, 1, [{ id: 'a1' }, { id: 'a2' }]);
   await seedPool(B, 1, [{ id: 'b1' }]);
 });
@@ -156,7 +159,7 @@ describe('scoped tokens', () => {
   it('a campaign token cannot create a campaign: 403 requires scope admin, nothing registered', async () => {
     const id = `acc-new-${randomUUID().slice(0, 8)}`;
     for (const t of [T.a, T.read]) {
-      const res = await post(app, '/v1/campaigns', t, { campaignId: id, config: {} });
+      const res = await post(app, '/v1/campaigns', t, { campaignId: id, config: ACCEPT_ANY_TASK });
       expect(problemOf(res, 403).detail).toMatch(/^requires scope admin: POST \/v1\/campaigns/);
     }
     expect(await loadCampaign(db, id)).toBeFalsy();

@@ -18,6 +18,7 @@ import { campaignsOfTask, loadLineageIndex } from '../lineage/store.js';
 import { campaignStatus, type StatusOptions } from '../status/campaign-status.js';
 import { dashboardSeries, findTasks, listCampaigns, rewardHistory } from '../status/dashboard.js';
 import { diagnose } from '../status/diagnose.js';
+import type { StatusKafka } from '../status/kafka-shared.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { temporalUiUrl } from '../temporal/ui.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
@@ -37,6 +38,8 @@ export interface DashboardOptions {
   status: Pick<StatusOptions, 'relayName' | 'aggregatorGroup' | 'synthesisTimeoutMs' | 'rewardsTopic'> & {
     queryTimeoutMs?: number;
   };
+  /** The gateway's one Kafka part for every status call (status/kafka-shared.ts). */
+  statusKafka?: () => StatusKafka;
 }
 
 const TaskQuery = z.object({ q: z.string().max(200).default('') });
@@ -130,7 +133,7 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
   // step and what it waits for) and the doctor's findings.
   app.get('/v1/campaigns/:id/dashboard/status', campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
-    const r = await campaignStatus({ db, temporal: opts.temporal }, id, {
+    const r = await campaignStatus({ db, temporal: opts.temporal, statusKafka: opts.statusKafka?.() }, id, {
       queryTimeoutMs: opts.status.queryTimeoutMs ?? 5000,
       ...opts.status,
     });

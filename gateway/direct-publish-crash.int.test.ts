@@ -116,7 +116,7 @@ describe('a gateway killed during its direct publish', () => {
       { step: 2, status: 'accepted' },
     ]);
     for (const step of [1, 2])
-      expect(await workflowExists(loop.client, `ingest-${c}-${step}-b${step}`)).toBe(false);
+      expect(await workflowExists(loop.client, `ingest:${c}:${step}:b${step}`)).toBe(false);
 
     // A gateway with its reconciler (as `rods gateway` runs it) publishes both through their workflows.
     const healthy = buildGateway({
@@ -153,7 +153,7 @@ describe('a gateway killed during its direct publish', () => {
       { step: 2, status: 'published' },
     ]);
     for (const step of [1, 2])
-      expect(await workflowExists(loop.client, `ingest-${c}-${step}-b${step}`)).toBe(true);
+      expect(await workflowExists(loop.client, `ingest:${c}:${step}:b${step}`)).toBe(true);
 
     // The topic holds the repeats (3 + 7 sent by the dead gateways, 7 + 7 by the workflows) ...
     const offsets = await withAdmin((a) => a.fetchTopicOffsets(loop.topic));

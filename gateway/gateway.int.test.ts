@@ -15,6 +15,9 @@ import { TokenSet } from './auth.js';
 import { buildGateway } from './server.js';
 import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
 
+// These tests report rewards for tasks of their own: the campaign counts any task id.
+const ACCEPT_ANY_TASK = { ingestion: { unknownTasks: 'accept' } };
+
 const TOKEN = `tok-${randomUUID()}`;
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const taskQueue = `gateway-test-${randomUUID().slice(0, 8)}`;
@@ -26,7 +29,7 @@ const campaigns: string[] = [];
 
 async function newCampaign(): Promise<string> {
   const id = `gw-${randomUUID().slice(0, 8)}`;
-  await registerCampaign(db, { campaignId: id, config: {} });
+  await registerCampaign(db, { campaignId: id, config: ACCEPT_ANY_TASK });
   campaigns.push(id);
   return id;
 }
@@ -254,7 +257,7 @@ describe('rollout batches', () => {
     expect(first.statusCode).toBe(202);
     // This gateway has no direct publish: the batch goes through its ingestion workflow.
     expect(first.json()).toEqual({
-      workflowId: `ingest-${c}-3-b1`,
+      workflowId: `ingest:${c}:3:b1`,
       groups: 1,
       close: false,
       duplicate: false,
@@ -274,14 +277,14 @@ describe('rollout batches', () => {
     });
     expect(again.statusCode).toBe(200);
     expect(again.json()).toEqual({
-      workflowId: `ingest-${c}-3-b1`,
+      workflowId: `ingest:${c}:3:b1`,
       groups: 1,
       close: false,
       duplicate: true,
       published: false,
     });
     expect(await batchRows(c)).toBe(1);
-    const desc = await client.workflow.getHandle(`ingest-${c}-3-b1`).describe();
+    const desc = await client.workflow.getHandle(`ingest:${c}:3:b1`).describe();
     expect(desc.taskQueue).toBe(taskQueue);
     const { rows } = await db.query<{ body: StoredRolloutBatch }>(
       'select c.body from claim_checks c join ingestion_batches b using (claim_id) where b.campaign_id = $1',
@@ -307,11 +310,11 @@ describe('rollout batches', () => {
     } finally {
       await broken.close();
     }
-    await expect(client.workflow.getHandle(`ingest-${c}-2-r1`).describe()).rejects.toThrow();
+    await expect(client.workflow.getHandle(`ingest:${c}:2:r1`).describe()).rejects.toThrow();
     const retry = await post(batchUrl(c, 2), batch);
     expect(retry.statusCode).toBe(202);
-    expect(retry.json()).toMatchObject({ workflowId: `ingest-${c}-2-r1`, duplicate: false });
-    expect((await client.workflow.getHandle(`ingest-${c}-2-r1`).describe()).taskQueue).toBe(taskQueue);
+    expect(retry.json()).toMatchObject({ workflowId: `ingest:${c}:2:r1`, duplicate: false });
+    expect((await client.workflow.getHandle(`ingest:${c}:2:r1`).describe()).taskQueue).toBe(taskQueue);
     expect((await post(batchUrl(c, 2), batch)).statusCode).toBe(200);
     expect(await batchRows(c)).toBe(1);
   });

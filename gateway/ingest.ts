@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { RolloutBatchBody, StoredRolloutBatch } from '../activities/ingestion.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
-import { rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
+import { bfclTaskId, rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
 import { checkGroup } from '../domain/reward-group.js';
 import { inTransaction } from '../store/db.js';
 import { ProblemError } from './problem.js';
@@ -116,6 +116,77 @@ export function batchBodyHash(batch: RolloutBatch, groupsJson = canonicalGroupsJ
     .digest('hex');
 }
 
+const BFCL_DELIVERED_ID = /^multi_turn_[a-z_]+_(\d{7,})$/;
+
+/**
+ * The batch's groups with each task id a BFCL id the pool delivered for a generated task
+ * (domain/ids.ts bfclTaskId; a seed's BFCL id is its rods id) replaced by its rods task id; under
+ * `refuse`, a 422 naming the tasks never in the campaign's pool.
+ */
+async function poolTasks(
+  c: pg.PoolClient,
+  campaignId: string,
+  groups: RolloutBatch['groups'],
+  mode: IngestionLimits['ingestion']['unknownTasks'],
+): Promise<RolloutBatch['groups']> {
+  if (groups.length === 0) return groups;
+  const { rows } = await c.query<{ task_id: string }>(
+    'select task_id from pool_members where campaign_id = $1 and task_id = any($2::text[])',
+    [campaignId, groups.map((g) => g.taskId)],
+  );
+  const members = new Set(rows.map((r) => r.task_id));
+  const unknown = groups.filter((g) => !members.has(g.taskId));
+  if (unknown.length === 0) return groups;
+  let byBfclId = new Map<string, string>();
+  if (unknown.some((g) => BFCL_DELIVERED_ID.test(g.taskId))) {
+    const generated = await c.query<{ task_id: string; category: string }>(
+      `select task_id, category from pool_members where campaign_id = $1 and origin = 'generated'`,
+      [campaignId],
+    );
+    byBfclId = new Map(generated.rows.map((r) => [bfclTaskId(r.task_id, r.category), r.task_id]));
+  }
+  const mapped = groups.map((g) => {
+    const rods = members.has(g.taskId) ? undefined : byBfclId.get(g.taskId);
+    return rods ? { ...g, taskId: rods } : g;
+  });
+  if (mode === 'refuse') {
+    const ids = new Set([...members, ...byBfclId.keys()]);
+    const errors = groups.flatMap((g, i) =>
+      ids.has(g.taskId)
+        ? []
+        : [
+            {
+              field: `groups[${i}].taskId`,
+              message: `task ${JSON.stringify(g.taskId)} was never in the pool of campaign ${campaignId}`,
+            },
+          ],
+    );
+    if (errors.length > 0)
+      throw new ProblemError(
+        422,
+        `invalid rollout batch: ${errors.length} task(s) not in the pool of campaign ${campaignId} (ingestion.unknownTasks = refuse): ${errors
+          .slice(0, 5)
+          .map((e) => e.message.split(' was')[0])
+          .join(', ')}${errors.length > 5 ? ', ...' : ''}; report rewards under the pool row's rods_task_id`,
+        errors,
+        'unknown-task',
+      );
+  }
+  // Two groups of one task (a rods id and its BFCL id) are refused as the schema refuses duplicates.
+  const seen = new Map<string, number>();
+  mapped.forEach((g, i) => {
+    const j = seen.get(g.taskId);
+    if (j !== undefined)
+      throw new ProblemError(
+        422,
+        `invalid rollout batch: groups[${i}] and groups[${j}] are both for task ${g.taskId}`,
+        [{ field: `groups[${i}].taskId`, message: `the same task as groups[${j}] (a BFCL id of it)` }],
+      );
+    seen.set(g.taskId, i);
+  });
+  return mapped.some((g, i) => g !== groups[i]) ? mapped : groups;
+}
+
 /** The 404 of a campaign that is not registered. */
 export function unknownCampaign(campaignId: string): ProblemError {
   return new ProblemError(
@@ -159,9 +230,15 @@ export async function acceptBatch(
         : lz4
           ? `set_config('default_toast_compression', 'lz4', true)`
           : 'null';
-    const locked = await c.query<{ config: unknown; found: boolean; compression: string | null }>(
+    const locked = await c.query<{
+      config: unknown;
+      status: string | null;
+      found: boolean;
+      compression: string | null;
+    }>(
       `select pg_advisory_xact_lock(hashtextextended($2, 0)), ${compression} as compression,
               (select config from campaigns where campaign_id = $3) as config,
+              (select status from campaigns where campaign_id = $3) as status,
               exists (select 1 from campaigns where campaign_id = $3) as found
          from (select ${close ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared'}(hashtextextended($1, 0))) campaign_lock`,
       [`ingest/${campaignId}`, `ingest/${campaignId}/${step}`, campaignId],
@@ -221,6 +298,14 @@ export async function acceptBatch(
         published: r.status === 'published',
         stepGroups: null,
       };
+    // Whatever was accepted stays accepted (the duplicate above); a stopped campaign takes nothing new.
+    if (l.status === 'stopped')
+      throw new ProblemError(
+        409,
+        `campaign ${campaignId} is stopped: it takes no new rollout batch (its history stays for replay and audit)`,
+        undefined,
+        'campaign-stopped',
+      );
     if (r.closing_batch !== null)
       throw new ProblemError(
         409,
@@ -240,12 +325,16 @@ export async function acceptBatch(
       rewardLimitProblem(campaignId, step, batch, limits) ??
       stepProblem(campaignId, step, limits, lastClosed, r.open);
     if (refused) throw refused;
+    // Rewards under a BFCL id the pool delivered count for its task; where the campaign refuses
+    // unknown tasks, a task never in its pool is a 422 naming it (ingestion.unknownTasks).
+    const groups = await poolTasks(c, campaignId, batch.groups, limits.ingestion.unknownTasks);
+    const storedJson = groups === batch.groups ? groupsJson : canonicalGroupsJson(groups);
     const body: RolloutBatchBody = {
       campaignId,
       step,
       batchId: batch.batchId,
       policyVersion: batch.policyVersion,
-      groups: batch.groups,
+      groups,
       close,
       receivedAt,
     };
@@ -269,7 +358,7 @@ export async function acceptBatch(
         workflowId,
         bodyHash,
         JSON.stringify(meta satisfies Omit<StoredRolloutBatch, 'groupsJson'>),
-        groupsJson,
+        storedJson,
       ],
     );
     return {

@@ -16,6 +16,9 @@ import { DirectPublisher } from './publish.js';
 import { buildGateway } from './server.js';
 import { type GatewayWithWorker, startGatewayWithWorker } from './testing/gateway-with-worker.js';
 
+// These tests report rewards for tasks of their own: the campaign counts any task id.
+const ACCEPT_ANY_TASK = { ingestion: { unknownTasks: 'accept' } };
+
 const TOKEN = `tok-${randomUUID()}`;
 let gw: GatewayWithWorker;
 let db: Pool;
@@ -83,7 +86,7 @@ describe('gateway over HTTP', () => {
     workflows.push(`campaign-${c}`);
     const desc = await client.workflow.getHandle(`campaign-${c}`).describe();
     expect(desc.taskQueue).toBe(taskQueue);
-    const again = await call('POST', '/v1/campaigns', { campaignId: c, config: {} });
+    const again = await call('POST', '/v1/campaigns', { campaignId: c, config: ACCEPT_ANY_TASK });
     expect(again.status).toBe(409);
     expect(again.type).toMatch(/^application\/problem\+json/);
     const status = await call('GET', `/v1/campaigns/${c}`);
@@ -97,7 +100,7 @@ describe('gateway over HTTP', () => {
 
   it('publishes a batch exactly once even when it is POSTed twice, then closes the step with its total', async () => {
     const c = `gw-ingest-${randomUUID().slice(0, 8)}`;
-    await registerCampaign(db, { campaignId: c, config: {} });
+    await registerCampaign(db, { campaignId: c, config: ACCEPT_ANY_TASK });
     const a = {
       batchId: 'a',
       policyVersion: 'ckpt-1',
@@ -111,7 +114,7 @@ describe('gateway over HTTP', () => {
     expect(first.status).toBe(202);
     // Published by the gateway before it answered: its records are on the topic, no workflow ran.
     expect(first.body).toEqual({
-      workflowId: `ingest-${c}-1-a`,
+      workflowId: `ingest:${c}:1:a`,
       groups: 3,
       close: false,
       duplicate: false,
@@ -122,7 +125,7 @@ describe('gateway over HTTP', () => {
     const dup = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, a);
     expect(dup.status).toBe(200);
     expect(dup.body).toEqual({
-      workflowId: `ingest-${c}-1-a`,
+      workflowId: `ingest:${c}:1:a`,
       groups: 3,
       close: false,
       duplicate: true,
@@ -177,7 +180,7 @@ describe('gateway over HTTP', () => {
 
   it('leaves a batch to its ingestion workflow when the direct publish fails, and it lands once', async () => {
     const c = `gw-fallback-${randomUUID().slice(0, 8)}`;
-    await registerCampaign(db, { campaignId: c, config: {} });
+    await registerCampaign(db, { campaignId: c, config: ACCEPT_ANY_TASK });
     let attempts = 0;
     const broken = buildGateway({
       db,
@@ -215,15 +218,15 @@ describe('gateway over HTTP', () => {
       });
       expect(r.statusCode).toBe(202);
       expect(r.json()).toEqual({
-        workflowId: `ingest-${c}-1-f1`,
+        workflowId: `ingest:${c}:1:f1`,
         groups: 2,
         close: true,
         duplicate: false,
         published: false,
       });
       expect(attempts).toBe(1);
-      workflows.push(`ingest-${c}-1-f1`);
-      const done = (await client.workflow.getHandle(`ingest-${c}-1-f1`).result()) as IngestionResult;
+      workflows.push(`ingest:${c}:1:f1`);
+      const done = (await client.workflow.getHandle(`ingest:${c}:1:f1`).result()) as IngestionResult;
       expect(done).toMatchObject({ groups: 2, published: 3, stepGroups: 2 });
       // A duplicate now finds it published; nothing is sent again.
       const again = await call('POST', `/v1/campaigns/${c}/steps/1/rollouts`, batch);

@@ -120,7 +120,7 @@ export function openApiDocument(): Record<string, unknown> {
             workflowId: {
               type: 'string',
               description:
-                'ingest-<campaign>-<step>-<batchId>: the ingestion workflow that publishes the batch when the gateway did not (published: false); none runs for a batch the gateway published',
+                'ingest:<campaign>:<step>:<batchId>: the ingestion workflow that publishes the batch when the gateway did not (published: false); none runs for a batch the gateway published',
             },
             groups: { type: 'integer' },
             close: { type: 'boolean' },
@@ -310,7 +310,7 @@ export function openApiDocument(): Record<string, unknown> {
             ...authErrors,
             '404': problemResponse('unknown campaign'),
             '409': problemResponse(
-              'the step is already closed (step-closed), or is a new step behind the last closed one (step-behind; step and lastClosedStep name them), or the batchId was accepted with another body (batch-conflict; batchId and step name it)',
+              'the step is already closed (step-closed), or is a new step behind the last closed one (step-behind; step and lastClosedStep name them), or the batchId was accepted with another body (batch-conflict; batchId and step name it), or the campaign is stopped (campaign-stopped)',
             ),
             '413': problemResponse('body over the size limit'),
             '415': problemResponse('the body is not application/json'),

@@ -77,7 +77,7 @@ async function batchStatus(): Promise<string | undefined> {
 describe('batch reconciler', () => {
   it('publishes a batch whose ingestion never started, and its step closes', async () => {
     const c = loop.campaignId;
-    const workflowId = `ingest-${c}-1-b1`;
+    const workflowId = `ingest:${c}:1:b1`;
     const batch = {
       batchId: 'b1',
       policyVersion: 'ckpt-1',

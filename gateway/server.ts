@@ -20,8 +20,10 @@ import { workflowIds } from '../domain/ids.js';
 import type { OutgoingRecord } from '../kafka/port.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { campaignStatus, type StatusOptions } from '../status/campaign-status.js';
+import { campaignOf } from '../status/kafka.js';
+import { StatusKafka } from '../status/kafka-shared.js';
 import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaigns.js';
-import { databaseStatus, isConnectionError, ping } from '../store/db.js';
+import { databaseStatus, isConnectionError, isDatabaseUnavailable, ping } from '../store/db.js';
 import { workflowExists } from '../temporal/connect.js';
 import { campaignWorkflow } from '../workflows/campaign.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
@@ -140,6 +142,14 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const pollMs = opts.pollMs ?? 250;
   const limits: GatewayLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const longPolls = new LongPolls(limits.maxLongPollsPerToken);
+  // One Kafka admin and dead-letter tail for every status call of this process, opened on the
+  // first one (a gateway nobody asks for status opens none).
+  let statusKafka: StatusKafka | undefined;
+  const sharedStatusKafka = () => {
+    statusKafka ??= new StatusKafka(campaignOf);
+    return statusKafka;
+  };
+  app.addHook('onClose', async () => statusKafka?.close());
   if (opts.reconcile) {
     const reconciler = new BatchReconciler({
       ...opts.reconcile,
@@ -164,6 +174,22 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         problem(
           503,
           'the database is unreachable; retry the same request',
+          undefined,
+          'database-unavailable',
+        ),
+      );
+    }
+    // Disk full, read-only, a statement or lock timeout: the request is fine, retry it later.
+    if (isDatabaseUnavailable(err)) {
+      req.log.warn(
+        { err: (err as Error).message, code: (err as { code?: string }).code },
+        'database refused the work',
+      );
+      return sendProblem(
+        reply.header('Retry-After', '5'),
+        problem(
+          503,
+          `the database cannot take the request now (${(err as { code?: string }).code}: ${(err as Error).message}); retry the same request`,
           undefined,
           'database-unavailable',
         ),
@@ -305,13 +331,13 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     const workflowId = workflowIds.campaign(body.campaignId);
     const exists = () =>
       new ProblemError(409, `campaign ${body.campaignId} already exists`, undefined, 'campaign-exists');
-    const registered = await loadCampaign(db, body.campaignId);
+    let registered = await loadCampaign(db, body.campaignId);
     if (registered) {
       // Registered but its workflow never started (the start failed): the same request starts it.
       if (!isAsRegistered(registered, body.config)) throw exists();
       if (await workflowExists(opts.temporal, workflowId)) throw exists();
     } else {
-      await registerCampaign(db, {
+      registered = await registerCampaign(db, {
         campaignId: body.campaignId,
         name: body.name,
         config: body.config,
@@ -325,7 +351,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         args: [
           {
             campaignId: body.campaignId,
-            config: body.config,
+            // The config as recorded (with what a new campaign records explicitly).
+            config: registered.rawConfig,
             ...(body.untilStep !== undefined ? { untilStep: body.untilStep } : {}),
           },
         ],
@@ -343,7 +370,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
     const q = parseOr422(CampaignStatusQuery, req.query, 'query');
     // Never waits on a missing worker: the projections answer (status/campaign-status.ts).
-    const r = await campaignStatus({ db, temporal: opts.temporal }, id, {
+    const r = await campaignStatus({ db, temporal: opts.temporal, statusKafka: sharedStatusKafka() }, id, {
       holds: q.holds !== 'false',
       queryTimeoutMs: opts.queryTimeoutMs ?? 5000,
       rewardsTopic: opts.rewardsTopic,
@@ -480,6 +507,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     db,
     temporal: opts.temporal,
     ...opts.dashboard,
+    statusKafka: sharedStatusKafka,
     status: { rewardsTopic: opts.rewardsTopic, queryTimeoutMs: opts.queryTimeoutMs, ...opts.status },
   });
 

@@ -198,7 +198,7 @@ describe('rods lineage', () => {
     expect(l.root.origin).toBe('generated');
     expect(l.root.life.injected).not.toBeNull();
     expect(d.parents[0]).toBe(chain[1]!.taskId);
-    expect(d.synthesisId).toMatch(/^synth-/);
+    expect(d.synthesisId).toMatch(/^synth:/);
     expect(d.judge.verdict).toBe('accept');
     expect(d.judge.model).toBe('rods-standin-generator');
     expect(Object.keys(d.judge.scores).length).toBeGreaterThan(0);

@@ -1,6 +1,7 @@
 // `rods replay`: rebuild a campaign's projections from its event history into a separate schema
 // with the same projection code as live (store/pool-projection.ts), then compare with the live
 // projections. Resumable: the rebuild commits its cursor with each batch of rows.
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { TaskStats } from '../schemas/types.generated.js';
 import {
@@ -47,13 +48,17 @@ export class ReplayError extends Error {
   override name = 'ReplayError';
 }
 
-/** The replay schema of a campaign: a safe identifier. */
+/**
+ * The replay schema of a campaign: a safe identifier (at most 63 bytes), the campaign's id folded
+ * to lower case and underscores for reading, then 64 bits of its SHA-256, so that `Exp-1`, `exp_1`
+ * and ids sharing their first 38 characters each get their own schema.
+ */
 export function replaySchema(campaignId: string): string {
   const s = campaignId
     .toLowerCase()
     .replace(/[^a-z0-9_]/g, '_')
-    .slice(0, 40);
-  return `replay_${s}`;
+    .slice(0, 38);
+  return `replay_${s}_${createHash('sha256').update(campaignId, 'utf8').digest('hex').slice(0, 16)}`;
 }
 
 const PROJECTION_TABLES = [
@@ -81,15 +86,28 @@ const COMPARED: Record<string, string> = {
 async function prepareSchema(
   c: pg.PoolClient,
   schema: string,
+  campaignId: string,
   fresh: boolean,
 ): Promise<Cursor & { events: number }> {
   // A rebuild from before config versions has no campaign_configs: start it again.
   const exists = await c.query('select 1 where to_regclass($1) is not null', [`${schema}.campaign_configs`]);
   if (exists.rowCount && !fresh) {
-    const cp = await c.query<{ transaction_id: string; position: number; events: number }>(
-      `select transaction_id, position, events from ${schema}.replay_checkpoint`,
-    );
-    if (cp.rows[0])
+    const cp = await c
+      .query<{ transaction_id: string; position: number; events: number; campaign_id: string | null }>(
+        `select transaction_id, position, events,
+              (select campaign_id from ${schema}.replay_checkpoint_owner) as campaign_id
+         from ${schema}.replay_checkpoint`,
+      )
+      .catch(() => ({
+        rows: [] as {
+          transaction_id: string;
+          position: number;
+          events: number;
+          campaign_id: string | null;
+        }[],
+      }));
+    // A checkpoint is resumed only by the campaign it belongs to (else the schema is rebuilt).
+    if (cp.rows[0] && cp.rows[0].campaign_id === campaignId)
       return {
         transactionId: cp.rows[0].transaction_id,
         position: cp.rows[0].position,
@@ -116,6 +134,8 @@ async function prepareSchema(
     `create table ${schema}.replay_checkpoint (transaction_id text not null, position bigint not null, events bigint not null)`,
   );
   await c.query(`insert into ${schema}.replay_checkpoint values ('0', 0, 0)`);
+  await c.query(`create table ${schema}.replay_checkpoint_owner (campaign_id text not null)`);
+  await c.query(`insert into ${schema}.replay_checkpoint_owner values ($1)`, [campaignId]);
   return { ...START, events: 0 };
 }
 
@@ -150,7 +170,7 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
   let cursor: Cursor;
   let events: number;
   try {
-    const cp = await prepareSchema(setup, schema, opts.fresh ?? false);
+    const cp = await prepareSchema(setup, schema, campaignId, opts.fresh ?? false);
     cursor = { transactionId: cp.transactionId, position: cp.position };
     events = cp.events;
   } finally {

@@ -2,7 +2,7 @@
 // groups), the batches of its oldest open step, its planned steps and its unfinished syntheses.
 // These answer with no worker and no workflow (`rods campaign status` of a finished campaign).
 import type pg from 'pg';
-import { synthesisId } from '../domain/ids.js';
+import { legacySynthesisId, synthesisId } from '../domain/ids.js';
 import type { SynthesisView, WaitingFor } from './report.js';
 
 export interface StepRowView {
@@ -137,10 +137,13 @@ export async function unfinishedSyntheses(db: pg.Pool, campaignId: string): Prom
     [campaignId],
   );
   const open = new Map<string, SynthesisView>();
+  const aliases = new Map<string, string>();
   const done = new Set<string>();
   for (const r of rows) {
     if (r.type === 'SeedSelected' && r.seed_task_id && r.step !== null) {
+      // The run's id in either form (a campaign started before ids were made injective keeps its own).
       const id = synthesisId(campaignId, Number(r.step), r.seed_task_id);
+      aliases.set(legacySynthesisId(campaignId, Number(r.step), r.seed_task_id), id);
       open.set(id, {
         synthesisId: id,
         seedTaskId: r.seed_task_id,
@@ -150,11 +153,14 @@ export async function unfinishedSyntheses(db: pg.Pool, campaignId: string): Prom
         runningS: 0,
       });
     } else if (r.type === 'SynthesisStarted' && r.synthesis_id) {
-      const s = open.get(r.synthesis_id);
-      if (s) s.startedAt = r.recorded_at.toISOString();
-    } else if (r.synthesis_id) done.add(r.synthesis_id);
+      const s = open.get(aliases.get(r.synthesis_id) ?? r.synthesis_id);
+      if (s) {
+        s.startedAt = r.recorded_at.toISOString();
+        s.synthesisId = r.synthesis_id;
+      }
+    } else if (r.synthesis_id) done.add(aliases.get(r.synthesis_id) ?? r.synthesis_id);
   }
-  return [...open.values()].filter((s) => !done.has(s.synthesisId));
+  return [...open.entries()].filter(([id]) => !done.has(id)).map(([, s]) => s);
 }
 
 /** Events in the store after a relay cursor: all of them, and the campaign's. */

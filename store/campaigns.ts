@@ -13,6 +13,7 @@ import {
   CampaignConfigError,
   campaignConfigSizeError,
   parseCampaignConfig,
+  withNewCampaignSettings,
 } from '../domain/campaign-config.js';
 import { canonicalJson } from '../domain/canonical-json.js';
 import { eventIds, streams } from '../domain/ids.js';
@@ -60,9 +61,10 @@ export async function registerCampaign(
   input: { campaignId: string; name?: string; config?: unknown; actor?: string },
 ): Promise<CampaignRow> {
   parseCampaignConfig(input.config ?? {}); // refuses a bad config before anything is written
-  const tooLarge = campaignConfigSizeError(input.config);
+  // What a new campaign records explicitly (domain/campaign-config.ts NEW_CAMPAIGN_SETTINGS).
+  const raw = withNewCampaignSettings(input.config ?? {});
+  const tooLarge = campaignConfigSizeError(raw);
   if (tooLarge) throw new CampaignConfigError([tooLarge]);
-  const raw = input.config ?? {};
   const name = input.name ?? input.campaignId;
   const registry = defaultRegistry();
   await inTransaction(pool, async (c) => {
@@ -103,7 +105,7 @@ export function isAsRegistered(row: CampaignRow, config: unknown): boolean {
   return (
     row.status === 'running' &&
     row.configVersion === 1 &&
-    canonicalJson(row.rawConfig ?? {}) === canonicalJson(config ?? {})
+    canonicalJson(row.rawConfig ?? {}) === canonicalJson(withNewCampaignSettings(config ?? {}))
   );
 }
 

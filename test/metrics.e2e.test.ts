@@ -192,7 +192,8 @@ describe('/metrics on every process', () => {
 
     const created = await api('POST', '/v1/campaigns', {
       campaignId,
-      config: { seeds: { perCategory: 1 } },
+      // its batches report rewards for tasks of their own
+      config: { seeds: { perCategory: 1 }, ingestion: { unknownTasks: 'accept' } },
     });
     expect(created.status).toBe(201);
     const g = await scrape(gateway);

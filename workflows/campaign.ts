@@ -32,7 +32,7 @@ import {
   parseCampaignConfig,
   validateReconfiguration,
 } from '../domain/campaign-config.js';
-import { streams, synthesisId, workflowIds } from '../domain/ids.js';
+import { legacySynthesisId, streams, synthesisId, workflowIds } from '../domain/ids.js';
 import { type SynthesisInput, type SynthesisOutcome, synthesisWorkflow } from './synthesis.js';
 
 export type CampaignStatusName = 'seeding' | 'running' | 'paused' | 'stopped';
@@ -107,6 +107,11 @@ const waiting = proxyActivities<CampaignActivities>({
 // recorded before this change replay without it).
 const SLOTS_FREED = 'synthesis-slots-freed-on-every-outcome';
 const PARALLEL_CHILD_STARTS = 'parallel-child-starts';
+// Synthesis ids in the injective form (domain/ids.ts); histories recorded before replay the old one.
+const INJECTIVE_SYNTHESIS_IDS = 'injective-synthesis-ids';
+// A stop recorded as CampaignStopped; children started with an execution timeout.
+const STOP_EVENT = 'campaign-stopped-event';
+const CHILD_TIMEOUT = 'synthesis-execution-timeout';
 
 /** How a child that threw ended (its result() rejects with a ChildWorkflowFailure). */
 function childEnd(e: unknown): { ended: SynthesisEnd; reason: string } {
@@ -188,8 +193,11 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
       },
     },
   );
-  setHandler(stopUpdate, (_req) => {
-    s.status = 'stopped';
+  setHandler(stopUpdate, async (req) => {
+    if (s.status !== 'stopped') {
+      s.status = 'stopped';
+      if (patched(STOP_EVENT)) await lifecycle('CampaignStopped', { reason: req?.reason ?? null });
+    }
     return status();
   });
   setHandler(
@@ -198,9 +206,9 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
       const r = validateReconfiguration(config, next);
       if (!r.ok) throw ApplicationFailure.nonRetryable(r.message);
       config = r.config;
-      s.config = next;
+      s.config = r.raw;
       await lifecycle('CampaignReconfigured', {
-        config: JSON.stringify(next),
+        config: JSON.stringify(r.raw),
         changedKeys: r.changedKeys,
         reason: null,
       });
@@ -321,7 +329,11 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     // without its syntheses.
     const children: SynthesisInput[] = p.selected.map((seed) => ({
       campaignId,
-      synthesisId: synthesisId(campaignId, next, seed.taskId),
+      synthesisId: (patched(INJECTIVE_SYNTHESIS_IDS) ? synthesisId : legacySynthesisId)(
+        campaignId,
+        next,
+        seed.taskId,
+      ),
       step: next,
       seed,
       config: s.config,
@@ -335,6 +347,9 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
           workflowId: workflowIds.synthesis(child.synthesisId),
           args: [child],
           parentClosePolicy: ParentClosePolicy.ABANDON,
+          ...(patched(CHILD_TIMEOUT)
+            ? { workflowExecutionTimeout: `${config.synthesis.executionTimeoutSeconds} seconds` }
+            : {}),
         });
         onChildEnd(child, handle.result());
       } catch (e) {

@@ -1,6 +1,7 @@
 // Synthesis slots are freed on every child outcome: a synthesis child terminated before it could
-// report leaves no entry in the campaign's running set, its seed is no longer in flight, the
-// outcome is an event in the store, and a stopped campaign completes.
+// report, or ended by its execution timeout (synthesis.executionTimeoutSeconds), leaves no entry in
+// the campaign's running set, its seed is no longer in flight, the outcome is an event in the
+// store, and a stopped campaign records CampaignStopped with its reason and completes.
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -64,5 +65,44 @@ describe('synthesis slots', () => {
     const { result, patched } = await loop.stopAndReplay(bundle);
     expect(result).toMatchObject({ status: 'stopped', running: {} });
     expect(patched).toBe(true);
+  }, 300_000);
+
+  it('ends a child that outlives its execution timeout, frees its slot, and records the stop with its reason', async () => {
+    const timed = new LoopHarness({
+      workflowBundle: bundle,
+      endpoints: standinEndpoints(standin.url, HANG_HEADERS),
+      config: { ...hangingSynthesisConfig(), synthesis: { executionTimeoutSeconds: 10 } },
+    });
+    await timed.start();
+    try {
+      let s: CampaignStatus | undefined;
+      for (let step = 1; step <= 10 && Object.keys(s?.running ?? {}).length === 0; step++) {
+        await timed.trainStep(step);
+        s = await timed.waitPlanned(step);
+      }
+      const [synthesisId, seed] = Object.entries(s!.running)[0] ?? [];
+      expect(synthesisId, 'a synthesis started within 10 steps').toBeDefined();
+      // Its generator calls hang for ever; Temporal ends the child at 10 s.
+      const freed = await timed.waitSlotFreed(synthesisId!, 90_000);
+      expect(Object.values(freed.running)).not.toContain(seed);
+      expect(await workflowEnd(timed.client, synthesisId!)).toBe('timed-out');
+      expect(await timed.rejections(synthesisId!)).toEqual([{ reason_code: 'synthesis-timed-out', seed }]);
+
+      const { result, patched } = await timed.stopAndReplay(bundle);
+      expect(result.status).toBe('stopped');
+      expect(patched).toBe(true);
+      const stopped = await timed.pool.query<{ reason: string | null }>(
+        `select payload->>'reason' as reason from events where type = 'CampaignStopped' and payload->>'campaignId' = $1`,
+        [timed.campaignId],
+      );
+      expect(stopped.rows).toEqual([{ reason: 'test' }]);
+      const row = await timed.pool.query<{ status: string }>(
+        'select status from campaigns where campaign_id = $1',
+        [timed.campaignId],
+      );
+      expect(row.rows[0]?.status).toBe('stopped');
+    } finally {
+      await timed.close();
+    }
   }, 300_000);
 });

@@ -188,17 +188,21 @@ export function register(program: Command): void {
         await migrate();
         const pool = createPool({ application: 'rods-cli', max: 2 });
         let registered: Awaited<ReturnType<typeof loadCampaign>>;
+        let recorded: unknown;
         try {
           registered = await loadCampaign(pool, campaignId);
           if (registered && !isAsRegistered(registered, file.config))
             throw new UsageError(`campaign ${campaignId} already exists`);
-          if (!registered)
-            await registerCampaign(pool, {
-              campaignId,
-              name: opts.name ?? file.name,
-              config: file.config,
-              actor: 'cli',
-            });
+          recorded = registered
+            ? registered.rawConfig
+            : (
+                await registerCampaign(pool, {
+                  campaignId,
+                  name: opts.name ?? file.name,
+                  config: file.config,
+                  actor: 'cli',
+                })
+              ).rawConfig;
         } finally {
           await pool.end();
         }
@@ -213,7 +217,7 @@ export function register(program: Command): void {
             args: [
               {
                 campaignId,
-                config: file.config,
+                config: recorded,
                 ...(opts.untilStep !== undefined ? { untilStep: opts.untilStep } : {}),
               },
             ],

@@ -84,6 +84,8 @@ export class LoopHarness {
       config: {
         seeds: { perCategory: 1 },
         selection: { budgetPerStep: 0, perCategoryQuota: {}, cooldownSteps: 0, maxConcurrentSyntheses: 1 },
+        // Its tests report rewards for tasks of their own through the gateway.
+        ingestion: { unknownTasks: 'accept' },
       },
     });
     await loop.start();
@@ -92,10 +94,13 @@ export class LoopHarness {
 
   async start(): Promise<void> {
     this.topic = await freshRewardTopic('loop.rewards', 3);
+    let recorded: unknown = this.opts.config;
     if (!this.opts.created) {
       // As the gateway and the CLI would: a config with a generator URL, key or header is refused.
       parseNewCampaignConfig(this.opts.config);
-      await registerCampaign(this.pool, { campaignId: this.campaignId, config: this.opts.config });
+      recorded = (
+        await registerCampaign(this.pool, { campaignId: this.campaignId, config: this.opts.config })
+      ).rawConfig;
     }
     this.aggregator = new AggregatorService(this.pool, {
       groupId: `agg-${this.campaignId}`,
@@ -112,7 +117,7 @@ export class LoopHarness {
     await client.workflow.start(campaignWorkflow, {
       taskQueue: this.taskQueue,
       workflowId: this.workflowId,
-      args: [{ campaignId: this.campaignId, config: this.opts.config, untilStep: this.opts.untilStep }],
+      args: [{ campaignId: this.campaignId, config: recorded, untilStep: this.opts.untilStep }],
     });
   }
 
