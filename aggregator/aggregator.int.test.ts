@@ -97,7 +97,11 @@ describe('stream aggregator', () => {
 
   it('sends one record of each bad kind to the DLQ with its reason, and the statistics equal the clean trace', async () => {
     const campaignId = `poison-${randomUUID().slice(0, 8)}`;
-    await registerCampaign(pool, { campaignId, config: { rewards: { staleStepTolerance: 1 } } });
+    // A stale group is refused in reject-stale mode (fold mode counts it: domain/reward-group.ts).
+    await registerCampaign(pool, {
+      campaignId,
+      config: { rewards: { staleStepTolerance: 1, lateGroups: 'reject-stale' } },
+    });
     const topic = await freshRewardTopic('agg.poison', 1);
     const trace = makeTrace({ campaignId, tasks: 5, steps: 3, seed: 3 });
     const clean = trace.records.map((r) => encodeRecord(r, campaignId));

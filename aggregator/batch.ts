@@ -19,7 +19,17 @@ import { type DeadLetterNote, decodeBatch, type RewardRecord } from './decode.js
 import { DEFAULT_DEDUPE_WINDOW } from './dedupe.js';
 import { appendStatsEvents, statsEvents } from './events.js';
 import { foldGroups } from './fold.js';
-import { loadTasks, lockPartition, storedNextOffset, storeNextOffset, upsertStats } from './state-store.js';
+import { type ParkedRecord, parkedCampaigns, parkRecords, stillParked, unpark } from './park.js';
+import {
+  loadTasks,
+  lockPartition,
+  poolMembers,
+  recordRefusals,
+  storedNextOffset,
+  storeNextOffset,
+  taskKey,
+  upsertStats,
+} from './state-store.js';
 import { declareSteps, movedSteps, recordStepProgress, type StepRef } from './step-progress.js';
 import type { TaskStateCache } from './task-cache.js';
 import { unknownCampaignClosings } from './validate.js';
@@ -38,6 +48,8 @@ export interface BatchResult {
   events: number;
   /** Seconds spent in each phase of the applied attempt (rods_aggregator_batch_phase_seconds_total). */
   phases: Record<BatchPhase, number>;
+  /** Records set aside behind their campaign's failing ones (aggregator/park.ts). */
+  parked: number;
 }
 
 /** The phases of a batch, in order: where its time goes (dev/bench/README.md reads them). */
@@ -81,17 +93,47 @@ export interface BatchDeps {
   now?: () => number;
 }
 
+export interface BatchOptions {
+  /**
+   * Records found unable to be folded (aggregator/isolate.ts), by offset: dead-lettered with
+   * this code and reason in the batch's transaction instead of applied; a group of a registered
+   * campaign counts as rejected for its step, so the step can still close.
+   */
+  excluded?: ReadonlyMap<string, { code: string; reason: string }>;
+  /** Runs the whole transaction and rolls it back: does this batch apply? Nothing is kept or sent. */
+  probe?: boolean;
+  /**
+   * Campaigns whose records in this batch are set aside (aggregator/park.ts), with the reason:
+   * their part of the batch failed. Campaigns with records parked here already are parked too.
+   */
+  park?: ReadonlyMap<string, string>;
+  /**
+   * The records are parked ones of one campaign (aggregator/park.ts): applied if still parked,
+   * then taken out of the park; the partition's next offset is not touched.
+   */
+  drain?: boolean;
+}
+
+/** A probe's transaction is rolled back by throwing this, carrying what it would have done. */
+class ProbeRollback extends Error {
+  constructor(readonly result: BatchResult) {
+    super('probe rolled back');
+  }
+}
+
 /** Applies one batch of one partition. Retries itself on a StreamOrderError (a benign race). */
 export async function processBatch(
   deps: BatchDeps,
   topic: string,
   partition: number,
   records: readonly RewardRecord[],
+  opts: BatchOptions = {},
 ): Promise<BatchResult> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await processOnce(deps, topic, partition, records);
+      return await processOnce(deps, topic, partition, records, opts);
     } catch (e) {
+      if (e instanceof ProbeRollback) return e.result;
       if (e instanceof StreamOrderError && attempt < 5) continue;
       throw e;
     }
@@ -103,29 +145,85 @@ async function processOnce(
   topic: string,
   partition: number,
   records: readonly RewardRecord[],
+  opts: BatchOptions,
 ): Promise<BatchResult> {
   const clock = phaseClock();
   // Decoding happens outside the transaction (pure CPU).
   const decoded = decodeBatch(records, { topic, partition, registry: deps.registry });
+  const excluded = opts.excluded ?? new Map();
+  const kept = (r: { offset: string }) => !excluded.has(r.offset);
+  const excludedGroups = decoded.groups.filter((g) => !kept(g));
+  decoded.groups = decoded.groups.filter(kept);
+  decoded.closings = decoded.closings.filter(kept);
+  decoded.dead = decoded.dead.filter(kept);
   clock.mark('decode');
   const result = await inTransaction(deps.pool, async (tx) => {
-    await lockPartition(tx, deps.groupId, topic, partition);
+    // A probe writes nothing that stays: it need not wait for the partition (probes run side by side).
+    if (!opts.probe) await lockPartition(tx, deps.groupId, topic, partition);
     // The cached campaigns, re-checked against their config versions in this transaction: the
     // configs folded with are current at the commit (a reconfiguration waits for this batch).
     const campaigns = await deps.campaigns.current(tx, [
       ...decoded.groups.map((g) => g.campaignId),
+      ...excludedGroups.map((g) => g.campaignId),
       ...decoded.closings.map((c) => c.campaignId),
     ]);
-    const from = await storedNextOffset(tx, deps.groupId, topic, partition);
-    const fresh = (r: { offset: string }) => Number(r.offset) >= from;
-    const groups = decoded.groups.filter(fresh);
-    const closings = decoded.closings.filter(fresh);
+    // A batch applies what is above the stored next offset; a drain what is still parked.
+    const from = opts.drain ? 0 : await storedNextOffset(tx, deps.groupId, topic, partition);
+    const inPark = opts.drain
+      ? await stillParked(
+          tx,
+          deps.groupId,
+          topic,
+          partition,
+          records.map((r) => r.offset),
+        )
+      : undefined;
+    const fresh = (r: { offset: string }) => (inPark ? inPark.has(r.offset) : Number(r.offset) >= from);
+    let groups = decoded.groups.filter(fresh);
+    let closings = decoded.closings.filter(fresh);
+    // Campaigns set aside on this partition: their records join the park, in order.
+    const parking = new Map<string, string>();
+    if (!opts.drain) {
+      for (const c of await parkedCampaigns(tx, deps.groupId, topic, partition))
+        parking.set(c, 'behind records of its campaign parked on this partition');
+      for (const [c, why] of opts.park ?? []) parking.set(c, why);
+    }
+    const toPark: ParkedRecord[] = [];
+    if (parking.size > 0) {
+      const byOffset = new Map(records.map((r) => [r.offset, r]));
+      for (const x of [...groups, ...closings])
+        if (parking.has(x.campaignId))
+          toPark.push({
+            ...byOffset.get(x.offset)!,
+            campaignId: x.campaignId,
+            reason: parking.get(x.campaignId)!,
+          });
+      groups = groups.filter((g) => !parking.has(g.campaignId));
+      closings = closings.filter((c) => !parking.has(c.campaignId));
+      toPark.sort((a, b) => Number(a.offset) - Number(b.offset));
+      await parkRecords(tx, deps.groupId, topic, partition, toPark);
+    }
     clock.mark('lock');
 
     const stored = groups.length > 0 ? await loadTasks(tx, groups, deps.tasks) : [];
+    // Tasks with no statistics yet, of campaigns that dead-letter unknown tasks: were they ever in the pool?
+    const known = new Set(stored.map((t) => taskKey(t.campaignId, t.taskId)));
+    const newTasks = groups.filter(
+      (g) =>
+        !known.has(taskKey(g.campaignId, g.taskId)) &&
+        campaigns.get(g.campaignId)?.config.ingestion.unknownTasks === 'dead-letter',
+    );
+    const members = newTasks.length > 0 ? await poolMembers(tx, newTasks) : undefined;
     clock.mark('load');
-    const folded = foldGroups({ groups, campaigns, stored, dedupeWindow: deps.dedupeWindow });
+    const folded = foldGroups({ groups, campaigns, stored, dedupeWindow: deps.dedupeWindow, members });
+    for (const g of excludedGroups)
+      if (fresh(g) && campaigns.get(g.campaignId)) folded.tallies.rejected(g.campaignId, g.step);
+    // A group refused before (the same record delivered again) is not tallied as rejected twice.
+    for (const r of await recordRefusals(tx, folded.refused)) folded.tallies.rejected(r.campaignId, r.step);
     const dead = [
+      ...records
+        .filter((r) => excluded.has(r.offset) && fresh(r))
+        .map((r) => ({ offset: r.offset, ...excluded.get(r.offset)!, key: r.key, value: r.value })),
       ...decoded.dead.filter(fresh),
       ...folded.dead,
       ...unknownCampaignClosings(closings, campaigns),
@@ -148,11 +246,12 @@ async function processOnce(
       closings.filter((c) => campaigns.get(c.campaignId)),
     );
     const last = records[records.length - 1];
-    const nextOffset = last ? String(Number(last.offset) + 1) : null;
+    const nextOffset = last && !opts.drain ? String(Number(last.offset) + 1) : null;
     if (nextOffset !== null && Number(nextOffset) > from)
       await storeNextOffset(tx, deps.groupId, topic, partition, nextOffset);
+    if (inPark) await unpark(tx, deps.groupId, topic, partition, [...inPark]);
     // Dead letters go out before the commit: a crash in between re-sends them with the same ids.
-    if (dead.length > 0) await deps.deadLetter(dead);
+    if (dead.length > 0 && !opts.probe) await deps.deadLetter(dead);
     clock.mark('progress');
     const batch: BatchResult = {
       applied: folded.applied,
@@ -163,7 +262,9 @@ async function processOnce(
       nextOffset,
       events,
       phases: clock.phases,
+      parked: toPark.length,
     };
+    if (opts.probe) throw new ProbeRollback(batch);
     return { batch, touched: folded.touched };
   });
   clock.mark('commit');

@@ -23,11 +23,25 @@ export interface BandChange {
   state: TaskState;
 }
 
+/** A group refused for its content (reward limits, an unknown task): counted as rejected for its step once. */
+export interface Refused {
+  campaignId: string;
+  eventId: string;
+  step: number;
+  code: string;
+}
+
 export interface Folded {
   applied: number;
   duplicates: number;
-  /** Groups refused (unknown campaign, reward limits), to dead-letter. */
+  /** Groups refused (unknown campaign, reward limits, unknown task), to dead-letter. */
   dead: DeadLetterNote[];
+  /**
+   * The groups of a registered campaign among them: the batch tallies each as rejected for its
+   * step unless it was refused before (a re-sent batch; aggregator_rejections), which could
+   * otherwise close the step before the groups still owed to it arrived.
+   */
+  refused: Refused[];
   /** Every band change, in the order the groups were applied. */
   bandChanges: BandChange[];
   /** The tasks groups were applied to, with their final statistics, in the order first touched. */
@@ -41,6 +55,12 @@ export function foldGroups(input: {
   campaigns: ReadonlyMap<string, CampaignRow | undefined>;
   stored: readonly StoredTask[];
   dedupeWindow?: number;
+  /**
+   * Tasks without statistics yet that were ever in their campaign's pool (taskKey), for campaigns
+   * that dead-letter unknown tasks (ingestion.unknownTasks; under `refuse` the gateway refuses
+   * them); a task neither here nor stored is unknown.
+   */
+  members?: ReadonlySet<string>;
 }): Folded {
   const states = new Map<string, TaskState>();
   const windows = new DedupeWindows(input.dedupeWindow);
@@ -56,6 +76,7 @@ export function foldGroups(input: {
     applied: 0,
     duplicates: 0,
     dead: [],
+    refused: [],
     bandChanges: [],
     touched: [],
     tallies: new StepTallies(),
@@ -74,14 +95,20 @@ export function foldGroups(input: {
     const prev = states.get(k);
     // The version in force for the group's step (store/campaigns.ts configAtStep), as replay does.
     const config = configAtStep(campaign, g.step);
-    const problem = groupProblem(g, prev?.lastStep, config);
+    const problem =
+      !prev && config.ingestion.unknownTasks === 'dead-letter' && input.members && !input.members.has(k)
+        ? {
+            code: 'unknown-task',
+            reason: `${g.taskId} step ${g.step}: task ${JSON.stringify(g.taskId)} was never in the pool of campaign ${g.campaignId} (ingestion.unknownTasks = ${config.ingestion.unknownTasks})`,
+          }
+        : groupProblem(g, prev?.lastStep, config);
     if (problem) {
       out.dead.push({ offset: g.offset, ...problem, key: g.key, value: g.value });
-      out.tallies.rejected(g.campaignId, g.step);
+      out.refused.push({ campaignId: g.campaignId, eventId: g.eventId, step: g.step, code: problem.code });
       continue;
     }
     windows.remember(k, g.eventId);
-    const r = applyGroup(prev, g.rewards, g.step, config.detector);
+    const r = applyGroup(prev, g.rewards, g.step, config.detector, config.rewards.lateGroups);
     states.set(k, r.state);
     out.applied++;
     const t = touched.get(k);

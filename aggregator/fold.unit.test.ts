@@ -101,6 +101,10 @@ describe('foldGroups', () => {
     });
     expect([folded.applied, folded.duplicates]).toEqual([3, 1]);
     expect(folded.dead.map((d) => d.code)).toEqual(['stale-step', 'unknown-campaign']);
+    // The refusal of a registered campaign's group is tallied by the batch (once: recordRefusals).
+    expect(folded.refused).toEqual([
+      { campaignId: 'c1', eventId: expect.any(String), step: 1, code: 'stale-step' },
+    ]);
     expect(folded.touched.map((t) => [t.taskId, t.state.groups, t.recentEventIds.length])).toEqual([
       ['t1', 2, 2],
       ['t2', 2, 1],
@@ -111,7 +115,7 @@ describe('foldGroups', () => {
         .map((t) => [t.step, t.tally.groups, t.rejected])
         .sort(),
     ).toEqual([
-      [1, 1, 1],
+      [1, 1, 0],
       [2, 1, 0],
       [3, 1, 0],
     ]);
@@ -136,11 +140,11 @@ describe('statsEvents', () => {
       'TaskStatsUpdated',
       'TaskStatsUpdated',
     ]);
-    expect(events[0]!.eventId).toBe(eventIds.taskBandChanged(gs[0]!.eventId));
+    expect(events[0]!.eventId).toBe(eventIds.taskBandChanged(gs[0]!.campaignId, gs[0]!.eventId));
     const updates = events.filter((e) => e.type === 'TaskStatsUpdated');
     expect(updates.map((e) => e.eventId)).toEqual([
-      eventIds.taskStatsUpdated(gs[2]!.eventId),
-      eventIds.taskStatsUpdated(gs[1]!.eventId),
+      eventIds.taskStatsUpdated(gs[2]!.campaignId, gs[2]!.eventId),
+      eventIds.taskStatsUpdated(gs[1]!.campaignId, gs[1]!.eventId),
     ]);
     expect(updates[0]!.metadata).toEqual({ producer: 'rods-aggregator', causationId: gs[2]!.eventId });
   });

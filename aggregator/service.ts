@@ -7,6 +7,8 @@
 // same batch is applied again with backoff (it starts from the stored offset, as any
 // redelivery does); /readyz answers 503 meanwhile. Any other failure of a batch is narrowed down
 // to its record, which is dead-lettered after a few attempts (aggregator/isolate.ts).
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import pino from 'pino';
@@ -19,18 +21,44 @@ import {
   type PartitionBatch,
   type RecordProducer,
   type TopicPartitions,
+  TopicSettingsError,
+  topicSettingProblems,
+  withAdmin,
 } from '../kafka/client.js';
-import { deadLetter } from '../kafka/dlq.js';
-import { REWARDS_TOPIC } from '../kafka/topology.js';
+import { DLQ_TOPIC, deadLetters } from '../kafka/dlq.js';
+import { REWARDS_TOPIC, topology } from '../kafka/topology.js';
 import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLoss } from '../store/db.js';
 import { type MetricsServer, processRegistry, serveMetrics } from '../util/metrics.js';
 import { installNodeSha256 } from '../util/node-sha256.js';
-import { BATCH_PHASES, type DeadLetterNote, processBatch } from './batch.js';
+import {
+  BATCH_PHASES,
+  type BatchDeps,
+  type BatchResult,
+  type DeadLetterNote,
+  processBatch,
+  type RewardRecord,
+} from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
-import { applyOneByOne, DEFAULT_MAX_RECORD_ATTEMPTS, DeadLetterSendError, isTransient } from './isolate.js';
+import {
+  applyIsolating,
+  applyOneByOne,
+  DEFAULT_MAX_RECORD_ATTEMPTS,
+  DeadLetterSendError,
+  isTransient,
+  ResultSum,
+} from './isolate.js';
+import { loadParked, parkedQueues } from './park.js';
 import { storedNextOffsets } from './state-store.js';
 import { closeReadySteps } from './steps.js';
+import { ALONE_CRASHES_TO_DEAD_LETTER, beginRange, type CrashedRange, type RangeMark } from './suspects.js';
 import { DEFAULT_TASK_CACHE_SIZE, TaskStateCache } from './task-cache.js';
+
+/** Parked records applied per drain transaction. */
+const DRAIN_CHUNK = 1000;
+/** Records applied (and marked) at a time: the largest range a crash can leave. */
+const MARKED_RANGE = 20_000;
+/** A crashed range larger than this is applied in marked sub-ranges of this size first. */
+const SUB_RANGE = 64;
 
 export interface AggregatorOptions {
   groupId?: string;
@@ -59,10 +87,16 @@ export class AggregatorService {
   /** The sweep in flight: stop() waits for it, so it never runs on a pool its owner has ended. */
   private sweeping?: Promise<void>;
   private stopping = false;
+  /** Partitions of the topic this member holds (drains run on these only). */
+  private held = new Set<number>();
+  private draining?: Promise<void>;
+  private drainAgain = false;
   private readonly registry: SchemaRegistry = defaultRegistry();
   private readonly campaigns: CampaignCache;
   private readonly tasks?: TaskStateCache;
   private readonly log: pino.Logger;
+  /** This process among the group's members (aggregator/suspects.ts tells a retry from a crash). */
+  readonly instance = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   readonly metrics = processRegistry();
   private readonly events = new client.Counter({
     name: 'rods_aggregator_events_total',
@@ -105,6 +139,11 @@ export class AggregatorService {
     labelNames: ['partition'],
     registers: [this.metrics],
   });
+  private readonly parkedRecords = new client.Counter({
+    name: 'rods_aggregator_parked_records_total',
+    help: "records set aside behind their campaign's failing records (aggregator/park.ts)",
+    registers: [this.metrics],
+  });
   private readonly stepsClosed = new client.Counter({
     name: 'rods_aggregator_steps_closed_total',
     help: 'training steps closed (StepAggregated emitted)',
@@ -128,6 +167,7 @@ export class AggregatorService {
   }
 
   async start(): Promise<void> {
+    await this.checkTopics();
     const kafka = openKafka({ clientId: `rods-aggregator-${process.pid}` });
     this.producer = await kafka.producer({ idempotent: true });
     const sessionTimeoutMs = this.opts.sessionTimeoutMs ?? 30_000;
@@ -147,6 +187,8 @@ export class AggregatorService {
     await this.consumer.run((batch, ctx) => this.handleBatch(batch, ctx));
     // Steps whose last group was applied by an instance that crashed before closing them.
     this.sweeper = setInterval(() => {
+      // Parked records left by another member, or by a drain that met an outage.
+      this.kickDrain();
       if (this.sweeping) return;
       this.sweeping = this.sweep()
         .catch((e: Error) => this.log.warn({ err: e.message }, 'sweep failed'))
@@ -158,12 +200,35 @@ export class AggregatorService {
   }
 
   /**
+   * The rewards and dead-letter topics must keep their records for replay: a wrong retention or
+   * cleanup policy stops the start with the setting and the fix. Kafka away at start is not an
+   * error here (the consumer waits for it; `rods doctor` checks again).
+   */
+  private async checkTopics(): Promise<void> {
+    const specs = topology();
+    const rewards = specs.find((t) => t.name === REWARDS_TOPIC)!;
+    const dlq = specs.find((t) => t.name === DLQ_TOPIC)!;
+    try {
+      const problems = await withAdmin(
+        (a) => topicSettingProblems(a, [{ ...rewards, name: this.topic }, dlq]),
+        { clientId: `rods-aggregator-${process.pid}`, retries: 1, quiet: true },
+      );
+      if (problems.length > 0) throw new TopicSettingsError(problems);
+    } catch (e) {
+      if (e instanceof TopicSettingsError) throw e;
+      this.log.warn({ err: (e as Error).message }, 'topic settings not checked (Kafka not answering yet)');
+    }
+  }
+
+  /**
    * Resumes every assigned partition at the offset stored with the state (Kafka's committed
    * offsets are only a hint; records below the stored offset are skipped anyway).
    */
   private async resumeAtStoredOffsets(assignment: TopicPartitions[]): Promise<void> {
     const parts = assignment.find((a) => a.topic === this.topic)?.partitions ?? [];
     this.log.info({ partitions: parts }, 'partitions assigned');
+    this.held = new Set(parts);
+    this.kickDrain();
     if (parts.length === 0) return;
     // Runs in an event listener: a failure must not escape (the batches skip what is stored anyway).
     try {
@@ -178,57 +243,160 @@ export class AggregatorService {
     }
   }
 
-  private async handleBatch(batch: PartitionBatch, ctx: BatchContext): Promise<void> {
-    if (!ctx.isRunning() || ctx.isStale()) return;
-    const end = this.batchSeconds.startTimer();
-    const deps = {
+  private batchDeps(topic: string, partition: number): BatchDeps {
+    return {
       pool: this.pool,
       registry: this.registry,
       campaigns: this.campaigns,
       groupId: this.groupId,
-      deadLetter: (notes: DeadLetterNote[]) => this.sendDeadLetters(batch.topic, batch.partition, notes),
+      deadLetter: (notes: DeadLetterNote[]) => this.sendDeadLetters(topic, partition, notes),
       dedupeWindow: this.opts.dedupeWindow,
       tasks: this.tasks,
     };
-    let r: Awaited<ReturnType<typeof processBatch>>;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        r = await processBatch(deps, batch.topic, batch.partition, batch.records);
-        databaseStatus(this.pool).restored();
-        break;
-      } catch (e) {
-        if (!isTransient(e)) {
-          // A record of the batch fails its transaction: find it, and never stall the partition on it.
-          this.log.warn(
-            { partition: batch.partition, records: batch.records.length, err: (e as Error).message },
-            'batch failed; applying its records one at a time',
-          );
-          const one = await applyOneByOne(
-            deps,
-            {
-              maxAttempts: this.opts.maxRecordAttempts ?? DEFAULT_MAX_RECORD_ATTEMPTS,
-              log: this.log,
-              heartbeat: () => ctx.heartbeat(),
-              abandoned: () => !ctx.isRunning() || ctx.isStale(),
-            },
+  }
+
+  private async handleBatch(batch: PartitionBatch, ctx: BatchContext): Promise<void> {
+    // A fetch can hold tens of thousands of records: they are applied (and marked) a bounded
+    // range at a time, so the range a crash leaves behind is never larger than MARKED_RANGE.
+    for (let i = 0; i < batch.records.length; i += MARKED_RANGE) {
+      if (!ctx.isRunning() || ctx.isStale()) return;
+      await this.handleRange({ ...batch, records: batch.records.slice(i, i + MARKED_RANGE) }, ctx);
+    }
+  }
+
+  private async handleRange(batch: PartitionBatch, ctx: BatchContext): Promise<void> {
+    if (!ctx.isRunning() || ctx.isStale()) return;
+    const end = this.batchSeconds.startTimer();
+    const deps = this.batchDeps(batch.topic, batch.partition);
+    const isolate = {
+      maxAttempts: this.opts.maxRecordAttempts ?? DEFAULT_MAX_RECORD_ATTEMPTS,
+      log: this.log,
+      heartbeat: () => ctx.heartbeat(),
+      abandoned: () => !ctx.isRunning() || ctx.isStale(),
+    };
+    // The range is marked before any record is decoded: if one kills this process, the next
+    // process to take the partition finds out (aggregator/suspects.ts).
+    const mark = (from: string, to: string, how: RangeMark = {}) =>
+      retryOnConnectionLoss(
+        this.pool,
+        () =>
+          beginRange(
+            this.pool,
+            this.groupId,
             batch.topic,
             batch.partition,
-            batch.records,
-          );
-          if (!one) return;
-          r = one;
-          break;
+            Number(from),
+            Number(to),
+            this.instance,
+            how,
+          ),
+        { shouldStop: () => this.stopping || !ctx.isRunning() || ctx.isStale() },
+      );
+    /** Marks the records' range and applies them as one batch (a failing one is isolated). */
+    const applyMarked = async (
+      records: readonly RewardRecord[],
+      how: RangeMark = {},
+    ): Promise<BatchResult | null> => {
+      const crashed = await mark(records[0]!.offset, records[records.length - 1]!.offset, how);
+      if (crashed) return applyCrashed(crashed, records);
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const r = await processBatch(deps, batch.topic, batch.partition, records);
+          databaseStatus(this.pool).restored();
+          return r;
+        } catch (e) {
+          if (!isTransient(e)) {
+            // A record of the batch fails its transaction: find it, and never stall the partition on it.
+            this.log.warn(
+              { partition: batch.partition, records: records.length, err: (e as Error).message },
+              'batch failed; searching it for the records at fault',
+            );
+            return applyIsolating(
+              deps,
+              {
+                ...isolate,
+                beforeRecord: async (offset) => void (await mark(offset, offset, { alone: true })),
+              },
+              batch.topic,
+              batch.partition,
+              records,
+              e,
+            );
+          }
+          // Rolled back: nothing of the batch is stored; apply it again once the database (or the
+          // dead-letter topic) is back.
+          if (isConnectionError(e)) databaseStatus(this.pool).lost(e);
+          else this.log.warn({ partition: batch.partition, err: (e as Error).message }, 'batch retried');
+          await sleep(backoffMs(attempt));
+          // Keeps the membership alive; throws (to rejoin) when the group rebalances.
+          await ctx.heartbeat();
+          if (!ctx.isRunning() || ctx.isStale()) return null;
         }
-        // Rolled back: nothing of the batch is stored; apply it again once the database (or the
-        // dead-letter topic) is back.
-        if (isConnectionError(e)) databaseStatus(this.pool).lost(e);
-        else this.log.warn({ partition: batch.partition, err: (e as Error).message }, 'batch retried');
-        await sleep(backoffMs(attempt));
-        // Keeps the membership alive; throws (to rejoin) when the group rebalances.
-        await ctx.heartbeat();
-        if (!ctx.isRunning() || ctx.isStale()) return;
       }
-    }
+    };
+    /**
+     * A range another process died in: a large one is applied in sub-ranges of SUB_RANGE, each
+     * marked (a crash narrows it); a small one one record at a time, each marked alone.
+     */
+    const applyCrashed = async (crashed: CrashedRange, records: readonly RewardRecord[]) => {
+      const inRange = records.filter(
+        (x) => Number(x.offset) >= crashed.from && Number(x.offset) <= crashed.to,
+      );
+      if (!crashed.alone && crashed.to - crashed.from + 1 > SUB_RANGE && inRange.length > 1) {
+        this.log.warn(
+          { partition: batch.partition, from: crashed.from, to: crashed.to, owner: crashed.owner },
+          `a process died folding this range: applying it ${SUB_RANGE} records at a time`,
+        );
+        const sum = new ResultSum();
+        for (let i = 0; i < records.length; i += SUB_RANGE) {
+          const r = await applyMarked(records.slice(i, i + SUB_RANGE), { part: true });
+          if (!r) return null;
+          sum.add(r);
+        }
+        return sum.result();
+      }
+      // Processes that died with this one record marked alone (an outside kill counts too).
+      const deaths = crashed.alone ? crashed.crashes + 1 : 0;
+      const alone = deaths >= ALONE_CRASHES_TO_DEAD_LETTER ? String(crashed.from) : undefined;
+      this.log.warn(
+        {
+          partition: batch.partition,
+          from: crashed.from,
+          to: crashed.to,
+          owner: crashed.owner,
+          since: crashed.startedAt,
+          deaths,
+        },
+        alone
+          ? 'the record here killed processes on its own: dead-lettering it (reader-crashed)'
+          : 'a process died folding this range: applying it one record at a time',
+      );
+      return applyOneByOne(
+        deps,
+        {
+          ...isolate,
+          beforeRecord: async (offset) => {
+            await mark(offset, offset, {
+              alone: true,
+              crashes: crashed.alone && offset === String(crashed.from) ? deaths : 0,
+            });
+          },
+          ...(alone
+            ? {
+                crashedAlone: {
+                  offset: alone,
+                  reason: `${deaths} processes reading offset ${alone} of ${batch.topic}/${batch.partition} alone died (the last marked it at ${crashed.startedAt}: ${crashed.owner}), after a process folding its batch had died too`,
+                },
+              }
+            : {}),
+        },
+        batch.topic,
+        batch.partition,
+        records,
+      );
+    };
+    const r = await applyMarked(batch.records);
+    if (!r) return;
     end();
     this.events.inc({ outcome: 'applied' }, r.applied);
     this.events.inc({ outcome: 'duplicate' }, r.duplicates);
@@ -236,6 +404,10 @@ export class AggregatorService {
     this.events.inc({ outcome: 'skipped' }, r.skipped);
     for (const p of BATCH_PHASES) this.phaseSeconds.inc({ phase: p }, r.phases[p]);
     this.statsEvents.inc(r.events);
+    if (r.parked > 0) {
+      this.parkedRecords.inc(r.parked);
+      this.kickDrain();
+    }
     this.lag.set({ partition: String(batch.partition) }, batch.lag);
     const lastAt = Number(batch.records[batch.records.length - 1]?.timestamp);
     this.lagSeconds.set(
@@ -262,6 +434,73 @@ export class AggregatorService {
     }
   }
 
+  /** Starts a drain of the parked records of held partitions, or asks the running one to look again. */
+  private kickDrain(): void {
+    if (this.stopping) return;
+    if (this.draining) {
+      this.drainAgain = true;
+      return;
+    }
+    this.draining = this.drain()
+      .catch((e: Error) => {
+        if (isConnectionError(e)) databaseStatus(this.pool).lost(e);
+        else this.log.warn({ err: e.message }, 'drain of parked records failed; tried again');
+      })
+      .finally(() => {
+        this.draining = undefined;
+        if (this.drainAgain) {
+          this.drainAgain = false;
+          this.kickDrain();
+        }
+      });
+  }
+
+  /** Applies parked records, a campaign's oldest first, until none is left on held partitions. */
+  private async drain(): Promise<void> {
+    for (;;) {
+      if (this.stopping) return;
+      const queues = await parkedQueues(this.pool, this.groupId, this.topic, [...this.held]);
+      if (queues.length === 0) return;
+      for (const q of queues) {
+        if (this.stopping || !this.held.has(q.partition)) continue;
+        await this.drainQueue(q.partition, q.campaignId);
+      }
+    }
+  }
+
+  private async drainQueue(partition: number, campaignId: string): Promise<void> {
+    const records = await loadParked(this.pool, this.groupId, this.topic, partition, campaignId, DRAIN_CHUNK);
+    if (records.length === 0) return;
+    const deps = this.batchDeps(this.topic, partition);
+    const ctx = {
+      maxAttempts: this.opts.maxRecordAttempts ?? DEFAULT_MAX_RECORD_ATTEMPTS,
+      log: this.log,
+      heartbeat: async () => {},
+      abandoned: () => this.stopping || !this.held.has(partition),
+    };
+    let r: BatchResult | null;
+    try {
+      r = await processBatch(deps, this.topic, partition, records, { drain: true });
+    } catch (e) {
+      if (isTransient(e)) throw e;
+      r = await applyIsolating(deps, ctx, this.topic, partition, records, e, { drain: true });
+    }
+    if (!r) return;
+    this.events.inc({ outcome: 'applied' }, r.applied);
+    this.events.inc({ outcome: 'duplicate' }, r.duplicates);
+    this.events.inc({ outcome: 'rejected' }, r.rejected);
+    this.statsEvents.inc(r.events);
+    this.log.info(
+      { partition, campaignId, records: records.length, applied: r.applied, rejected: r.rejected },
+      'parked records drained',
+    );
+    if (r.steps.length > 0) {
+      const closed = await closeReadySteps(this.pool, [campaignId]);
+      this.stepsClosed.inc(closed.length);
+      for (const s of closed) this.log.info(s, 'step aggregated');
+    }
+  }
+
   private async sweep(): Promise<void> {
     try {
       const closed = await closeReadySteps(this.pool);
@@ -275,12 +514,16 @@ export class AggregatorService {
   }
 
   private async sendDeadLetters(topic: string, partition: number, notes: DeadLetterNote[]): Promise<void> {
+    try {
+      await deadLetters(
+        this.producer!,
+        notes.map((n) => ({ ...n, topic, partition })),
+        { registry: this.registry },
+      );
+    } catch (e) {
+      throw new DeadLetterSendError(e);
+    }
     for (const n of notes) {
-      try {
-        await deadLetter(this.producer!, { ...n, topic, partition }, { registry: this.registry });
-      } catch (e) {
-        throw new DeadLetterSendError(e);
-      }
       this.dlq.inc({ code: n.code });
       this.log.warn(
         { topic, partition, offset: n.offset, code: n.code, reason: n.reason },
@@ -304,6 +547,7 @@ export class AggregatorService {
     this.stopping = true;
     if (this.sweeper) clearInterval(this.sweeper);
     await this.sweeping;
+    await this.draining;
     await this.consumer?.disconnect().catch(() => {});
     await this.producer?.disconnect().catch(() => {});
     await this.server?.close();

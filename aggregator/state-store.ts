@@ -211,3 +211,42 @@ export async function upsertStats(
     ],
   );
 }
+
+/** Which of these tasks were ever in their campaign's pool (taskKey of each). */
+export async function poolMembers(
+  client: pg.PoolClient,
+  tasks: readonly { campaignId: string; taskId: string }[],
+): Promise<Set<string>> {
+  if (tasks.length === 0) return new Set();
+  const { rows } = await client.query<{ campaign_id: string; task_id: string }>(
+    `select m.campaign_id, m.task_id from pool_members m
+       join unnest($1::text[], $2::text[]) as k(campaign_id, task_id) using (campaign_id, task_id)`,
+    [tasks.map((t) => t.campaignId), tasks.map((t) => t.taskId)],
+  );
+  return new Set(rows.map((r) => taskKey(r.campaign_id, r.task_id)));
+}
+
+/**
+ * Records refused groups by event id; returns those refused for the first time (a group refused
+ * again, delivered twice, is tallied as rejected once).
+ */
+export async function recordRefusals(
+  client: pg.PoolClient,
+  refused: readonly { campaignId: string; eventId: string; step: number; code: string }[],
+): Promise<typeof refused> {
+  if (refused.length === 0) return [];
+  const { rows } = await client.query<{ campaign_id: string; event_id: string }>(
+    `insert into aggregator_rejections (campaign_id, event_id, step, code)
+     select * from unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[])
+     on conflict (campaign_id, event_id) do nothing
+     returning campaign_id, event_id`,
+    [
+      refused.map((r) => r.campaignId),
+      refused.map((r) => r.eventId),
+      refused.map((r) => r.step),
+      refused.map((r) => r.code),
+    ],
+  );
+  const fresh = new Set(rows.map((r) => `${r.campaign_id}\u0000${r.event_id}`));
+  return refused.filter((r) => fresh.has(`${r.campaignId}\u0000${r.eventId}`));
+}

@@ -112,7 +112,15 @@ export async function freshRewardTopic(prefix: string, partitions = 6): Promise<
   const name = `${prefix}.${randomUUID().slice(0, 8)}`;
   await withAdmin((a) =>
     ensureTopics(a, [
-      { name, key: 'task id', partitions, replicationFactor: 1, config: {}, doc: 'aggregator test rewards' },
+      // As the rewards topic is kept (the aggregator checks its topic's settings at start).
+      {
+        name,
+        key: 'task id',
+        partitions,
+        replicationFactor: 1,
+        config: { 'retention.ms': '-1', 'cleanup.policy': 'delete' },
+        doc: 'aggregator test rewards',
+      },
     ]),
   );
   return name;
@@ -166,4 +174,25 @@ export async function produceTrace(
   } finally {
     await p.disconnect();
   }
+}
+
+/** One RolloutGroupScored record as a trainer would send it (four rewards, step 1 unless given). */
+export function rewardGroupRecord(
+  campaignId: string,
+  taskId: string,
+  over: Record<string, unknown> = {},
+): { key: string; value: Buffer } {
+  return {
+    key: taskId,
+    value: encode('RolloutGroupScored', {
+      eventId: randomUUID(),
+      campaignId,
+      taskId,
+      step: 1,
+      policyVersion: 'p1',
+      rewards: [0.25, 0.5, 0.75, 1],
+      producedAt: 1,
+      ...over,
+    } as never),
+  };
 }

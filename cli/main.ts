@@ -13,6 +13,7 @@ import { register as exportCommand } from './commands/export.js';
 import { register as gatewayCommand } from './commands/gateway.js';
 import { register as lineageCommand } from './commands/lineage.js';
 import { register as migrateCommand } from './commands/migrate.js';
+import { register as partitionsCommand } from './commands/partitions.js';
 import { register as relayCommand } from './commands/relay.js';
 import { register as replayCommand } from './commands/replay.js';
 import { register as schemasCommand } from './commands/schemas.js';
@@ -43,6 +44,7 @@ export function program(): Command {
     auditCommand,
     relayCommand,
     aggregatorCommand,
+    partitionsCommand,
     campaignCommand,
     demoCommand,
     simulateTrainerCommand,

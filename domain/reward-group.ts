@@ -4,8 +4,13 @@
 export interface RewardLimits {
   /** Most rollouts a group may carry. */
   maxRollouts: number;
-  /** How many steps older than the task's last step a group may be. */
+  /** How many steps older than the task's last step a group may be (under `reject-stale`). */
   staleStepTolerance: number;
+  /**
+   * `fold`: a group older than its task's last step is counted (campaign-config.ts rewards.lateGroups);
+   * `reject-stale` (the default here, what campaigns recorded before meant): past the tolerance, refused.
+   */
+  lateGroups?: 'fold' | 'reject-stale';
 }
 
 export const DEFAULT_REWARD_LIMITS: Readonly<RewardLimits> = Object.freeze({
@@ -20,7 +25,8 @@ export type RejectionCode =
   | 'reward-out-of-range'
   | 'stale-step'
   | 'bad-step'
-  | 'unknown-campaign';
+  | 'unknown-campaign'
+  | 'unknown-task';
 
 export interface Rejection {
   code: RejectionCode;
@@ -49,7 +55,7 @@ export function checkGroup(
     if (r < 0 || r > 1)
       return { code: 'reward-out-of-range', reason: `rewards[${i}] = ${r} is outside [0, 1]` };
   }
-  if (lastStep !== undefined && step < lastStep - limits.staleStepTolerance) {
+  if (limits.lateGroups !== 'fold' && lastStep !== undefined && step < lastStep - limits.staleStepTolerance) {
     return {
       code: 'stale-step',
       reason: `step ${step} is older than the task's last step ${lastStep} by more than the tolerance of ${limits.staleStepTolerance}`,

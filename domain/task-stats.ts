@@ -57,15 +57,29 @@ function appendKept(xs: readonly number[] | undefined, x: number, k: number): nu
   return out;
 }
 
-/** Folds one validated reward group (non-empty, finite, in [0,1]) into a task's state. */
+/**
+ * Folds one validated reward group (non-empty, finite, in [0,1]) into a task's state. With
+ * `lateGroups: 'fold'`, a group older than the task's last step (published late) joins the
+ * all-rollout moments and the group count only: the latest group, the EWMA, the window, the
+ * signal and the band stay those of the newer groups, since a late group says nothing about the
+ * policy now.
+ */
 export function applyGroup(
   prev: TaskState | undefined,
   rewards: readonly number[],
   step: number,
   cfg: DetectorConfig,
+  lateGroups: 'fold' | 'reject-stale' = 'reject-stale',
 ): GroupApplied {
   const g = momentsOf(rewards);
   const groupVariance = populationVariance(g);
+  if (lateGroups === 'fold' && prev && step < prev.lastStep) {
+    return {
+      state: { ...prev, groups: prev.groups + 1, moments: mergeMoments(prev.moments, g) },
+      bandChange: null,
+      group: { mean: g.mean, variance: groupVariance, n: g.n },
+    };
+  }
   const alpha = ewmaAlpha(cfg);
   const ewma = prev ? alpha * g.mean + (1 - alpha) * prev.ewma : g.mean;
   const recentMeans = appendKept(prev?.recentMeans, g.mean, keep(cfg));

@@ -97,6 +97,28 @@ describe('checkGroup', () => {
     expect(checkGroup([0.5], 7, 10)?.code).toBe('stale-step');
     expect(checkGroup([0.5], 8, 10, DEFAULT_REWARD_LIMITS)).toBeNull();
     expect(checkGroup([0.5], -1, undefined)?.code).toBe('bad-step');
+    // lateGroups: fold: a group published late is counted, however late.
+    expect(checkGroup([0.5], 1, 10, { ...DEFAULT_REWARD_LIMITS, lateGroups: 'fold' })).toBeNull();
+  });
+
+  it('folds a late group into the all-rollout moments only, under lateGroups: fold', () => {
+    const cfg = PAPER_DETECTOR;
+    const at5 = applyGroup(undefined, [0.5, 0.5], 5, cfg).state;
+    const at6 = applyGroup(at5, [1, 1], 6, cfg).state; // mastered now
+    const late = applyGroup(at6, [0, 0], 4, cfg, 'fold');
+    expect(late.bandChange).toBeNull();
+    expect(late.state.groups).toBe(3);
+    expect(late.state.moments.n).toBe(6);
+    expect(late.state.moments.mean).toBeCloseTo(0.5, 12);
+    // the latest group, the signal and the band stay those of step 6
+    expect([late.state.latestMean, late.state.signal, late.state.band, late.state.lastStep]).toEqual([
+      at6.latestMean,
+      at6.signal,
+      at6.band,
+      6,
+    ]);
+    // under reject-stale (campaigns recorded before) a late group within the tolerance is the latest
+    expect(applyGroup(at6, [0, 0], 4, cfg).state.latestMean).toBe(0);
   });
 });
 

@@ -90,25 +90,59 @@ export async function deadLetter(
   input: DeadLetterInput,
   opts: DeadLetterOptions = {},
 ): Promise<{ record: DeadLettered; metadata: SentBatch[] }> {
-  const fit = fitDeadLetter(input, opts.maxRecordBytes ?? maxRecordBytes());
-  const record: DeadLettered = {
-    // Derived from the source position: a dead letter re-sent after a crash carries the same id.
-    eventId: eventIds.deadLettered(input.topic, input.partition, input.offset, input.code),
-    reasonCode: input.code,
-    reason: fit.reason,
-    sourceTopic: input.topic,
-    partition: input.partition,
-    offset: offsetNumber(input.offset),
-    key: fit.key,
-    value: fit.value,
-    occurredAt: (opts.now ?? Date.now)(),
-  };
+  const { records, metadata } = await deadLetters(sender, [input], opts);
+  return { record: records[0]!, metadata };
+}
+
+/**
+ * Publishes several DeadLettered records in one send (a burst of failing records costs one
+ * round trip, not one each); each fits under the record limit on its own. Returns them in order.
+ */
+export async function deadLetters(
+  sender: Sender,
+  inputs: readonly DeadLetterInput[],
+  opts: DeadLetterOptions = {},
+): Promise<{ records: DeadLettered[]; metadata: SentBatch[] }> {
+  const limit = opts.maxRecordBytes ?? maxRecordBytes();
   const registry = opts.registry ?? defaultRegistry();
-  // Acks from all in-sync replicas (the port's default).
-  const metadata = await sender.send(opts.dlqTopic ?? DLQ_TOPIC, [
-    { key: input.topic, value: registry.encode('DeadLettered', record) },
-  ]);
-  return { record, metadata };
+  const now = opts.now ?? Date.now;
+  const records = inputs.map((input): DeadLettered => {
+    const fit = fitDeadLetter(input, limit);
+    return {
+      // Derived from the source position: a dead letter re-sent after a crash carries the same id.
+      eventId: eventIds.deadLettered(input.topic, input.partition, input.offset, input.code),
+      reasonCode: input.code,
+      reason: fit.reason,
+      sourceTopic: input.topic,
+      partition: input.partition,
+      offset: offsetNumber(input.offset),
+      key: fit.key,
+      value: fit.value,
+      occurredAt: now(),
+    };
+  });
+  if (records.length === 0) return { records, metadata: [] };
+  const messages = records.map((record, i) => ({
+    key: inputs[i]!.topic,
+    value: registry.encode('DeadLettered', record),
+  }));
+  // Acks from all in-sync replicas (the port's default). A send stays under the record limit in
+  // total (a broker refuses a produce request above its message.max.bytes).
+  const metadata: SentBatch[] = [];
+  let chunk: typeof messages = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const size = m.value.length + Buffer.byteLength(m.key) + 64;
+    if (chunk.length > 0 && bytes + size > limit) {
+      metadata.push(...(await sender.send(opts.dlqTopic ?? DLQ_TOPIC, chunk)));
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(m);
+    bytes += size;
+  }
+  metadata.push(...(await sender.send(opts.dlqTopic ?? DLQ_TOPIC, chunk)));
+  return { records, metadata };
 }
 
 export interface SourceRecord {

@@ -27,6 +27,14 @@ export async function kafkaStatsCheck(
   const states = new Map<string, TaskState>();
   // Records the aggregator gave up on (processing-failed dead letters) never counted live.
   const failed = await processingFailed(topic);
+  // Tasks ever in the pool: where the campaign dead-letters unknown tasks, only their groups count.
+  const members = new Set(
+    (
+      await pool.query<{ task_id: string }>('select task_id from pool_members where campaign_id = $1', [
+        campaignId,
+      ])
+    ).rows.map((r) => r.task_id),
+  );
   // Each group with the config version in force for its step, as the aggregator folded it.
   const groups = await foldCampaignGroups(
     topic,
@@ -35,6 +43,8 @@ export async function kafkaStatsCheck(
     new DedupeWindows(dedupeWindow),
     (step) => configAtStep(campaign, step),
     failed,
+    (taskId, step) =>
+      configAtStep(campaign, step).ingestion.unknownTasks !== 'dead-letter' || members.has(taskId),
   );
   const live = await pool.query<{
     task_id: string;

@@ -64,9 +64,20 @@ export async function forEachCampaignGroup(
 }
 
 /**
- * The records of `sourceTopic` the aggregator dead-lettered as processing-failed (a record whose
- * transaction kept failing, aggregator/isolate.ts), as "partition:offset": they decode and pass
- * every check a replay can make, yet never counted live.
+ * Dead letters of records that may decode and pass every check a replay can make, yet never
+ * counted live: a record whose transaction kept failing (processing-failed, aggregator/isolate.ts),
+ * one that killed a reader (reader-crashed, aggregator/suspects.ts), one an operator moved past
+ * (operator-skipped, `rods aggregator skip-record`).
+ */
+export const PASSED_OVER_CODES: ReadonlySet<string> = new Set([
+  'processing-failed',
+  'reader-crashed',
+  'operator-skipped',
+]);
+
+/**
+ * The records of `sourceTopic` the aggregator dead-lettered without counting them although they
+ * may decode (PASSED_OVER_CODES), as "partition:offset".
  */
 export async function processingFailed(sourceTopic: string, dlqTopic = DLQ_TOPIC): Promise<Set<string>> {
   const out = new Set<string>();
@@ -76,7 +87,7 @@ export async function processingFailed(sourceTopic: string, dlqTopic = DLQ_TOPIC
         const d = decode(m.value!);
         if (
           d.name === 'DeadLettered' &&
-          d.payload.reasonCode === 'processing-failed' &&
+          PASSED_OVER_CODES.has(d.payload.reasonCode) &&
           d.payload.sourceTopic === sourceTopic
         )
           out.add(`${d.payload.partition}:${d.payload.offset}`);
@@ -120,15 +131,19 @@ export function foldGroups(
   states: Map<string, TaskState>,
   seen: DedupeWindows,
   cfg: FoldConfig | ((step: number) => FoldConfig),
+  /** Whether a group of this task and step may count (the campaign's ingestion.unknownTasks; default: yes). */
+  known?: (taskId: string, step: number) => boolean,
 ): number {
   let n = 0;
   for (const g of groups) {
     if (seen.seen(g.taskId, g.eventId)) continue;
     const prev = states.get(g.taskId);
     const c = typeof cfg === 'function' ? cfg(g.step) : cfg;
+    // A refused group is judged again if it comes again, as live (aggregator/fold.ts).
+    if (!prev && known && !known(g.taskId, g.step)) continue;
     if (checkGroup(g.rewards, g.step, prev?.lastStep, c.rewards)) continue;
     seen.remember(g.taskId, g.eventId);
-    states.set(g.taskId, applyGroup(prev, g.rewards, g.step, c.detector).state);
+    states.set(g.taskId, applyGroup(prev, g.rewards, g.step, c.detector, c.rewards.lateGroups).state);
     n++;
   }
   return n;
@@ -146,13 +161,14 @@ export async function foldCampaignGroups(
   seen: DedupeWindows,
   cfg: FoldConfig | ((step: number) => FoldConfig),
   skip?: ReadonlySet<string>,
+  known?: (taskId: string, step: number) => boolean,
 ): Promise<number> {
   let n = 0;
   await forEachCampaignGroup(
     topic,
     campaignId,
     (groups) => {
-      n += foldGroups(groups, states, seen, cfg);
+      n += foldGroups(groups, states, seen, cfg, known);
     },
     skip,
   );

@@ -102,6 +102,20 @@ type Add = (level: FindingLevel, code: string, what: string, action?: string) =>
 
 function holdFindings(r: CampaignStatusReport, h: Holds, add: Add, running: boolean, q: string): void {
   const exec = r.execution;
+  for (const p of h.stuckPartitions ?? [])
+    add(
+      'stall',
+      'partition-stuck',
+      `partition ${p.partition} of ${p.topic} has not moved past offset ${p.offset} since ${p.since}: ${p.reason}; every campaign whose tasks hash to it waits`,
+      `see the aggregator's log; to move past that one record: \`rods partitions skip --topic ${p.topic} --partition ${p.partition} --offset ${p.offset} --reason "..."\` (a dead letter and an event)`,
+    );
+  if (h.parked)
+    add(
+      'wait',
+      'records-parked',
+      `${h.parked.records} record(s) of this campaign on ${h.parked.partitions} partition(s) are set aside since ${h.parked.oldestParkedAt} (${h.parked.reason}); the aggregator applies them in order and dead-letters those that fail (processing-failed), and the campaign's steps wait for them`,
+      "if the count does not fall, see the aggregator's log (`records failed`, `parked records drained`)",
+    );
   const m = h.missingStep;
   if (m) {
     const passing = m.policy === 'move-on';

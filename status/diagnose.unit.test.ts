@@ -14,6 +14,8 @@ function holds(over: Partial<Holds> = {}): Holds {
     oldestOpenStep: null,
     closedNotPlanned: 0,
     missingStep: null,
+    stuckPartitions: [],
+    parked: null,
     unpublishedBatches: { count: 0, groups: 0, oldestAcceptedAt: null },
     runningSyntheses: 0,
     synthesisTimeoutS: 1800,
@@ -87,6 +89,24 @@ describe('diagnose', () => {
     });
     expect(codes(r)).toEqual(['wait:trainer-batches', 'ok:nothing-holds']);
     expect(diagnose(r)[0]?.what).toBe('step 7: no rollout batch received from the trainer yet');
+  });
+
+  it('parked records: a wait naming how many, since when and why', () => {
+    const r = report({
+      holds: holds({
+        parked: {
+          records: 120,
+          partitions: 2,
+          oldestParkedAt: ago(30),
+          reason: 'its records failed to fold: boom',
+        },
+      }),
+    });
+    expect(codes(r)).toContain('wait:records-parked');
+    const f = diagnose(r).find((x) => x.code === 'records-parked')!;
+    expect(f.what).toContain('120 record(s) of this campaign on 2 partition(s)');
+    expect(f.what).toContain('its records failed to fold: boom');
+    expect(codes(report())).not.toContain('wait:records-parked');
   });
 
   it('no worker: a stall naming the task queue and the command to start', () => {

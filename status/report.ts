@@ -131,6 +131,21 @@ export interface Holds {
   closedNotPlanned: number;
   /** The next step to plan, when it never closed while later ones did; null otherwise. */
   missingStep: MissingStepView | null;
+  /**
+   * Partitions of the aggregators' group held on the record at their head (a range a process died
+   * in or hangs on, or a record that keeps failing), shared by every campaign on them.
+   */
+  stuckPartitions: { topic: string; partition: number; offset: number; reason: string; since: string }[];
+  /**
+   * The campaign's records set aside because some failed to fold (aggregator/park.ts): its steps
+   * wait for them while the aggregator drains them; null when none.
+   */
+  parked: {
+    records: number;
+    partitions: number;
+    oldestParkedAt: string | null;
+    reason: string | null;
+  } | null;
   unpublishedBatches: { count: number; groups: number; oldestAcceptedAt: string | null };
   /** Syntheses without an outcome, and those running longer than `synthesisTimeoutS`. */
   runningSyntheses: number;

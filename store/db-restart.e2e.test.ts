@@ -238,7 +238,10 @@ beforeAll(async () => {
   await startCluster();
   const pool = createPool({ connectionString: url, max: 2, application: 'rods-db-restart-test' });
   try {
-    await registerCampaign(pool, { campaignId, config: { rolloutsPerTask: 4 } });
+    await registerCampaign(pool, {
+      campaignId,
+      config: { rolloutsPerTask: 4, ingestion: { unknownTasks: 'accept' } },
+    });
   } finally {
     await pool.end();
   }

@@ -42,7 +42,11 @@ export default async function ingestBench(opts: Record<string, string | boolean>
     const created = await fetch(`${base}/v1/campaigns`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ campaignId, config: { seeds: { perCategory: 1 } } }),
+      // Tasks named by the bench, not drawn from a pool: accepted without the pool check.
+      body: JSON.stringify({
+        campaignId,
+        config: { seeds: { perCategory: 1 }, ingestion: { unknownTasks: 'accept' } },
+      }),
     });
     if (created.status !== 201) throw new Error(`campaign: ${created.status} ${await created.text()}`);
     const rewards = (step: number, t: number) =>

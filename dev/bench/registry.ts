@@ -41,3 +41,8 @@ registerBench(
   'a 10,000-step campaign (800 tasks x 16 rollouts): aggregator RSS and per-step cost early vs. late, event-store bytes per step, full-size replay vs. a plain read, workflow history per continue-as-new run',
   async () => (await import('./scale.js')).default,
 );
+registerBench(
+  'isolation',
+  "a burst of 5,000 records of one campaign that the store refuses, ahead of another campaign's step on one partition: time to that step closed vs. the same burst with nothing refused",
+  async () => (await import('./isolation.js')).default,
+);
