@@ -40,6 +40,63 @@ const LOST_CODES = new Set([
 const LOST_MESSAGES =
   /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|the database system is (starting up|shutting down|in recovery mode)|terminating connection/i;
 
+// The database can answer but not take the work for now: disk full (53100), out of memory
+// (53200), read-only (25006, a standby or default_transaction_read_only), a statement or lock
+// timeout (57014, 55P03), a serialization failure or deadlock (40001, 40P01). The request is not
+// at fault: the gateway answers 503 with Retry-After, the aggregator retries.
+const UNAVAILABLE_CODES = new Set(['53100', '53200', '25006', '57014', '55P03', '40001', '40P01']);
+
+/** True when PostgreSQL refused the work for a reason of its own (UNAVAILABLE_CODES). */
+export function isDatabaseUnavailable(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  return typeof code === 'string' && UNAVAILABLE_CODES.has(code);
+}
+
+/** The session limits every rods connection gets, from the environment (milliseconds; 0: none). */
+export interface SessionLimits {
+  /** A statement running longer is cancelled (RODS_PG_STATEMENT_TIMEOUT_MS, default 120 s). */
+  statementTimeoutMs: number;
+  /** A lock wait longer is given up (RODS_PG_LOCK_TIMEOUT_MS, default 30 s). */
+  lockTimeoutMs: number;
+  /**
+   * A session idle inside a transaction longer is ended by the server, its locks and snapshot
+   * released (RODS_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS, default 60 s): a half-open client can no
+   * longer hold the plan lock and the relay's horizon for the hours TCP takes to notice.
+   */
+  idleInTransactionTimeoutMs: number;
+  /** TCP keepalive probes start after this idle time (RODS_PG_KEEPALIVE_MS, default 10 s). */
+  keepAliveMs: number;
+}
+
+function envMs(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0)
+    throw new Error(`${name} must be a whole number of milliseconds >= 0, got ${raw}`);
+  return n;
+}
+
+export function sessionLimits(over: Partial<SessionLimits> = {}): SessionLimits {
+  return {
+    statementTimeoutMs: envMs('RODS_PG_STATEMENT_TIMEOUT_MS', 120_000),
+    lockTimeoutMs: envMs('RODS_PG_LOCK_TIMEOUT_MS', 30_000),
+    idleInTransactionTimeoutMs: envMs('RODS_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS', 60_000),
+    keepAliveMs: envMs('RODS_PG_KEEPALIVE_MS', 10_000),
+    ...over,
+  };
+}
+
+function sessionConfig(limits: SessionLimits) {
+  return {
+    keepAlive: true,
+    keepAliveInitialDelayMillis: limits.keepAliveMs,
+    statement_timeout: limits.statementTimeoutMs,
+    lock_timeout: limits.lockTimeoutMs,
+    idle_in_transaction_session_timeout: limits.idleInTransactionTimeoutMs,
+  };
+}
+
 /** True when an error means the connection to PostgreSQL was lost or could not be made. */
 export function isConnectionError(e: unknown, depth = 0): boolean {
   if (!e || typeof e !== 'object' || depth > 4) return false;
@@ -103,7 +160,12 @@ export function databaseStatus(pool: pg.Pool): DatabaseStatus {
 }
 
 export function createPool(
-  opts: { connectionString?: string; max?: number; application?: string } = {},
+  opts: {
+    connectionString?: string;
+    max?: number;
+    application?: string;
+    limits?: Partial<SessionLimits>;
+  } = {},
 ): pg.Pool {
   const application = opts.application ?? 'rods';
   const pool = new pg.Pool({
@@ -111,7 +173,7 @@ export function createPool(
     max: opts.max ?? 10,
     application_name: application,
     connectionTimeoutMillis: 10_000,
-    keepAlive: true,
+    ...sessionConfig(sessionLimits(opts.limits)),
   });
   const status = new DatabaseStatus(application);
   statuses.set(pool, status);
@@ -133,6 +195,8 @@ export function createClient(config: pg.ClientConfig & { application?: string } 
     connectionString: rest.host ? undefined : loadEndpoints().databaseUrl,
     connectionTimeoutMillis: 10_000,
     application_name: application,
+    // Migrations and probes: no statement timeout (a migration may rewrite a big table).
+    ...sessionConfig(sessionLimits({ statementTimeoutMs: 0 })),
     ...rest,
   });
   client.on('error', (err) => log.warn({ application, err: err.message }, 'PostgreSQL connection lost'));

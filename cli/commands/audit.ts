@@ -22,7 +22,7 @@ export function register(program: Command): void {
     .option('--prefix <text>', 'anchor only the streams whose id starts with this')
     .option('--json', 'JSON output')
     .action(async (opts: { prefix?: string; json?: boolean }) => {
-      const pool = createPool({ application: 'rods-audit', max: 1 });
+      const pool = createPool({ application: 'rods-audit', max: 1, limits: { statementTimeoutMs: 0 } });
       try {
         const a = await anchorAndPublish(pool, { streamPrefix: opts.prefix });
         if (opts.json) printJson(a);
@@ -55,7 +55,7 @@ export function register(program: Command): void {
         kafka?: boolean;
         json?: boolean;
       }) => {
-        const pool = createPool({ application: 'rods-audit', max: 1 });
+        const pool = createPool({ application: 'rods-audit', max: 1, limits: { statementTimeoutMs: 0 } });
         try {
           const chain = await verifyChains(pool, {
             streamId: opts.stream,

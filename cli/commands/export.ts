@@ -26,7 +26,7 @@ export function register(program: Command): void {
     .action(async (opts: { campaign: string; format: string; out: string; json?: boolean }) => {
       if (!(EXPORT_FORMATS as readonly string[]).includes(opts.format))
         throw new UsageError(`--format: expected one of ${EXPORT_FORMATS.join(', ')}, got ${opts.format}`);
-      const pool = createPool({ application: 'rods-export', max: 2 });
+      const pool = createPool({ application: 'rods-export', max: 2, limits: { statementTimeoutMs: 0 } });
       try {
         if (!(await loadCampaign(pool, opts.campaign)))
           throw new UsageError(`unknown campaign ${JSON.stringify(opts.campaign)}`);

@@ -39,7 +39,7 @@ export function register(program: Command): void {
       const format = (opts.json ? 'json' : opts.format) as LineageFormat;
       if (!LINEAGE_FORMATS.includes(format))
         throw new UsageError(`--format: expected one of ${LINEAGE_FORMATS.join(', ')}, got ${opts.format}`);
-      const pool = createPool({ application: 'rods-lineage', max: 2 });
+      const pool = createPool({ application: 'rods-lineage', max: 2, limits: { statementTimeoutMs: 0 } });
       try {
         if (opts.stats) {
           if (!opts.campaign) throw new UsageError('--stats needs --campaign');

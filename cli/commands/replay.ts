@@ -61,6 +61,8 @@ export function register(program: Command): void {
           application: 'rods-replay',
           max: 4,
           connectionString: loadEndpoints().ownerDatabaseUrl,
+          // A replay reads the whole log in one COPY: no statement timeout.
+          limits: { statementTimeoutMs: 0 },
         });
         const bar =
           opts.json || !process.stderr.isTTY

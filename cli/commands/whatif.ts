@@ -67,7 +67,7 @@ export function register(program: Command): void {
       }) => {
         if (opts.low !== undefined && opts.high !== undefined && opts.low > opts.high)
           throw new UsageError('--low must not exceed --high');
-        const db = createPool({ application: 'rods-whatif', max: 2 });
+        const db = createPool({ application: 'rods-whatif', max: 2, limits: { statementTimeoutMs: 0 } });
         try {
           const r = await whatIf(db, {
             campaignId: opts.campaign,
