@@ -5,14 +5,16 @@ import { randomUUID } from 'node:crypto';
 import { kafkajsClient } from './adapters/kafkajs/index.js';
 import { setTransientLog } from './adapters/kafkajs/log.js';
 import type {
+  BatchConsumer,
   BatchConsumerOptions,
   ClientLogNote,
   ConsumedRecord,
   KafkaClient,
   KafkaOptions,
   TopicAdmin,
+  TopicPartitions,
 } from './port.js';
-import { type TopicSpec, topology } from './topology.js';
+import { replayRequirements, type TopicSpec, topology } from './topology.js';
 
 export type * from './port.js';
 export { RecordTooLargeError } from './port.js';
@@ -34,20 +36,81 @@ export function openKafka(opts: KafkaOptions = {}): KafkaClient {
 export interface EnsureResult {
   created: string[];
   existing: string[];
+  /** Settings of existing topics set right (`fix`). */
+  fixed: TopicSettingProblem[];
 }
 
-/** Creates the missing topics with explicit partitions and replication (idempotent). */
+/** A topic whose settings lose what replay needs. */
+export class TopicSettingsError extends Error {
+  override name = 'TopicSettingsError';
+  constructor(readonly problems: TopicSettingProblem[]) {
+    super(
+      `Kafka topics cannot serve replay: ${problems
+        .map((p) => `${p.topic} has ${p.setting}=${p.actual ?? '(unset)'}, needs ${p.expected}`)
+        .join(
+          '; ',
+        )}. Fix: \`rods topics ensure --fix\` (or kafka-configs --alter --entity-type topics --entity-name <topic> --add-config <setting>=<value>)`,
+    );
+  }
+}
+
+export interface TopicSettingProblem {
+  topic: string;
+  setting: string;
+  actual: string | undefined;
+  expected: string;
+}
+
+/**
+ * Creates the missing topics and checks the settings of existing ones against what replay needs
+ * (kafka/topology.ts replayRequirements): with `fix`, a wrong setting is set right (the local
+ * stack, `rods topics ensure --fix`); without, it is a TopicSettingsError naming each.
+ */
 export async function ensureTopics(
   admin: TopicAdmin,
   specs: TopicSpec[] = topology(),
+  opts: { fix?: boolean } = {},
 ): Promise<EnsureResult> {
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
   await admin.createTopics(missing);
+  const present = specs.filter((s) => existing.has(s.name));
+  const problems = await topicSettingProblems(admin, present);
+  const fixed: TopicSettingProblem[] = [];
+  if (problems.length > 0) {
+    if (!opts.fix) throw new TopicSettingsError(problems);
+    const changes: Record<string, Record<string, string>> = {};
+    for (const p of problems) changes[p.topic] = { ...changes[p.topic], [p.setting]: p.expected };
+    await admin.alterTopicConfigs(changes);
+    const left = await topicSettingProblems(admin, present);
+    if (left.length > 0) throw new TopicSettingsError(left);
+    fixed.push(...problems);
+  }
   return {
     created: missing.map((s) => s.name),
-    existing: specs.filter((s) => existing.has(s.name)).map((s) => s.name),
+    existing: present.map((s) => s.name),
+    fixed,
   };
+}
+
+/** The settings of existing topics that do not serve replay. */
+export async function topicSettingProblems(
+  admin: TopicAdmin,
+  specs: TopicSpec[],
+): Promise<TopicSettingProblem[]> {
+  const checks = specs
+    .map((s) => [s, replayRequirements(s)] as const)
+    .filter(([, r]) => Object.keys(r).length > 0);
+  if (checks.length === 0) return [];
+  const configs = await admin.describeTopicConfigs(checks.map(([s]) => s.name));
+  const problems: TopicSettingProblem[] = [];
+  for (const [spec, required] of checks)
+    for (const [setting, ok] of Object.entries(required)) {
+      const actual = configs[spec.name]?.[setting];
+      if (!ok(actual))
+        problems.push({ topic: spec.name, setting, actual, expected: spec.config[setting] ?? '-1' });
+    }
+  return problems;
 }
 
 /** Runs fn with a connected admin client and always disconnects. */
@@ -67,6 +130,36 @@ export interface ReadOptions extends Partial<Omit<BatchConsumerOptions, 'topics'
   /** Gives up (rejects) after this long; default 60 s. */
   timeoutMs?: number;
   client?: KafkaClient;
+  /** Where each assigned partition starts reading (undefined: its beginning). */
+  seekTo?: (partition: number) => string | undefined;
+}
+
+/** The record at one offset of one partition (null when the partition has no record there). */
+export async function readRecordAt(
+  topic: string,
+  partition: number,
+  offset: string,
+  opts: { timeoutMs?: number; client?: KafkaClient } = {},
+): Promise<ConsumedRecord | null> {
+  const ends = await withAdmin((a) => a.fetchTopicOffsets(topic));
+  const p = ends.find((x) => x.partition === partition);
+  if (!p || BigInt(offset) < BigInt(p.low) || BigInt(offset) >= BigInt(p.high)) return null;
+  let found: ConsumedRecord | null = null;
+  await readBatches(
+    topic,
+    async (records, part) => {
+      if (part !== partition) return false;
+      for (const r of records)
+        if (BigInt(r.offset) >= BigInt(offset)) {
+          if (r.offset === offset) found = r;
+          return true;
+        }
+      return false;
+    },
+    { ...opts, seekTo: (part) => (part === partition ? offset : p.high) },
+    opts.timeoutMs ?? 60_000,
+  );
+  return found;
 }
 
 /**
@@ -83,9 +176,20 @@ async function readBatches(
 ): Promise<void> {
   const { timeoutMs = defaultTimeoutMs, client, ...consumerOpts } = opts;
   let finish: (() => void) | undefined;
-  const c = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
+  const c: BatchConsumer = (client ?? openKafka({ clientId: 'rods-reader' })).batchConsumer({
     groupId: `rods-reader-${randomUUID()}`,
     ...consumerOpts,
+    ...(opts.seekTo
+      ? {
+          onAssigned: (assignment: TopicPartitions[]) => {
+            for (const a of assignment)
+              for (const p of a.partitions) {
+                const at = opts.seekTo!(p);
+                if (at !== undefined) c.seek(a.topic, p, at);
+              }
+          },
+        }
+      : {}),
     topics: [topic],
     ...(onPosition
       ? { onPosition: (_t, partition, next) => onPosition(partition, Number(next)) && finish?.() }

@@ -2,7 +2,7 @@
 // broker (kafka/README.md). Every test uses its own topics and groups and deletes the topics.
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureTopics } from './client.js';
+import { ensureTopics, TopicSettingsError } from './client.js';
 import type { BatchConsumerOptions, ConsumedRecord, KafkaClient, KafkaOptions, TopicAdmin } from './port.js';
 
 interface Seen {
@@ -301,8 +301,22 @@ export function describeKafkaPort(adapter: string, open: (opts: KafkaOptions) =>
         config: { 'retention.ms': '-1' },
         doc: 'port contract test',
       };
-      expect(await ensureTopics(admin, [spec])).toEqual({ created: [name], existing: [] });
-      expect(await ensureTopics(admin, [spec])).toEqual({ created: [], existing: [name] });
+      expect(await ensureTopics(admin, [spec])).toEqual({ created: [name], existing: [], fixed: [] });
+      expect(await ensureTopics(admin, [spec])).toEqual({ created: [], existing: [name], fixed: [] });
+      // Settings that lose what replay needs are an error naming them, or set right with `fix`.
+      await admin.alterTopicConfigs({ [name]: { 'retention.ms': String(7 * 24 * 3600 * 1000) } });
+      expect((await admin.describeTopicConfigs([name]))[name]?.['retention.ms']).toBe('604800000');
+      const refused = await ensureTopics(admin, [spec]).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(TopicSettingsError);
+      expect((refused as TopicSettingsError).message).toContain(
+        `${name} has retention.ms=604800000, needs -1`,
+      );
+      expect((refused as TopicSettingsError).message).toContain('rods topics ensure --fix');
+      const fixed = await ensureTopics(admin, [spec], { fix: true });
+      expect(fixed.fixed).toEqual([
+        { topic: name, setting: 'retention.ms', actual: '604800000', expected: '-1' },
+      ]);
+      expect((await admin.describeTopicConfigs([name]))[name]?.['retention.ms']).toBe('-1');
       expect(await admin.listTopics()).toContain(name);
       expect(await admin.fetchTopicOffsets(name)).toEqual(
         [0, 1, 2].map((partition) => ({ partition, low: '0', high: '0' })),

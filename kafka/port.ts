@@ -236,6 +236,10 @@ export interface TopicAdmin {
   fetchTopicOffsets(topic: string): Promise<PartitionOffsets[]>;
   /** A group's committed offsets for every partition of the topic. */
   fetchCommittedOffsets(groupId: string, topic: string): Promise<CommittedOffset[]>;
+  /** The topics' configuration (name -> value, defaults included) as the brokers report it. */
+  describeTopicConfigs(topics: string[]): Promise<Record<string, Record<string, string>>>;
+  /** Sets these configuration entries of existing topics (others are left as they are). */
+  alterTopicConfigs(changes: Record<string, Record<string, string>>): Promise<void>;
   disconnect(): Promise<void>;
 }
 

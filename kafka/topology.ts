@@ -38,6 +38,23 @@ export function maxRecordBytes(env: NodeJS.ProcessEnv = process.env): number {
 /** Below this a dead letter could not keep a useful prefix of the original bytes. */
 export const MIN_RECORD_BYTES = 64 * 1024;
 
+/**
+ * The settings a topic's records need to stay replayable: what `ensureTopics` checks on topics
+ * that exist already (created elsewhere, or by an older version). Rewards, decisions, anchors and
+ * dead letters must be kept for ever and never compacted (a compacted rewards topic keeps one
+ * group per task); the compacted task-stats topic must be compacted.
+ */
+export function replayRequirements(spec: TopicSpec): Record<string, (value: string | undefined) => boolean> {
+  const policy = spec.config['cleanup.policy'];
+  if (policy === 'compact') return { 'cleanup.policy': (v) => (v ?? '').split(',').includes('compact') };
+  if (spec.config['retention.ms'] !== FOREVER) return {};
+  return {
+    'retention.ms': (v) => v === FOREVER,
+    'retention.bytes': (v) => v === undefined || v === FOREVER,
+    'cleanup.policy': (v) => v === 'delete',
+  };
+}
+
 export function topology(opts: TopologyOptions = {}): TopicSpec[] {
   const partitions = opts.partitions ?? Number(process.env.RODS_KAFKA_PARTITIONS ?? 6);
   const replicationFactor = opts.replicationFactor ?? Number(process.env.RODS_KAFKA_REPLICATION ?? 1);
@@ -87,7 +104,9 @@ export function topology(opts: TopologyOptions = {}): TopicSpec[] {
       key: 'source topic',
       partitions: 1,
       replicationFactor,
-      config: { 'retention.ms': String(30 * 24 * 3600 * 1000), 'cleanup.policy': 'delete' },
+      // Kept forever: replay from Kafka skips the records the aggregator dead-lettered as
+      // processing-failed by reading them here, for the whole campaign.
+      config: { 'retention.ms': FOREVER, 'cleanup.policy': 'delete' },
       doc: 'records that could not be decoded or validated, with the reason and original bytes',
     },
   ];

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ensureTopics, withAdmin } from '../../kafka/client.js';
+import { ensureTopics, TopicSettingsError, withAdmin } from '../../kafka/client.js';
 import { topology } from '../../kafka/topology.js';
 import { printJson } from '../output.js';
 
@@ -12,14 +12,27 @@ export function register(program: Command): void {
     )
     .option('--partitions <n>', 'partitions for task-keyed topics', (v) => Number.parseInt(v, 10))
     .option('--replication <n>', 'replication factor', (v) => Number.parseInt(v, 10))
+    .option('--fix', 'set the retention and cleanup policy of existing topics to what replay needs')
     .option('--json', 'JSON output')
-    .action(async (opts: { partitions?: number; replication?: number; json?: boolean }) => {
+    .action(async (opts: { partitions?: number; replication?: number; fix?: boolean; json?: boolean }) => {
       const specs = topology({ partitions: opts.partitions, replicationFactor: opts.replication });
-      const r = await withAdmin((a) => ensureTopics(a, specs));
+      let r: Awaited<ReturnType<typeof ensureTopics>>;
+      try {
+        r = await withAdmin((a) => ensureTopics(a, specs, { fix: opts.fix }));
+      } catch (e) {
+        if (!(e instanceof TopicSettingsError)) throw e;
+        if (opts.json) printJson({ ok: false, problems: e.problems });
+        else console.error(`rods topics ensure: ${e.message}`);
+        process.exitCode = 1;
+        return;
+      }
       if (opts.json) printJson(r);
       else
         console.log(
-          `created: ${r.created.join(', ') || '(none)'}\nexisting: ${r.existing.join(', ') || '(none)'}`,
+          `created: ${r.created.join(', ') || '(none)'}\nexisting: ${r.existing.join(', ') || '(none)'}` +
+            (r.fixed.length
+              ? `\nfixed: ${r.fixed.map((f) => `${f.topic} ${f.setting}=${f.expected} (was ${f.actual})`).join(', ')}`
+              : ''),
         );
     });
   topics

@@ -1,7 +1,11 @@
 // The kafkajs adapter of the Kafka port (kafka/port.ts): the only code that imports kafkajs.
 // kafkajs is no longer maintained; replacing it means another folder beside this one that
 // passes the same tests (kafka/README.md).
-import {
+
+// The kafkajs adapter of the Kafka port (kafka/port.ts): the only code that imports kafkajs.
+// kafkajs is no longer maintained; replacing it means another folder beside this one that
+// passes the same tests (kafka/README.md).
+import kafkajs, {
   type Admin,
   type IHeaders,
   Kafka,
@@ -309,6 +313,9 @@ async function retryWhile<T>(passing: Set<string>, f: () => Promise<T>, attempts
   }
 }
 
+// A CommonJS export Node's ESM loader does not see by name.
+const { ConfigResourceTypes } = kafkajs;
+
 export function topicAdmin(a: Admin): TopicAdmin {
   return {
     listTopics: () => a.listTopics(),
@@ -345,6 +352,52 @@ export function topicAdmin(a: Admin): TopicAdmin {
       const existing = new Set(await a.listTopics());
       const present = topics.filter((t) => existing.has(t));
       if (present.length > 0) await a.deleteTopics({ topics: present });
+    },
+    async describeTopicConfigs(topics: string[]) {
+      if (topics.length === 0) return {};
+      const r = await a.describeConfigs({
+        includeSynonyms: false,
+        resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })),
+      });
+      return Object.fromEntries(
+        r.resources.map((res) => [
+          res.resourceName,
+          Object.fromEntries(res.configEntries.map((e) => [e.configName, e.configValue])),
+        ]),
+      );
+    },
+    async alterTopicConfigs(changes: Record<string, Record<string, string>>) {
+      const resources = Object.entries(changes).map(([name, config]) => ({
+        type: ConfigResourceTypes.TOPIC,
+        name,
+        configEntries: Object.entries(config).map(([n, value]) => ({ name: n, value })),
+      }));
+      // kafkajs offers no incremental change: alterConfigs replaces a topic's non-default
+      // entries, so those it has are sent along with the change.
+      if (resources.length === 0) return;
+      const current = await a.describeConfigs({
+        includeSynonyms: false,
+        resources: resources.map((r) => ({ type: r.type, name: r.name })),
+      });
+      const kept = new Map(
+        current.resources.map((res) => [
+          res.resourceName,
+          Object.fromEntries(
+            res.configEntries
+              .filter((e) => !e.isDefault && !e.readOnly)
+              .map((e) => [e.configName, e.configValue]),
+          ),
+        ]),
+      );
+      await a.alterConfigs({
+        validateOnly: false,
+        resources: resources.map((res) => ({
+          ...res,
+          configEntries: Object.entries({ ...(kept.get(res.name) ?? {}), ...changes[res.name] }).map(
+            ([name, value]) => ({ name, value }),
+          ),
+        })),
+      });
     },
     async describeCluster(): Promise<ClusterInfo> {
       const c = await a.describeCluster();
