@@ -13,7 +13,7 @@ import { createPool } from '../store/db.js';
 import { append, type Cursor, headCursor, type NewEvent } from '../store/event-store.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
-import { headerNames, Relay, relayCheckpoint } from './relay.js';
+import { headerNames, RECORD_LIMIT_RETRY_MS, Relay, relayCheckpoint } from './relay.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pool = createPool({ application: 'rods-relay-test', max: 4 });
@@ -356,12 +356,15 @@ describe('outbox relay', () => {
     await append(pool, stream, 'no-stream', events.slice(0, 2));
     await append(pool, stream, 2, events.slice(2));
 
+    let clock = Date.now();
     const relay = new Relay(pool, {
       name,
       startAfter: start,
       streamPrefix: stream,
       route: (e) => ({ topic, key: e.streamId }),
+      now: () => clock,
     });
+    const configured = relay.stats.recordLimit;
     const ac = new AbortController();
     let failure: unknown;
     const running = relay.run({ signal: ac.signal }).catch((e: unknown) => {
@@ -388,12 +391,21 @@ describe('outbox relay', () => {
           `${got.length} of ${events.length} events relayed (${(failure as Error) ?? e.message})`,
         );
       });
+      // The broker refused a size: the limit went down. It is not kept for ever: once
+      // RECORD_LIMIT_RETRY_MS passed, the next committed page brings the configured one back.
+      expect(relay.stats.recordLimit).toBeLessThan(configured);
+      clock += RECORD_LIMIT_RETRY_MS;
+      await append(pool, stream, 4, [taskSeeded(stream, 5)]);
+      await waitUntil(() => relay.stats.recordLimit === configured, {
+        what: () => `the record limit back at ${configured} (now ${relay.stats.recordLimit})`,
+        timeoutMs: 30_000,
+      });
     } finally {
       ac.abort();
       await running;
       await relay.stop();
     }
-    expect(got.map((g) => [g.version, g.name, g.referenced])).toEqual([
+    expect(got.slice(0, 4).map((g) => [g.version, g.name, g.referenced])).toEqual([
       [1, 'TaskSeeded', ''],
       [2, 'EventReferenced', '1'],
       [3, 'EventReferenced', '1'],

@@ -94,6 +94,9 @@ export interface RelayOptions {
   onRestart?: (error: Error) => void;
   /** The largest record sent (key, value, headers); default maxRecordBytes() (kafka/topology.ts). */
   maxRecordBytes?: number;
+  /** How long a lowered record limit stays (default RECORD_LIMIT_RETRY_MS). */
+  recordLimitRetryMs?: number;
+  now?: () => number;
 }
 
 export interface RelayStats {
@@ -104,9 +107,14 @@ export interface RelayStats {
   referenced: number;
   transactions: number;
   cursor: Cursor;
+  /** The record size limit in force: lowered when the broker refuses a size, back up after RECORD_LIMIT_RETRY_MS. */
+  recordLimit: number;
   /** The last failure that restarted the session, until a page commits again. */
   lastError?: string;
 }
+
+/** How long a lowered record limit stays before the configured one is tried again (the broker's may have risen). */
+export const RECORD_LIMIT_RETRY_MS = 10 * 60_000;
 
 const HEADER = {
   position: 'rods-position',
@@ -182,15 +190,25 @@ export class Relay {
     databaseStatus(this.pool).lost(err);
   };
   private stopping = false;
-  /** The record size limit in force (lowered when the broker refuses a size). */
-  private recordLimit: number;
+  /** The record size limit configured, and when the one in force was last lowered from it. */
+  private readonly configuredLimit: number;
+  private loweredAt: number | undefined;
   readonly stats: RelayStats = {
     published: 0,
     deadLettered: 0,
     referenced: 0,
     transactions: 0,
     cursor: { ...START },
+    recordLimit: 0,
   };
+
+  private get recordLimit(): number {
+    return this.stats.recordLimit;
+  }
+
+  private set recordLimit(v: number) {
+    this.stats.recordLimit = v;
+  }
 
   constructor(
     private readonly pool: pg.Pool,
@@ -201,7 +219,8 @@ export class Relay {
     this.pollMs = opts.pollMs ?? 200;
     this.route = opts.route ?? defaultRoute;
     this.registry = opts.registry ?? defaultRegistry();
-    this.recordLimit = Math.max(MIN_RECORD_BYTES, opts.maxRecordBytes ?? maxRecordBytes());
+    this.configuredLimit = Math.max(MIN_RECORD_BYTES, opts.maxRecordBytes ?? maxRecordBytes());
+    this.recordLimit = this.configuredLimit;
   }
 
   /** Takes the leadership lock, fences older instances and reads the committed cursor. */
@@ -395,6 +414,15 @@ export class Relay {
         }
         if (!this.producer) await this.openSession();
         n = await this.step();
+        // A lowered limit is not kept for ever: the configured one is tried again now and then.
+        const now = (this.opts.now ?? Date.now)();
+        if (
+          this.loweredAt !== undefined &&
+          now - this.loweredAt >= (this.opts.recordLimitRetryMs ?? RECORD_LIMIT_RETRY_MS)
+        ) {
+          this.recordLimit = this.configuredLimit;
+          this.loweredAt = undefined;
+        }
         restarts = 0;
         dbFailures = 0;
         this.stats.lastError = undefined;
@@ -410,6 +438,7 @@ export class Relay {
         if (e instanceof RecordTooLargeError && this.recordLimit > MIN_RECORD_BYTES) {
           // The topic takes less than assumed: smaller records (and references) next time.
           this.recordLimit = Math.max(MIN_RECORD_BYTES, Math.floor(this.recordLimit / 2));
+          this.loweredAt = (this.opts.now ?? Date.now)();
         }
         restarts++;
         this.opts.onRestart?.(e as Error);
