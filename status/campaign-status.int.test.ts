@@ -13,7 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declareSteps, recordStepProgress, StepTallies } from '../aggregator/step-progress.js';
 import { workflowIds } from '../domain/ids.js';
 import { type GatewayUnderTest, startGatewayUnderTest } from '../gateway/testing/gateway-under-test.js';
+import { type KafkaClient, openKafka } from '../kafka/client.js';
+import { deadLetter } from '../kafka/dlq.js';
 import { inTransaction } from '../store/db.js';
+import { campaignStatus } from './campaign-status.js';
+import { campaignOf } from './kafka.js';
+import { StatusKafka } from './kafka-shared.js';
 import type { CampaignStatusReport } from './report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -61,7 +66,8 @@ beforeAll(async () => {
     method: 'POST',
     url: '/v1/campaigns',
     headers: AUTH,
-    payload: { campaignId, config: { seeds: { perCategory: 1 } } },
+    // no worker seeds its pool: it counts the tasks its batches name
+    payload: { campaignId, config: { seeds: { perCategory: 1 }, ingestion: { unknownTasks: 'accept' } } },
   });
   expect(created.statusCode).toBe(201);
   // A batch the gateway accepted; with no worker its ingestion never publishes it.
@@ -128,4 +134,65 @@ describe('campaign status with no worker on its task queue', () => {
     expect(r.stdout).toContain('step 1: 3 of 5 declared groups counted (2 missing)');
     expect(r.stdout).toContain('step 1: 1 batch accepted but not published to Kafka');
   }, 150_000);
+});
+
+describe('status calls of a long-lived process', () => {
+  it('share one Kafka admin and one dead-letter reader, and count a dead letter written between calls', async () => {
+    // Counts what the status part opens (before: an admin and a consumer group per call).
+    const real = openKafka({ clientId: 'status-shared-test', retries: 1, quiet: true });
+    const opened = { admins: 0, consumers: 0 };
+    const counting: KafkaClient = {
+      producer: (o) => real.producer(o),
+      transactionalProducer: (o) => real.transactionalProducer(o),
+      batchConsumer: (o) => {
+        opened.consumers++;
+        return real.batchConsumer(o);
+      },
+      admin: () => {
+        opened.admins++;
+        return real.admin();
+      },
+    };
+    const shared = new StatusKafka(campaignOf, counting);
+    const producer = await real.producer();
+    const letter = (n: number) =>
+      deadLetter(producer, {
+        code: 'status-test',
+        reason: `letter ${n}`,
+        topic: 'rods.status-test',
+        partition: 0,
+        offset: String(n),
+        key: null,
+        // The relay's form: the stored event as JSON, naming its campaign.
+        value: Buffer.from(JSON.stringify({ campaignId })),
+      });
+    try {
+      await letter(Date.now());
+      const counts: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const r = await campaignStatus({ db: gw.db, temporal: null, statusKafka: shared }, campaignId, {
+          kafkaTimeoutMs: 20_000,
+        });
+        // No Temporal here (temporal: null); every Kafka part answered.
+        expect(Object.keys(r?.errors ?? {}).filter((k) => k !== 'temporal')).toEqual([]);
+        counts.push(r?.holds?.deadLetters?.byReason['status-test'] ?? 0);
+      }
+      // The first answer already had the letter written before the reader started.
+      expect(counts).toEqual([1, 1, 1, 1]);
+      await letter(Date.now() + 1);
+      let seen = 1;
+      for (let i = 0; i < 40 && seen < 2; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        const r = await campaignStatus({ db: gw.db, temporal: null, statusKafka: shared }, campaignId, {
+          kafkaTimeoutMs: 20_000,
+        });
+        seen = r?.holds?.deadLetters?.byReason['status-test'] ?? 0;
+      }
+      expect(seen).toBe(2);
+      expect(opened).toEqual({ admins: 1, consumers: 1 });
+    } finally {
+      await producer.disconnect();
+      await shared.close();
+    }
+  }, 120_000);
 });

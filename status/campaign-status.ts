@@ -6,6 +6,8 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { describeMissingStep, missingStep } from '../aggregator/missing-step.js';
+import { parkedOf } from '../aggregator/park.js';
+import { stuckHeads } from '../aggregator/suspects.js';
 import type { CampaignConfig } from '../domain/campaign-config.js';
 import { type KafkaClient, openKafka } from '../kafka/client.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
@@ -13,6 +15,7 @@ import { loadCampaign } from '../store/campaigns.js';
 import { unpublishedBatches } from '../store/ingestion-batches.js';
 import { poolView } from '../store/pool-view.js';
 import { aggregatorLag, deadLettersSince, relayLag } from './kafka.js';
+import type { StatusKafka } from './kafka-shared.js';
 import { stepProgress, unfinishedSyntheses, waitingFor } from './projections.js';
 import {
   type CampaignStatusReport,
@@ -32,8 +35,13 @@ export interface StatusDeps {
   db: pg.Pool;
   /** null: Temporal is not reachable (the report says so). */
   temporal: Client | null;
-  /** Opened (and closed) per call when absent. */
+  /** Opened (and closed) per call when absent (a one-shot command). */
   kafka?: KafkaClient;
+  /**
+   * A long-lived process's Kafka part (the gateway): one admin and one dead-letter tail for all
+   * its calls, instead of a client, an admin and a consumer group per call.
+   */
+  statusKafka?: StatusKafka;
 }
 
 export interface StatusOptions {
@@ -142,10 +150,12 @@ async function readHolds(
 ): Promise<{ holds: Holds; errors: Record<string, string> }> {
   const { db } = deps;
   const kafkaPart = kafkaView(deps, campaignId, opts);
-  const [steps, unpublished, unfinished] = await Promise.all([
+  const [steps, unpublished, unfinished, stuck, parked] = await Promise.all([
     stepProgress(db, campaignId),
     unpublishedBatches(db, campaignId),
     unfinishedSyntheses(db, campaignId),
+    stuckHeads(db, opts.aggregatorGroup ?? 'rods-aggregator'),
+    parkedOf(db, campaignId),
   ]);
   const synthesisTimeoutMs = opts.synthesisTimeoutMs ?? DEFAULT_SYNTHESIS_TIMEOUT_MS;
   for (const s of unfinished)
@@ -179,6 +189,8 @@ async function readHolds(
       : null,
     closedNotPlanned: Math.max(0, steps.lastClosedStep - steps.lastPlannedStep),
     missingStep: null,
+    stuckPartitions: stuck,
+    parked: parked.records > 0 ? parked : null,
     unpublishedBatches: {
       count: unpublished.count,
       groups: unpublished.groups,
@@ -222,9 +234,11 @@ async function lastPlannedStep(db: pg.Pool, campaignId: string): Promise<number>
 /** Starts the Kafka part at once; the returned function waits for it (given the dead letters' start). */
 function kafkaView(deps: StatusDeps, campaignId: string, opts: StatusOptions) {
   const timeoutMs = opts.kafkaTimeoutMs ?? 10_000;
-  const kafka = deps.kafka ?? openKafka({ clientId: 'rods-status', retries: 1, quiet: true });
+  const shared = deps.statusKafka;
+  const kafka =
+    shared?.kafka ?? deps.kafka ?? openKafka({ clientId: 'rods-status', retries: 1, quiet: true });
   const errors: Record<string, string> = {};
-  const admin = bounded('connecting to Kafka', timeoutMs, () => kafka.admin());
+  const admin = bounded('connecting to Kafka', timeoutMs, () => shared?.connectedAdmin() ?? kafka.admin());
   admin.catch(() => {});
   return async (sinceMs: number | null) => {
     let a: Awaited<typeof admin>;
@@ -256,12 +270,16 @@ function kafkaView(deps: StatusDeps, campaignId: string, opts: StatusOptions) {
         opts.deadLetters === false
           ? Promise.resolve(null)
           : part('deadLetters', () =>
-              deadLettersSince(kafka, a, campaignId, sinceMs, { timeoutMs: timeoutMs - 500 }),
+              shared
+                ? shared.deadLetters(campaignId, sinceMs, { timeoutMs: timeoutMs - 500 })
+                : deadLettersSince(kafka, a, campaignId, sinceMs, { timeoutMs: timeoutMs - 500 }),
             ),
       ]);
+      // A call that failed on the shared connection leaves the next one a new admin.
+      if (shared && (errors.relay || errors.aggregator)) await shared.reset();
       return { relay, aggregator, deadLetters, errors };
     } finally {
-      await a.disconnect().catch(() => {});
+      if (!shared) await a.disconnect().catch(() => {});
     }
   };
 }

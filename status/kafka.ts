@@ -63,7 +63,7 @@ export async function aggregatorLag(
 }
 
 /** The campaign a dead letter's original record belongs to, if its bytes say. */
-function campaignOf(value: Buffer | null, registry: SchemaRegistry): string | null {
+export function campaignOf(value: Buffer | null, registry: SchemaRegistry): string | null {
   if (!value) return null;
   try {
     const d = registry.decode(value);
