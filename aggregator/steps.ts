@@ -46,7 +46,8 @@ async function progress(
 
 /**
  * Closes the campaigns' complete steps, in step order: a step closes only after every earlier
- * step of its campaign has (so StepAggregated events and the watermark advance in order).
+ * step of its campaign the trainer closed has (so StepAggregated events and the watermark advance
+ * in order), even when a later step's records are all counted first.
  * With no campaigns given, looks at every campaign with an open step. Returns the closed steps.
  */
 export async function closeReadySteps(
@@ -76,6 +77,26 @@ export async function closeReadySteps(
   return closed;
 }
 
+/**
+ * Whether an earlier, unclosed step of the campaign has its closing batch accepted by the gateway:
+ * it is on its way (its records may sit on a partition that lags), so this step waits for it.
+ * An earlier step with no closing batch is a missing one (missing-step.ts) and holds nothing here.
+ */
+async function earlierStepComing(client: pg.PoolClient, campaignId: string, step: number): Promise<boolean> {
+  const { rows } = await client.query<{ coming: boolean }>(
+    `select exists (
+       select 1 from ingestion_batches b
+        where b.campaign_id = $1 and b.closes and b.step < $2
+          and b.step > coalesce((select max(step) from steps
+                                  where campaign_id = $1 and step < $2 and closed_at is not null), -1)
+          and not exists (select 1 from steps s
+                           where s.campaign_id = $1 and s.step = b.step and s.closed_at is not null)
+     ) as coming`,
+    [campaignId, step],
+  );
+  return rows[0]!.coming;
+}
+
 /** Closes one step if it is complete (another instance may have closed it meanwhile). */
 async function tryClose(
   pool: pg.Pool,
@@ -98,6 +119,10 @@ async function tryClose(
       return 'already';
     }
     if (!row || row.declared_groups === null) {
+      await client.query('rollback');
+      return 'incomplete';
+    }
+    if (await earlierStepComing(client, campaignId, step)) {
       await client.query('rollback');
       return 'incomplete';
     }
