@@ -336,12 +336,27 @@ export class AggregatorService {
     };
     /**
      * A range another process died in: a large one is applied in sub-ranges of SUB_RANGE, each
-     * marked (a crash narrows it); a small one one record at a time, each marked alone.
+     * marked (a crash narrows it); a small one one record at a time, each marked alone. The
+     * records of the batch after the range are applied as usual (one marked batch).
      */
     const applyCrashed = async (crashed: CrashedRange, records: readonly RewardRecord[]) => {
-      const inRange = records.filter(
-        (x) => Number(x.offset) >= crashed.from && Number(x.offset) <= crashed.to,
-      );
+      const upTo = records.filter((x) => Number(x.offset) <= crashed.to);
+      const after = records.slice(upTo.length);
+      const head = await applyCrashedRange(crashed, upTo);
+      if (!head || after.length === 0) return head;
+      // This process's own marks now stand at the partition: the rest is not taken as crashed.
+      const tail = await applyMarked(after);
+      if (!tail) return null;
+      const sum = new ResultSum();
+      sum.add(head);
+      sum.add(tail);
+      return sum.result();
+    };
+    const applyCrashedRange = async (
+      crashed: CrashedRange,
+      records: readonly RewardRecord[],
+    ): Promise<BatchResult | null> => {
+      const inRange = records.filter((x) => Number(x.offset) >= crashed.from);
       if (!crashed.alone && crashed.to - crashed.from + 1 > SUB_RANGE && inRange.length > 1) {
         this.log.warn(
           { partition: batch.partition, from: crashed.from, to: crashed.to, owner: crashed.owner },
