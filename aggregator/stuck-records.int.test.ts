@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { decode, encode } from '../codec/registry.js';
+import { rewardsArrayBomb } from '../codec/testing/bombs.js';
 import { readUntil } from '../kafka/client.js';
 import { DLQ_KEPT_BYTES, DLQ_TOPIC } from '../kafka/dlq.js';
 import { kafkaStatsCheck } from '../replay/kafka-source.js';
@@ -195,7 +196,10 @@ describe('a partition that never moves', () => {
     const campaignId = `stuck-bomb-${randomUUID().slice(0, 8)}`;
     await registerCampaign(pool, { campaignId });
     const topic = await freshRewardTopic('agg.bomb', 1);
-    const bomb = rewardsBomb(campaignId, 'task-a');
+    const bomb = {
+      key: 'task-a',
+      value: rewardsArrayBomb({ campaignId, taskId: 'task-a', eventId: randomUUID() }),
+    };
     expect(bomb.value.length).toBeLessThan(200);
     // The trainer declares the groups it sent; a rogue producer's bomb is not one of them.
     await produceTrace(topic, [bomb, group(campaignId, 'task-b'), stepClosed(campaignId, 1)]);
@@ -262,6 +266,13 @@ describe('a partition that never moves', () => {
         expect(letter.reason).toContain('a-process-that-died');
       }
       expect(await stuckHeads(pool, groupId, 0)).toEqual([]);
+      // Only the crashed range went one record at a time: the records after it (task-c, the step's
+      // closing) were folded as one marked batch, the partition's last mark.
+      const { rows: marks } = await pool.query(
+        'select from_offset::int as "from", to_offset::int as "to", alone from aggregator_suspects where group_id = $1',
+        [groupId],
+      );
+      expect(marks).toEqual([{ from: 2, to: 3, alone: false }]);
     },
     150_000,
   );
@@ -343,17 +354,3 @@ describe('a partition that never moves', () => {
     expect(await kafkaStatsCheck(pool, campaignId, topic)).toMatchObject({ equal: true, tasks: 1 });
   }, 150_000);
 });
-
-/** A RolloutGroupScored whose rewards array declares 2^31 - 1 items and holds one. */
-function rewardsBomb(campaignId: string, taskId: string): { key: string; value: Buffer } {
-  const { value } = group(campaignId, taskId, { rewards: [0.25] });
-  const one = Buffer.concat([
-    Buffer.from([0x02]),
-    Buffer.from(new Float64Array([0.25]).buffer),
-    Buffer.from([0x00]),
-  ]);
-  const at = value.indexOf(one);
-  // zig-zag varint of 2^31 - 1
-  const count = Buffer.from([0xfe, 0xff, 0xff, 0xff, 0x0f]);
-  return { key: taskId, value: Buffer.concat([value.subarray(0, at), count, value.subarray(at + 1)]) };
-}

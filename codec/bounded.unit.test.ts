@@ -6,30 +6,12 @@ import { DeclaredLengthError, lengthChecker } from './bounded.js';
 import { DecodeError } from './errors.js';
 import { decode, defaultRegistry, encode } from './registry.js';
 import { SAMPLE_EVENTS } from './samples.js';
-
-/** Zig-zag varint of a non-negative count. */
-function varint(n: number): number[] {
-  let v = n * 2;
-  const out: number[] = [];
-  while (v >= 128) {
-    out.push((v % 128) | 0x80);
-    v = Math.floor(v / 128);
-  }
-  out.push(v);
-  return out;
-}
+import { mapBomb, rewardsArrayBomb, stringBomb, varint } from './testing/bombs.js';
 
 /** A RolloutGroupScored whose rewards array declares `count` items but holds one. */
 function rewardsBomb(count: number): Buffer {
-  const bytes = encode('RolloutGroupScored', { ...SAMPLE_EVENTS.RolloutGroupScored, rewards: [0.25] });
-  const one = Buffer.concat([
-    Buffer.from([0x02]),
-    Buffer.from(new Float64Array([0.25]).buffer),
-    Buffer.from([0x00]),
-  ]);
-  const at = bytes.indexOf(one);
-  expect(at).toBeGreaterThan(0);
-  return Buffer.concat([bytes.subarray(0, at), Buffer.from(varint(count)), bytes.subarray(at + 1)]);
+  const { eventId, campaignId, taskId } = SAMPLE_EVENTS.RolloutGroupScored;
+  return rewardsArrayBomb({ eventId, campaignId, taskId }, count);
 }
 
 describe('bounded decoding', () => {
@@ -57,6 +39,21 @@ describe('bounded decoding', () => {
     );
     // The same shape with a count that fits is read as the (truncated) record it is.
     expect(() => decode(rewardsBomb(2))).toThrow(DecodeError);
+  });
+
+  it("refuses the soak's string and map bombs in registered schemas, naming the field", () => {
+    const t = { eventId: '0b7e8c1e-6f0f-4d3c-9d7e-1f2a3b4c5d6e', campaignId: 'c', taskId: 't' };
+    for (const [bomb, field] of [
+      [stringBomb(t), /policyVersion: string declares 2147483647 bytes/],
+      [mapBomb(t), /judgeScores: map declares 2147483647 items/],
+    ] as const) {
+      expect(bomb.length).toBeLessThan(400);
+      expect(() => decode(bomb)).toThrow(field);
+      expect(() => decode(bomb)).toThrow(DecodeError);
+    }
+    // Their honest forms decode.
+    expect(decode(stringBomb(t, 'bomb-policy-version-00'.length)).name).toBe('RolloutGroupScored');
+    expect(decode(mapBomb(t, 1)).name).toBe('CandidateValidated');
   });
 
   it('refuses a map, a string and bytes whose declared length exceeds the body, and zero-byte items', () => {

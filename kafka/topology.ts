@@ -55,9 +55,19 @@ export function replayRequirements(spec: TopicSpec): Record<string, (value: stri
   };
 }
 
+/**
+ * RODS_KAFKA_REPLICATION, or 3 when KAFKA_BROKERS lists three brokers or more (a replicated
+ * cluster, such as the local stack's three-node one), else 1.
+ */
+export function defaultReplication(env: NodeJS.ProcessEnv = process.env): number {
+  if (env.RODS_KAFKA_REPLICATION) return Number(env.RODS_KAFKA_REPLICATION);
+  const brokers = (env.KAFKA_BROKERS ?? '').split(',').filter((b) => b.trim() !== '');
+  return brokers.length >= 3 ? 3 : 1;
+}
+
 export function topology(opts: TopologyOptions = {}): TopicSpec[] {
   const partitions = opts.partitions ?? Number(process.env.RODS_KAFKA_PARTITIONS ?? 6);
-  const replicationFactor = opts.replicationFactor ?? Number(process.env.RODS_KAFKA_REPLICATION ?? 1);
+  const replicationFactor = opts.replicationFactor ?? defaultReplication();
   return [
     {
       name: REWARDS_TOPIC,

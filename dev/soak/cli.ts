@@ -20,7 +20,7 @@ const int = (name: string, min: number) => (v: string) => {
 
 const program = new Command('soak')
   .description(
-    'Chaos soak: runs a campaign through the gateway with a simulated trainer (several batches a step, duplicate sends, retrying and one-shot clients) and the stand-in generator with faults on, on a private stack, while a seeded injector kill -9s the worker, the two aggregators, the relay, the gateway and the executor, stops PostgreSQL (once for 60 s or more), Kafka and Temporal, and writes poison to the reward topic. Then checks: every accepted group counted exactly once, every step closed in order, no leaked synthesis slot, candidates injected or queued once, replay equal to live, a clean audit, and dead letters that are exactly the poison.',
+    'Chaos soak: runs a campaign through the gateway with a simulated trainer (several batches a step, duplicate sends, retrying and one-shot clients) and the stand-in generator with faults on, on a private stack, while a seeded injector kill -9s the worker, the two aggregators, the relay, the gateway and the executor, stops PostgreSQL (once for 60 s or more), Kafka and Temporal, kill -9s a broker and the active controller of the three-node Kafka cluster, freezes an aggregator inside a transaction (SIGSTOP), sends a step while the worker and the brokers are down so that it is published after three later steps, and writes poison and array, string and map bombs to the reward topic. Then checks: every accepted group counted exactly once, every step closed in order, no leaked synthesis slot, candidates injected or queued once, replay equal to live, a clean audit, and dead letters that are exactly the poison.',
   )
   .option('--steps <n>', 'training steps', int('--steps', 4), 30)
   .option('--seed <n>', 'seed of the fault plan, the trainer and the generator', int('--seed', 0), 1)
@@ -32,6 +32,15 @@ const program = new Command('soak')
     int('--per-kind', 1),
   )
   .option('--long-outage-s <s>', 'length of the first PostgreSQL outage', int('--long-outage-s', 1), 62)
+  .option(
+    '--kafka-nodes <n>',
+    'Kafka nodes of the private stack: 3 (replication 3, min.insync.replicas 2; adds kill -9 of a broker and of the active controller) or 1',
+    (v: string) => {
+      if (v !== '1' && v !== '3') throw new InvalidArgumentError('--kafka-nodes must be 1 or 3');
+      return Number(v);
+    },
+    3,
+  )
   .option('--out <dir>', 'report folder (logs of every process, faults.json, report.json)')
   .option('--keep-stack', 'leave the private stack running and its data in place')
   .option('--json', 'print only the JSON report on stdout (progress goes to stderr)')
@@ -46,6 +55,7 @@ async function main(): Promise<number> {
     batchesPerStep: number;
     perKind?: number;
     longOutageS: number;
+    kafkaNodes: number;
     out?: string;
     keepStack?: boolean;
     json?: boolean;
@@ -56,7 +66,7 @@ async function main(): Promise<number> {
     .slice(0, 14)}-s${o.seed}`;
   const out = path.resolve(o.out ?? path.join(ROOT, 'reports', 'soak', run));
   mkdirSync(out, { recursive: true });
-  const layout = await layoutPrivateStack(path.join(ROOT, '.stack'), run);
+  const layout = await layoutPrivateStack(path.join(ROOT, '.stack'), run, { kafkaNodes: o.kafkaNodes });
   Object.assign(process.env, layout.env);
   // Progress and the stack's own messages go to stderr; stdout carries the report only.
   console.log = (...a: unknown[]) => process.stderr.write(`${format(...a)}\n`);
@@ -87,6 +97,7 @@ async function main(): Promise<number> {
       batchesPerStep: o.batchesPerStep,
       perKind: o.perKind,
       longOutageMs: o.longOutageS * 1000,
+      kafkaNodes: o.kafkaNodes,
       log,
     });
     writeFileSync(path.join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);

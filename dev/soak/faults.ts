@@ -12,8 +12,24 @@ export const FAULT_KINDS = [
   'kafka-outage',
   'temporal-outage',
   'poison',
+  // Records that declare 2^31 - 1 items or bytes: an array, a string and a map bomb.
+  'bomb',
+  // The worker and every Kafka broker down past the gateway's send timeout while a step is sent;
+  // the broker back, the trainer three steps on, then the worker: that step's batches are
+  // published after the later steps' (past the stale window).
+  'late-publish',
+  // SIGSTOP of an aggregator while its transaction is open (longer than the soak's
+  // idle-in-transaction timeout), then SIGCONT.
+  'freeze',
+  // kill -9 of one broker of the three-node cluster that is not the controller, and of the
+  // active controller.
+  'kill-broker',
+  'kill-controller',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** Kinds that need the three-node Kafka cluster. */
+export const CLUSTER_FAULT_KINDS: readonly FaultKind[] = ['kill-broker', 'kill-controller'];
 
 export interface Fault {
   kind: FaultKind;
@@ -35,18 +51,20 @@ export interface FaultPlanOptions {
   perKind?: number;
   /** The first PostgreSQL outage lasts this long (the issue asks for one of 60 s or more). */
   longOutageMs?: number;
+  /** The kinds to strike (default all). */
+  kinds?: readonly FaultKind[];
 }
 
 /** Each kind perKind times at seeded random steps in [2, steps - 1], ordered by step. */
 export function planFaults(opts: FaultPlanOptions): Fault[] {
-  if (opts.steps < 4) throw new Error(`a soak needs at least 4 steps, got ${opts.steps}`);
+  if (opts.steps < 8) throw new Error(`a soak needs at least 8 steps, got ${opts.steps}`);
   const rand = xorshift32(opts.seed);
   const between = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
   const perKind = opts.perKind ?? Math.max(1, Math.round(opts.steps / 60));
   const faults: Fault[] = [];
   let longOutage = true;
   for (let i = 0; i < perKind; i++) {
-    for (const kind of FAULT_KINDS) {
+    for (const kind of opts.kinds ?? FAULT_KINDS) {
       let downMs = 0;
       let hard = true;
       switch (kind) {
@@ -61,13 +79,26 @@ export function planFaults(opts: FaultPlanOptions): Fault[] {
           hard = rand() < 0.5;
           break;
         case 'poison':
+        case 'bomb':
+          break;
+        case 'late-publish':
+          // How long the broker stays down after the step's batches fell back (past the 5 s send).
+          downMs = between(8_000, 15_000);
+          break;
+        case 'freeze':
+          downMs = between(12_000, 25_000);
+          break;
+        case 'kill-broker':
+        case 'kill-controller':
+          downMs = between(5_000, 20_000);
           break;
         default:
           downMs = between(500, 6_000);
       }
       faults.push({
         kind,
-        atStep: between(2, opts.steps - 1),
+        // A late publish needs three steps after its own.
+        atStep: kind === 'late-publish' ? between(2, opts.steps - 4) : between(2, opts.steps - 1),
         delayMs: between(0, 1500),
         downMs,
         hard,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countByKind, FAULT_KINDS, planFaults } from './faults.js';
+import { CLUSTER_FAULT_KINDS, countByKind, FAULT_KINDS, planFaults } from './faults.js';
 
 describe('the soak fault plan', () => {
   it('strikes every kind the asked number of times, inside the run, in step order', () => {
@@ -28,7 +28,15 @@ describe('the soak fault plan', () => {
     );
   });
 
+  it('strikes only the kinds asked for (a one-broker run has no broker to kill), a late publish three steps before the end', () => {
+    const kinds = FAULT_KINDS.filter((k) => !CLUSTER_FAULT_KINDS.includes(k));
+    const plan = planFaults({ steps: 30, seed: 2, kinds });
+    expect(new Set(plan.map((f) => f.kind))).toEqual(new Set(kinds));
+    for (const f of planFaults({ steps: 12, seed: 3, perKind: 20 }).filter((x) => x.kind === 'late-publish'))
+      expect(f.atStep).toBeLessThanOrEqual(8);
+  });
+
   it('refuses a run too short to hold a fault', () => {
-    expect(() => planFaults({ steps: 3, seed: 1 })).toThrow(/at least 4 steps/);
+    expect(() => planFaults({ steps: 7, seed: 1 })).toThrow(/at least 8 steps/);
   });
 });

@@ -1,5 +1,6 @@
-// A private copy of the local stack for the soak: its own PostgreSQL cluster, Kafka broker,
-// Temporal dev server and executor, on free ports, with data under .stack/soak/<run>. The fault
+// A private copy of the local stack for the soak: its own PostgreSQL cluster, Kafka (one broker or
+// a three-node cluster),
+// a Temporal dev server and executor, on free ports, with data under .stack/soak/<run>. The fault
 // injector stops and kills these, never the shared stack other tests use. Installed artifacts
 // (the temporal binary, Kafka's jars, the executor's venv) are linked from the shared stack, so
 // only the data is fresh.
@@ -20,7 +21,11 @@ export interface PrivateStackLayout {
  * Chooses ports and a folder and returns the environment that points every rods module at them.
  * It must be applied to process.env before infra/stack is imported (its paths are read at load).
  */
-export async function layoutPrivateStack(sharedStack: string, run: string): Promise<PrivateStackLayout> {
+export async function layoutPrivateStack(
+  sharedStack: string,
+  run: string,
+  opts: { kafkaNodes?: number } = {},
+): Promise<PrivateStackLayout> {
   const dir = path.join(sharedStack, 'soak', run);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(path.join(dir, 'kafka'), { recursive: true });
@@ -46,8 +51,13 @@ export async function layoutPrivateStack(sharedStack: string, run: string): Prom
     }
   };
   const pg = await port();
-  const kafka = await port();
-  const controller = await port();
+  // One Kafka node, or a cluster (three: replication 3, min.insync.replicas 2).
+  const kafka: number[] = [];
+  const controllers: number[] = [];
+  for (let i = 0; i < (opts.kafkaNodes ?? 1); i++) {
+    kafka.push(await port());
+    controllers.push(await port());
+  }
   const temporal = await port();
   const temporalHttp = await port();
   const temporalMetrics = await port();
@@ -60,9 +70,9 @@ export async function layoutPrivateStack(sharedStack: string, run: string): Prom
       RODS_STACK_DIR: dir,
       DATABASE_URL: `postgres://rods:${pw()}@127.0.0.1:${pg}/rods`,
       RODS_MIGRATE_DATABASE_URL: `postgres://rods_owner:${pw()}@127.0.0.1:${pg}/rods`,
-      KAFKA_BROKERS: `127.0.0.1:${kafka}`,
-      RODS_KAFKA_CONTROLLER_PORT: String(controller),
-      RODS_KAFKA_HEAP: '512m',
+      KAFKA_BROKERS: kafka.map((p) => `127.0.0.1:${p}`).join(','),
+      RODS_KAFKA_CONTROLLER_PORTS: controllers.join(','),
+      RODS_KAFKA_HEAP: kafka.length > 1 ? '384m' : '512m',
       TEMPORAL_ADDRESS: `127.0.0.1:${temporal}`,
       RODS_TEMPORAL_HTTP_PORT: String(temporalHttp),
       RODS_TEMPORAL_METRICS_PORT: String(temporalMetrics),

@@ -83,6 +83,19 @@ export class Supervisor {
     return true;
   }
 
+  /** The OS pid of a running child. */
+  pid(name: string): number | undefined {
+    const c = this.children.get(name);
+    return c && c.exitCode === null ? c.pid : undefined;
+  }
+
+  /** Sends a signal (SIGSTOP, SIGCONT) to a running child; false when it does not run. */
+  signal(name: string, sig: NodeJS.Signals): boolean {
+    const c = this.children.get(name);
+    if (!c || c.exitCode !== null) return false;
+    return c.kill(sig);
+  }
+
   restart(name: string): void {
     const spec = this.specs.get(name);
     if (!spec) throw new Error(`no process named ${name}`);

@@ -7,15 +7,25 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { encode } from '../../codec/registry.js';
+import { mapBomb, rewardsArrayBomb, stringBomb } from '../../codec/testing/bombs.js';
 import { workflowIds } from '../../domain/ids.js';
 import { services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
+import { activeController, kafkaNodes } from '../../infra/stack/kafka.js';
 import { openKafka, withAdmin } from '../../kafka/client.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
 import { createPool } from '../../store/db.js';
 import { temporalClient } from '../../temporal/connect.js';
 import { freeServicePort } from '../../util/free-port.js';
 import type { CampaignStatus } from '../../workflows/campaign.js';
-import { countByKind, type Fault, type FaultKind, planFaults } from './faults.js';
+import {
+  CLUSTER_FAULT_KINDS,
+  countByKind,
+  FAULT_KINDS,
+  type Fault,
+  type FaultKind,
+  planFaults,
+} from './faults.js';
+import { holdsTransaction } from './freeze.js';
 import {
   acceptedGroups,
   auditClean,
@@ -39,6 +49,8 @@ export interface SoakOptions {
   batchesPerStep: number;
   perKind?: number;
   longOutageMs?: number;
+  /** Kafka nodes of the private stack (1, or 3 for the replicated cluster). */
+  kafkaNodes: number;
   log: (line: string) => void;
 }
 
@@ -55,6 +67,7 @@ export interface FaultRecord {
 export interface SoakReport {
   steps: number;
   seed: number;
+  kafka_nodes: number;
   campaignId: string;
   faults_by_kind: Record<FaultKind, number>;
   invariants: Record<string, boolean>;
@@ -102,6 +115,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     seed: opts.seed,
     perKind: opts.perKind,
     longOutageMs: opts.longOutageMs,
+    // Killing a broker of a one-broker "cluster" is the Kafka outage already.
+    kinds: opts.kafkaNodes >= 3 ? FAULT_KINDS : FAULT_KINDS.filter((k) => !CLUSTER_FAULT_KINDS.includes(k)),
   });
   log(`fault plan: ${plan.length} faults over ${opts.steps} steps (${JSON.stringify(countByKind(plan))})`);
 
@@ -119,6 +134,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     RODS_SINK_DIR: path.join(opts.out, 'pool-sink'),
     // The stand-in is the worker's `default` generator endpoint; the campaign only names it.
     RODS_GENERATOR_BASE_URL: `http://127.0.0.1:${standinPort}/v1`,
+    // A frozen process's open transaction is ended by the server well within the freeze.
+    RODS_PG_IDLE_IN_TRANSACTION_MS: '8000',
   });
   const db = createPool({ application: 'rods-soak', max: 4 });
   let trainerStep = 0;
@@ -212,6 +229,67 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       return `${kind} at ${s.partition}/${s.baseOffset}`;
     };
 
+    // An array, a string and a map bomb: each dead-lettered declared-length, nothing killed.
+    const writeBombs = async (n: number): Promise<string> => {
+      const t = { campaignId, taskId: `bomb-task-${n}`, eventId: randomUUID() };
+      const bombs = [
+        ['array', rewardsArrayBomb(t)],
+        ['string', stringBomb({ ...t, eventId: randomUUID() })],
+        ['map', mapBomb({ ...t, eventId: randomUUID() })],
+      ] as const;
+      const at: string[] = [];
+      for (const [what, value] of bombs) {
+        const sent = await patiently('writing a bomb', () =>
+          producer.send(REWARDS_TOPIC, [{ key: `bomb-${n}-${what}`, value }]),
+        );
+        const r = sent[0]!;
+        poison.push({ kind: 'declared-length', partition: r.partition, offset: r.baseOffset! });
+        at.push(`${what} (${value.length} B) at ${r.partition}/${r.baseOffset}`);
+      }
+      return at.join(', ');
+    };
+    const kafka = services.get('kafka')!;
+    /** kill -9 of one node of the cluster; it is started again after the fault's down time. */
+    const killNode = async (f: Fault, controller: boolean): Promise<string> => {
+      const nodes = kafkaNodes();
+      const ctl = activeController(nodes);
+      const pick = controller
+        ? nodes.find((x) => x.id === ctl)
+        : nodes.filter((x) => x.id !== ctl && x.pid())[f.instance % Math.max(1, nodes.length - 1)];
+      if (!pick)
+        throw new Error(controller ? 'no active controller found' : 'no broker besides the controller runs');
+      const pid = pick.pid();
+      if (!pid) throw new Error(`node ${pick.id} does not run`);
+      process.kill(pid, 'SIGKILL');
+      while (pick.pid()) await sleep(100);
+      await sleep(f.downMs);
+      // up() finds the cluster answering and starts the node that is down (kafkaService.ready).
+      await stackUp([kafka]);
+      return `node ${pick.id} (kill -9)${controller ? ', the active controller' : `, controller ${ctl ?? '?'} left running`}`;
+    };
+    /** SIGSTOP of an aggregator inside an open transaction (waits up to 30 s for one), then SIGCONT. */
+    const freeze = async (f: Fault): Promise<string> => {
+      const name = `aggregator-${f.instance}`;
+      const deadline = Date.now() + 30_000;
+      let inTx = false;
+      for (;;) {
+        const pid = sup.pid(name);
+        if (pid && (await holdsTransaction(db, pid, 'rods-aggregator').catch(() => false))) {
+          sup.signal(name, 'SIGSTOP');
+          inTx = true;
+          break;
+        }
+        if (Date.now() > deadline) {
+          sup.signal(name, 'SIGSTOP');
+          break;
+        }
+        await sleep(5);
+      }
+      await sleep(f.downMs);
+      sup.signal(name, 'SIGCONT');
+      return `${name} (SIGSTOP ${inTx ? 'inside a transaction' : 'between transactions: none opened within 30 s'})`;
+    };
+
     const faultRun = async (f: Fault, n: number): Promise<FaultRecord> => {
       const rec: FaultRecord = {
         kind: f.kind,
@@ -268,6 +346,21 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           case 'poison':
             rec.target = await writePoison(n);
             break;
+          case 'bomb':
+            rec.target = await writeBombs(n);
+            break;
+          case 'freeze':
+            rec.target = await freeze(f);
+            break;
+          case 'kill-broker':
+            rec.target = await killNode(f, false);
+            break;
+          case 'kill-controller':
+            rec.target = await killNode(f, true);
+            break;
+          case 'late-publish':
+            // Carried out by the trainer's loop (it spans four steps).
+            break;
         }
       } catch (e) {
         rec.error = (e as Error).message.slice(0, 300);
@@ -280,15 +373,60 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     const injector = (async () => {
       let n = 0;
       for (const f of plan) {
+        if (f.kind === 'late-publish') continue;
         while (trainerStep < f.atStep && !trainerDone) await sleep(100);
         await sleep(f.delayMs);
         const rec = await faultRun(f, n++);
         faults.push(rec);
         log(
-          `  fault ${n}/${plan.length} at step ${f.atStep}: ${f.kind} ${rec.target}${f.downMs ? ` for ${(f.downMs / 1000).toFixed(1)} s` : ''}${rec.error ? ` FAILED: ${rec.error}` : ''}`,
+          `  fault at step ${f.atStep}: ${f.kind} ${rec.target}${f.downMs ? ` for ${(f.downMs / 1000).toFixed(1)} s` : ''}${rec.error ? ` FAILED: ${rec.error}` : ''}`,
         );
       }
     })();
+
+    // A late publish: the worker and every broker down while step S is sent (its batches fall
+    // back to ingestion workflows no worker runs: 202, published: false), the brokers back, steps
+    // S+1..S+3 sent (published at once), then the worker back: step S's groups reach the
+    // aggregator three steps after the same tasks' later groups, past the stale window.
+    const lates = plan.filter((f) => f.kind === 'late-publish');
+    let late: { rec: FaultRecord; until: number } | undefined;
+    const lateBegin = async (f: Fault, step: number) => {
+      const rec: FaultRecord = {
+        kind: f.kind,
+        atStep: step,
+        target: '',
+        downS: f.downMs / 1000,
+        startedAt: Date.now(),
+        endedAt: 0,
+      };
+      try {
+        await sup.kill9('worker');
+        for (const node of kafkaNodes()) {
+          const pid = node.pid();
+          if (pid) process.kill(pid, 'SIGKILL');
+        }
+        while (kafka.pid() || kafkaNodes().some((x) => x.pid())) await sleep(100);
+        rec.target = `worker and all ${opts.kafkaNodes} broker(s) (kill -9) while step ${step} was sent; published after steps ${step + 1}-${step + 3}`;
+      } catch (e) {
+        rec.error = (e as Error).message.slice(0, 300);
+      }
+      late = { rec, until: step + 3 };
+    };
+    const lateBrokersBack = async (f: Fault) => {
+      await sleep(f.downMs);
+      await stackUp([kafka]).catch((e: Error) => {
+        if (late) late.rec.error = `brokers not back: ${e.message}`.slice(0, 300);
+      });
+    };
+    const lateEnd = () => {
+      sup.restart('worker');
+      late!.rec.endedAt = Date.now();
+      faults.push(late!.rec);
+      log(
+        `  fault at step ${late!.rec.atStep}: late-publish ${late!.rec.target}${late!.rec.error ? ` FAILED: ${late!.rec.error}` : ''}`,
+      );
+      late = undefined;
+    };
 
     const planned = async (): Promise<number> => {
       const r = await db.query<{ step: string | null }>(
@@ -301,7 +439,22 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       for (let step = 1; step <= opts.steps; step++) {
         const start = Date.now();
         trainerStep = step;
+        const due = late ? undefined : lates.find((f) => f.atStep <= step);
+        if (due) {
+          lates.splice(lates.indexOf(due), 1);
+          await lateBegin(due, step);
+        }
         const r = await trainer.step(step);
+        if (due) await lateBrokersBack(due);
+        if (late && step === late.until) lateEnd();
+        // Within a late publish, no step is planned until the worker is back: the trainer runs on.
+        if (late) {
+          stepTimes.push({ step, start, end: Date.now() });
+          log(
+            `step ${step}/${opts.steps}: ${r.groups} groups in ${r.batches} batches (not waiting: late publish)`,
+          );
+          continue;
+        }
         await patiently(
           `step ${step} was not planned`,
           async () => {
@@ -415,6 +568,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     return {
       steps: opts.steps,
       seed: opts.seed,
+      kafka_nodes: opts.kafkaNodes,
       campaignId,
       faults_by_kind: countByKind(faults.filter((f) => !f.error)),
       invariants: Object.fromEntries(Object.entries(inv).map(([k, v]) => [k, v.ok])),
