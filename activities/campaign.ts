@@ -5,14 +5,6 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
-import {
-  describeMissingStep,
-  type MissingStep,
-  missingStep,
-  skipMissingStep,
-} from '../aggregator/missing-step.js';
-import { loadTaskStats } from '../aggregator/stats-query.js';
-import { WatermarkTimeout, waitForWatermark } from '../aggregator/steps.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { deliveredTask } from '../domain/delivered-task.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
@@ -20,7 +12,15 @@ import type { TaskStats } from '../schemas/types.generated.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
+import {
+  describeMissingStep,
+  type MissingStep,
+  missingStep,
+  skipMissingStep,
+} from '../store/missing-step.js';
 import { recordEvents, recordEventsIn } from '../store/pool-projection.js';
+import { loadTaskStats } from '../store/task-stats.js';
+import { WatermarkTimeout, waitForWatermark } from '../store/watermark.js';
 import { type WorkflowEnd, workflowEnd } from '../temporal/connect.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';

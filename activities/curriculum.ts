@@ -6,7 +6,6 @@
 // happens once.
 import { Context } from '@temporalio/activity';
 import type pg from 'pg';
-import { loadTaskStats } from '../aggregator/stats-query.js';
 import { type CampaignConfig, isInjectionBoundary, parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash } from '../domain/candidate.js';
 import { eventIds, streams } from '../domain/ids.js';
@@ -18,6 +17,7 @@ import type { TaskStats } from '../schemas/types.generated.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
 import { recordEventsIn } from '../store/pool-projection.js';
+import { loadTaskStats } from '../store/task-stats.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient, SeedCategory, TaskRecord } from './executor-client.js';
 import { SEED_CATEGORIES } from './executor-client.js';

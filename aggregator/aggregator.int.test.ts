@@ -8,9 +8,9 @@ import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
 import { readStream } from '../store/event-store.js';
+import { queryStats } from '../store/task-stats.js';
+import { waitForWatermark, watermark } from '../store/watermark.js';
 import { AggregatorService } from './service.js';
-import { queryStats } from './stats-query.js';
-import { waitForWatermark, watermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats } from './trace.js';
 
 const pool = createPool({ application: 'rods-aggregator-test', max: 8 });

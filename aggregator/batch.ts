@@ -6,17 +6,17 @@
 // - the partition's next offset lives in aggregator_offsets and is read under a per-partition
 //   advisory lock: a record below it was applied already (a redelivery after a crash or a
 //   rebalance) and is skipped, and two members briefly owning one partition serialise here;
-// - every applied group's event id joins its task's dedupe window (aggregator/dedupe.ts, stored
+// - every applied group's event id joins its task's dedupe window (domain/dedupe.ts, stored
 //   in the task's row in the same transaction), so a duplicate produced later by a retrying
 //   producer (another offset, same id, same task) is skipped too.
 // Nothing is applied or emitted unless the whole transaction commits.
 import type pg from 'pg';
 import type { SchemaRegistry } from '../codec/registry.js';
+import { DEFAULT_DEDUPE_WINDOW } from '../domain/dedupe.js';
 import { inTransaction } from '../store/db.js';
 import { StreamOrderError } from '../store/event-store.js';
 import type { CampaignCache } from './campaign-cache.js';
 import { type DeadLetterNote, decodeBatch, type RewardRecord } from './decode.js';
-import { DEFAULT_DEDUPE_WINDOW } from './dedupe.js';
 import { appendStatsEvents, statsEvents } from './events.js';
 import { foldGroups } from './fold.js';
 import { type ParkedRecord, parkedCampaigns, parkRecords, stillParked, unpark } from './park.js';

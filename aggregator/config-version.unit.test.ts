@@ -2,11 +2,11 @@
 // straggler of an earlier step keeps the old thresholds and the Kafka replay folds the same way.
 import { describe, expect, it } from 'vitest';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
+import { DedupeWindows } from '../domain/dedupe.js';
 import { eventIds } from '../domain/ids.js';
 import { foldGroups as replayFold } from '../replay/reward-stream.js';
 import { type CampaignRow, configAtStep } from '../store/campaigns.js';
 import type { Group } from './decode.js';
-import { DedupeWindows } from './dedupe.js';
 import { foldGroups } from './fold.js';
 
 const v1 = parseCampaignConfig({ detector: { low: 0.2, high: 0.85 } });

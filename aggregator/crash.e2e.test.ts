@@ -11,9 +11,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
+import { queryStats } from '../store/task-stats.js';
+import { watermark } from '../store/watermark.js';
 import { freePort } from '../util/free-port.js';
-import { queryStats } from './stats-query.js';
-import { watermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats, rng } from './trace.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

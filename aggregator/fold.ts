@@ -3,10 +3,10 @@
 // version for the group's step. Pure: the state it starts from
 // is what the state store loaded, and what it returns is written back in the same transaction.
 import type { Band } from '../domain/band.js';
+import { DedupeWindows } from '../domain/dedupe.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
 import { type CampaignRow, configAtStep } from '../store/campaigns.js';
 import type { DeadLetterNote, Group } from './decode.js';
-import { DedupeWindows } from './dedupe.js';
 import { type StoredTask, type TaskUpdate, taskKey } from './state-store.js';
 import { StepTallies } from './step-progress.js';
 import { groupProblem, unknownCampaign } from './validate.js';

@@ -11,8 +11,8 @@ import { decode } from '../codec/registry.js';
 import { readUntil } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { createPool } from '../store/db.js';
-import { queryStats } from './stats-query.js';
-import { runFailingBurst } from './testing/failing-burst.js';
+import { queryStats } from '../store/task-stats.js';
+import { runFailingBurst } from '../test/support/aggregator/failing-burst.js';
 
 const pool = createPool({ application: 'rods-aggregator-isolation-test', max: 6 });
 const endpoints = inject('endpoints');

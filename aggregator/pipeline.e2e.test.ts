@@ -12,10 +12,10 @@ import { defaultRoute, Relay } from '../relay/relay.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
 import { headCursor } from '../store/event-store.js';
+import { queryStats } from '../store/task-stats.js';
+import { waitForWatermark } from '../store/watermark.js';
 import { freePort } from '../util/free-port.js';
 import { AggregatorService } from './service.js';
-import { queryStats } from './stats-query.js';
-import { waitForWatermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from './trace.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -12,10 +12,10 @@ import { lockedConfigVersions, registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
 import { readStream } from '../store/event-store.js';
 import { recordEvents } from '../store/pool-projection.js';
+import { queryStats } from '../store/task-stats.js';
+import { waitForWatermark } from '../store/watermark.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { AggregatorService } from './service.js';
-import { queryStats } from './stats-query.js';
-import { waitForWatermark } from './steps.js';
 import { encodeRecord, freshRewardTopic, produceTrace, type TraceGroup } from './trace.js';
 
 const pool = createPool({ application: 'rods-reconfigure-test', max: 4 });

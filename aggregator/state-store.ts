@@ -3,8 +3,7 @@
 // its dedupe window (task_stats). State and consumed offset commit together or not at all.
 import type pg from 'pg';
 import type { TaskState } from '../domain/task-stats.js';
-import type { TaskStatsRow } from './stats-query.js';
-import type { TaskStateCache } from './task-cache.js';
+import type { TaskStatsRow } from '../store/task-stats.js';
 
 /** A task's statistics as stored, with its dedupe window. */
 export interface StoredTask {
@@ -20,6 +19,14 @@ export interface TaskUpdate extends StoredTask {
   policyVersion: string;
   /** The ids this batch added to the window (recentEventIds ends with them), oldest first. */
   newEventIds: readonly string[];
+}
+
+/** What the task read asks of a cache of committed task states (aggregator/task-cache.ts). */
+export interface CommittedTasks {
+  /** The group count and last event id of the cached state, if any. */
+  versionOf(key: string): { groups: number; lastEventId: string } | undefined;
+  /** A copy of the cached state, for the batch to fold. */
+  take(campaignId: string, taskId: string): StoredTask | undefined;
 }
 
 interface StoredRow extends TaskStatsRow {
@@ -111,7 +118,7 @@ export const taskKey = (campaignId: string, taskId: string) => `${campaignId}\u0
 export async function loadTasks(
   client: pg.PoolClient,
   tasks: readonly { campaignId: string; taskId: string }[],
-  cache?: TaskStateCache,
+  cache?: CommittedTasks,
 ): Promise<StoredTask[]> {
   const pairs = [...new Map(tasks.map((t) => [taskKey(t.campaignId, t.taskId), t])).values()];
   if (!cache) return readTasks(client, pairs);

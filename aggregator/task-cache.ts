@@ -7,7 +7,7 @@
 // instance, a row rebuilt or removed) does not match and is read in full. The cache is only
 // updated after a commit, so a rolled-back batch never leaves state in it.
 import type { TaskState } from '../domain/task-stats.js';
-import { type StoredTask, type TaskUpdate, taskKey } from './state-store.js';
+import { type CommittedTasks, type StoredTask, type TaskUpdate, taskKey } from './state-store.js';
 
 export const DEFAULT_TASK_CACHE_SIZE = 20_000;
 
@@ -18,7 +18,7 @@ interface Cached {
 }
 
 /** Least recently used tasks are dropped beyond `capacity` (about 2 KiB each with a full window). */
-export class TaskStateCache {
+export class TaskStateCache implements CommittedTasks {
   private readonly tasks = new Map<string, Cached>();
 
   constructor(readonly capacity = DEFAULT_TASK_CACHE_SIZE) {}

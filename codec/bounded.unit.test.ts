@@ -2,11 +2,11 @@
 // 100-byte record that declares 2^31 - 1 array items used to exhaust the heap of whatever read it.
 import avsc from 'avsc';
 import { describe, expect, it } from 'vitest';
+import { mapBomb, rewardsArrayBomb, stringBomb, varint } from '../test/support/codec/bombs.js';
 import { DeclaredLengthError, lengthChecker } from './bounded.js';
 import { DecodeError } from './errors.js';
 import { decode, defaultRegistry, encode } from './registry.js';
 import { SAMPLE_EVENTS } from './samples.js';
-import { mapBomb, rewardsArrayBomb, stringBomb, varint } from './testing/bombs.js';
 
 /** A RolloutGroupScored whose rewards array declares `count` items but holds one. */
 function rewardsBomb(count: number): Buffer {

@@ -2,7 +2,7 @@
 // every one is overridable by environment variable so the same code runs against clusters.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { secretFile } from '../infra/stack/paths.js';
+import { secretFile } from './stack-dir.js';
 
 /** The local stack's database, before `stack up` has made its passwords (.stack/secrets). */
 export const DEFAULT_DATABASE_URL = 'postgres://rods:rods@127.0.0.1:5432/rods';

@@ -6,12 +6,12 @@
 
 import { describe, expect, it, vi } from 'vitest';
 import { type CandidateRow, decideStep } from '../activities/curriculum.js';
-import { DedupeWindows } from '../aggregator/dedupe.js';
 import type { RecordedGroup } from '../replay/reward-stream.js';
 import { foldGroups } from '../replay/reward-stream.js';
 import { type RecordedPlan, whatIfReport } from '../replay/whatif.js';
 import type { TaskStats } from '../schemas/types.generated.js';
 import { parseCampaignConfig } from './campaign-config.js';
+import { DedupeWindows } from './dedupe.js';
 import { applyDecisions } from './pool/evolve.js';
 import { seedTasks } from './pool/policy.js';
 import { EMPTY_POOL, type PoolState } from './pool/state.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { C, ev, events } from '../lineage/testing/events.js';
+import { C, ev, events } from '../test/support/lineage/events.js';
 import { csvCell } from './export.js';
 import { OPENLINEAGE_SCHEMA_URL, openLineageEvents } from './openlineage.js';
 

@@ -11,9 +11,9 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
+import { type GatewayUnderTest, startGatewayUnderTest } from '../test/support/gateway/gateway-under-test.js';
 import { waitUntil } from '../test/support/wait.js';
 import { loadTokens } from './auth.js';
-import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
 
 // These tests report rewards for tasks of their own: the campaign counts any task id.
 const ACCEPT_ANY_TASK = { ingestion: { unknownTasks: 'accept' } };

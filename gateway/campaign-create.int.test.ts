@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_CAMPAIGN_CONFIG_BYTES } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
-import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
+import { type GatewayUnderTest, startGatewayUnderTest } from '../test/support/gateway/gateway-under-test.js';
 
 const TOKEN = `tok-${randomUUID()}`;
 const taskQueue = `gateway-create-${randomUUID().slice(0, 8)}`;

@@ -6,8 +6,11 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bfclTaskId, workflowIds } from '../domain/ids.js';
 import { executeUpdateWithRetry, workflowEnd } from '../temporal/connect.js';
+import {
+  type GatewayWithWorker,
+  startGatewayWithWorker,
+} from '../test/support/gateway/gateway-with-worker.js';
 import { waitUntil } from '../test/support/wait.js';
-import { type GatewayWithWorker, startGatewayWithWorker } from './testing/gateway-with-worker.js';
 
 const TOKEN = `tok-${randomUUID()}`;
 const campaignId = `stop-${randomUUID().slice(0, 8)}`;

@@ -8,7 +8,7 @@
 // process (dev/harness/loop.ts); a "dead" gateway is one whose send never returns.
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode } from '../codec/registry.js';
@@ -30,6 +30,7 @@ const apps: FastifyInstance[] = [];
 beforeAll(async () => {
   await installWorkerRuntime('WARN');
   const workflowBundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
     workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
   });
   loop = await LoopHarness.stepsOnly('direct-crash', workflowBundle);

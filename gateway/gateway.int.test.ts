@@ -6,14 +6,14 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { readStoredRolloutBatch, type StoredRolloutBatch } from '../activities/ingestion.js';
 import { bfclTaskId } from '../domain/ids.js';
 import { registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
+import { readStoredRolloutBatch, type StoredRolloutBatch } from '../store/ingestion-batches.js';
+import { type GatewayUnderTest, startGatewayUnderTest } from '../test/support/gateway/gateway-under-test.js';
 import { waitUntil } from '../test/support/wait.js';
 import { TokenSet } from './auth.js';
 import { buildGateway } from './server.js';
-import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
 
 // These tests report rewards for tasks of their own: the campaign counts any task id.
 const ACCEPT_ANY_TASK = { ingestion: { unknownTasks: 'accept' } };

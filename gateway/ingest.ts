@@ -8,11 +8,12 @@
 // both rows, commit): it holds the step's lock while the batch's records wait to be published.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import type { RolloutBatchBody, StoredRolloutBatch } from '../activities/ingestion.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
 import { bfclTaskId, rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
 import { checkGroup } from '../domain/reward-group.js';
+import type { RolloutBatchBody } from '../kafka/rollout-records.js';
 import { inTransaction } from '../store/db.js';
+import type { StoredRolloutBatch } from '../store/ingestion-batches.js';
 import { ProblemError } from './problem.js';
 import type { RolloutBatch } from './schemas.js';
 

@@ -2,12 +2,9 @@
 // directly for a batch's fixed shape is what the general canonical encoder gives.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import {
-  type RolloutBatchBody,
-  readStoredRolloutBatch,
-  storedRolloutBatch,
-} from '../activities/ingestion.js';
+import type { RolloutBatchBody } from '../kafka/rollout-records.js';
 import { canonicalJson } from '../store/canonical.js';
+import { readStoredRolloutBatch, storedRolloutBatch } from '../store/ingestion-batches.js';
 import { batchBodyHash, canonicalGroupsJson } from './ingest.js';
 import { RolloutBatch } from './schemas.js';
 

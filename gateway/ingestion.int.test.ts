@@ -5,16 +5,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { IngestionResult } from '../activities/ingestion.js';
 import { decode } from '../codec/registry.js';
 import { readUntil, withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
 import { workflowExists } from '../temporal/connect.js';
+import {
+  type GatewayWithWorker,
+  startGatewayWithWorker,
+} from '../test/support/gateway/gateway-with-worker.js';
+import type { IngestionResult } from '../workflows/ingestion.js';
 import { TokenSet } from './auth.js';
 import { DirectPublisher } from './publish.js';
 import { buildGateway } from './server.js';
-import { type GatewayWithWorker, startGatewayWithWorker } from './testing/gateway-with-worker.js';
 
 // These tests report rewards for tasks of their own: the campaign counts any task id.
 const ACCEPT_ANY_TASK = { ingestion: { unknownTasks: 'accept' } };

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkGroup } from '../domain/reward-group.js';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
-import { type GatewayUnderTest, startGatewayUnderTest } from './testing/gateway-under-test.js';
+import { type GatewayUnderTest, startGatewayUnderTest } from '../test/support/gateway/gateway-under-test.js';
 
 const TOKEN = `tok-${randomUUID()}`;
 const AUTH = { authorization: `Bearer ${TOKEN}` };

@@ -8,13 +8,9 @@
 // short, a mark lost) carries the same event ids, so the aggregator counts each group once.
 import { setImmediate as yieldToIo } from 'node:timers/promises';
 import type pg from 'pg';
-import {
-  markPublished,
-  type RolloutBatchBody,
-  rolloutGroupRecords,
-  stepClosedRecord,
-} from '../activities/ingestion.js';
 import type { OutgoingRecord } from '../kafka/port.js';
+import { type RolloutBatchBody, rolloutGroupRecords, stepClosedRecord } from '../kafka/rollout-records.js';
+import { markPublished } from '../store/ingestion-batches.js';
 import type { Accepted } from './ingest.js';
 
 export const DEFAULT_DIRECT_PUBLISH_TIMEOUT_MS = 5000;

@@ -2,14 +2,10 @@
 // when it marks, and when it leaves the batch to its ingestion workflow.
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import {
-  type RolloutBatchBody,
-  readStoredRolloutBatch,
-  rolloutBatchRecords,
-  storedRolloutBatch,
-} from '../activities/ingestion.js';
 import { decode } from '../codec/registry.js';
 import type { OutgoingRecord } from '../kafka/port.js';
+import { type RolloutBatchBody, rolloutBatchRecords } from '../kafka/rollout-records.js';
+import { readStoredRolloutBatch, storedRolloutBatch } from '../store/ingestion-batches.js';
 import type { Accepted } from './ingest.js';
 import { type BatchSender, DirectPublisher } from './publish.js';
 

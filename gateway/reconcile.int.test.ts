@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
@@ -28,6 +28,7 @@ const apps: FastifyInstance[] = [];
 beforeAll(async () => {
   await installWorkerRuntime('WARN');
   const workflowBundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
     workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
   });
   loop = await LoopHarness.stepsOnly('reconcile', workflowBundle);

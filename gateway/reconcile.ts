@@ -22,7 +22,6 @@ import {
   WorkflowNotFoundError,
 } from '@temporalio/client';
 import type pg from 'pg';
-import type { IngestionInput } from '../activities/ingestion.js';
 import { workflowIds } from '../domain/ids.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import {
@@ -30,6 +29,7 @@ import {
   type StaleBatch,
   staleUnpublishedBatches,
 } from '../store/ingestion-batches.js';
+import type { IngestionInput } from '../workflows/ingestion.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
 
 export const DEFAULT_RECONCILE_INTERVAL_MS = 10_000;

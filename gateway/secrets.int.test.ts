@@ -5,15 +5,15 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GeneratorEndpoints } from '../activities/llm/endpoints.js';
+import { createRodsWorker } from '../activities/worker.js';
 import { workflowIds } from '../domain/ids.js';
 import { loadCampaign, registerCampaign } from '../store/campaigns.js';
 import { createPool, type Pool } from '../store/db.js';
 import { installWorkerRuntime, temporalClient } from '../temporal/connect.js';
-import { createRodsWorker } from '../temporal/worker.js';
 import { waitUntil } from '../test/support/wait.js';
 import { campaignWorkflow } from '../workflows/campaign.js';
 import { TokenSet } from './auth.js';
@@ -101,6 +101,7 @@ describe('GET /v1/campaigns/:id of a config recorded before endpoints existed', 
   it('answers with the endpoint name only; the workflow refuses a reconfiguration carrying a header', async () => {
     await installWorkerRuntime('WARN');
     const workflowBundle = await bundleWorkflowCode({
+      logger: Runtime.instance().logger,
       workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
     });
     const id = newId();

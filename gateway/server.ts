@@ -10,7 +10,6 @@ import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolic
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import type { IngestionInput } from '../activities/ingestion.js';
 import {
   NewCampaignConfigSchema,
   parseCampaignConfig,
@@ -26,6 +25,7 @@ import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaig
 import { databaseStatus, isConnectionError, isDatabaseUnavailable, ping } from '../store/db.js';
 import { workflowExists } from '../temporal/connect.js';
 import { campaignWorkflow } from '../workflows/campaign.js';
+import type { IngestionInput } from '../workflows/ingestion.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
 import {
   bearerToken,

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import {
@@ -105,6 +105,7 @@ beforeAll(async () => {
   tmp = mkdtempSync(path.join(os.tmpdir(), 'rods-lineage-'));
   await installWorkerRuntime('WARN');
   bundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
     workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
   });
   standin = await startStandin(['--seed', '7']);

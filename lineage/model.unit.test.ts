@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { C, events, stats } from '../test/support/lineage/events.js';
 import { LineageIndex } from './model.js';
-import { C, events, stats } from './testing/events.js';
 
 describe('lineage model', () => {
   it('walks a generated task back to its human seed with every derivation', () => {

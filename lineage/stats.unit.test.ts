@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { C, events } from '../test/support/lineage/events.js';
 import { LineageIndex } from './model.js';
 import { lineageStats } from './stats.js';
-import { C, events } from './testing/events.js';
 
 describe('lineage statistics', () => {
   it('summarises by generation', () => {

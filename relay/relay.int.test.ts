@@ -9,11 +9,12 @@ import { SAMPLE_EVENTS } from '../codec/samples.js';
 import { Rng } from '../dev/standin/rng.js';
 import { ensureTopics, openKafka, readUntil, withAdmin } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
+import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
 import { createPool } from '../store/db.js';
 import { append, type Cursor, headCursor, type NewEvent } from '../store/event-store.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
-import { headerNames, RECORD_LIMIT_RETRY_MS, Relay, relayCheckpoint } from './relay.js';
+import { headerNames, RECORD_LIMIT_RETRY_MS, Relay } from './relay.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pool = createPool({ application: 'rods-relay-test', max: 4 });

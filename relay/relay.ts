@@ -32,10 +32,10 @@ import {
   type OutgoingRecord,
   openKafka,
   RecordTooLargeError,
-  type TopicAdmin,
   type TransactionalProducer,
 } from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
+import { relayCheckpoint, relayGroup } from '../kafka/relay-checkpoint.js';
 import {
   DECISIONS_TOPIC,
   MIN_RECORD_BYTES,
@@ -158,22 +158,6 @@ function chunks(records: OutgoingRecord[], limit: number): OutgoingRecord[][] {
 }
 
 export const headerNames = HEADER;
-
-function groupOf(name: string): string {
-  return `rods-relay-${name}`;
-}
-
-/** The cursor the relay named `name` has committed to Kafka (START if it never ran). */
-export async function relayCheckpoint(admin: TopicAdmin, name = 'main'): Promise<Cursor> {
-  const offsets = await admin.fetchCommittedOffsets(groupOf(name), RELAY_CHECKPOINT_TOPIC);
-  const p = offsets.find((x) => x.partition === 0);
-  if (!p || p.offset === null || !p.metadata) return { ...START };
-  const c = JSON.parse(p.metadata) as Cursor;
-  if (typeof c.transactionId !== 'string' || typeof c.position !== 'number') {
-    throw new Error(`relay ${name}: unreadable checkpoint metadata ${p.metadata}`);
-  }
-  return c;
-}
 
 export class Relay {
   private readonly name: string;
@@ -341,7 +325,7 @@ export class Relay {
         for (const chunk of chunks(records, limit)) await tx.send(topic, chunk);
       }
       const last = cursorOf(page[page.length - 1]!);
-      await tx.sendOffsets(groupOf(this.name), [
+      await tx.sendOffsets(relayGroup(this.name), [
         {
           topic: RELAY_CHECKPOINT_TOPIC,
           partition: 0,

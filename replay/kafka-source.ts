@@ -3,7 +3,7 @@
 // with the config version in force for its step, and compare them (bands too) with the live ones.
 
 import type pg from 'pg';
-import { DEFAULT_DEDUPE_WINDOW, DedupeWindows } from '../aggregator/dedupe.js';
+import { DEFAULT_DEDUPE_WINDOW, DedupeWindows } from '../domain/dedupe.js';
 import type { TaskState } from '../domain/task-stats.js';
 import { configAtStep, loadCampaign } from '../store/campaigns.js';
 import { foldCampaignGroups, processingFailed } from './reward-stream.js';

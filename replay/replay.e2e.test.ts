@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import {
@@ -43,6 +43,7 @@ async function rods(args: string[]): Promise<{ code: number; stdout: string; std
 beforeAll(async () => {
   await installWorkerRuntime('WARN');
   const workflowBundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
     workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
   });
   standin = await startStandin(['--seed', '9', '--quiet']);

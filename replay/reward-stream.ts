@@ -2,10 +2,10 @@
 // rules as the aggregator (dedupe by event id, reward validation, stale steps) and the same pure
 // statistics code. Shared by `rods replay --source kafka` and `rods whatif`.
 
-import type { DedupeWindows } from '../aggregator/dedupe.js';
-import { eventIdProblem, unstorableProblem } from '../aggregator/validate.js';
 import { decode } from '../codec/registry.js';
 import type { DetectorConfig } from '../domain/band.js';
+import type { DedupeWindows } from '../domain/dedupe.js';
+import { eventIdProblem, unstorableProblem } from '../domain/record-checks.js';
 import { checkGroup, type RewardLimits } from '../domain/reward-group.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
 import { openKafka, readToEnd } from '../kafka/client.js';
@@ -121,7 +121,7 @@ type FoldConfig = { detector: DetectorConfig; rewards: RewardLimits };
 /**
  * Folds groups into per-task states as the aggregator would; returns how many were counted.
  * `cfg` is one config, or the config in force for a group's step (a reconfigured campaign).
- * `seen` is each task's window of recent event ids, the aggregator's own (aggregator/dedupe.ts,
+ * `seen` is each task's window of recent event ids, the aggregator's own (domain/dedupe.ts,
  * of the size its --dedupe-window gave): a repeat counts here exactly when it counted live
  * (a task's groups come in the same order from its one partition), and memory stays bounded by
  * tasks x window instead of growing with every event id of the campaign.

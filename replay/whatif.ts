@@ -9,9 +9,9 @@
 // it reproduces the recorded decisions exactly.
 
 import type pg from 'pg';
-import { DedupeWindows } from '../aggregator/dedupe.js';
 import { windowSpec } from '../domain/band.js';
 import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
+import { DedupeWindows } from '../domain/dedupe.js';
 import type { RejectionStreak } from '../domain/pool/policy.js';
 import type { PoolState } from '../domain/pool/state.js';
 import { planStep, type StepCandidate } from '../domain/step-plan.js';

@@ -5,7 +5,6 @@
 // on a missing worker, and answers with the projections alone when Temporal or Kafka is away.
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
-import { describeMissingStep, missingStep } from '../aggregator/missing-step.js';
 import { parkedOf } from '../aggregator/park.js';
 import { stuckHeads } from '../aggregator/suspects.js';
 import type { CampaignConfig } from '../domain/campaign-config.js';
@@ -13,6 +12,7 @@ import { type KafkaClient, openKafka } from '../kafka/client.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { unpublishedBatches } from '../store/ingestion-batches.js';
+import { describeMissingStep, missingStep } from '../store/missing-step.js';
 import { poolView } from '../store/pool-view.js';
 import { aggregatorLag, deadLettersSince, relayLag } from './kafka.js';
 import type { StatusKafka } from './kafka-shared.js';

@@ -7,7 +7,7 @@ import { DecodeError } from '../codec/errors.js';
 import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
 import type { BatchConsumer, KafkaClient, TopicAdmin } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
-import { relayCheckpoint } from '../relay/relay.js';
+import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
 import { START } from '../store/event-store.js';
 import { eventsAfter, storedOffsets } from './projections.js';
 import type { AggregatorLag, DeadLetters, RelayLag } from './report.js';

@@ -3,7 +3,7 @@
 // may cut a row anywhere. Binary rather than text: integers, ids and timestamps arrive as fixed
 // width fields that need no text parsing, and jsonb arrives as its JSON text behind a version
 // byte, which JSON.parse reads exactly as pg parses the text protocol's jsonb.
-import type { RecordedEvent } from './event-store.js';
+import type { RecordedEvent } from './recorded-event.js';
 
 /** The select list the parser expects, in this order (types in the comments). */
 export const EVENTS_COPY_COLUMNS =

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshRewardTopic } from '../aggregator/trace.js';
 import { run } from '../infra/stack/proc.js';
 import { ensureTopics, withAdmin } from '../kafka/client.js';
-import { relayCheckpoint } from '../relay/relay.js';
+import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
 import { registerCampaign } from './campaigns.js';

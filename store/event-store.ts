@@ -52,16 +52,12 @@ import { CanonicalJsonError, canonicalEventJson, canonicalJson, chainHash } from
 import { EVENTS_COPY_COLUMNS, EventCopyParser } from './copy-binary.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
 import './db.js';
+import type { EventMetadata, RecordedEvent } from './recorded-event.js';
+
+export type { EventMetadata, RecordedEvent };
 
 /** Anything that runs queries: a pool (each call on some connection) or one client. */
 export type Queryable = pg.Pool | pg.PoolClient | pg.Client;
-
-export interface EventMetadata {
-  correlationId?: string;
-  causationId?: string;
-  producer?: string;
-  [key: string]: unknown;
-}
 
 export interface NewEvent {
   /** UUID, chosen by the producer (deterministic ids make retries idempotent). */
@@ -71,20 +67,6 @@ export interface NewEvent {
   fingerprint: string;
   payload: unknown;
   metadata?: EventMetadata;
-}
-
-export interface RecordedEvent {
-  position: number;
-  /** xid8 of the transaction that wrote it, as a decimal string. */
-  transactionId: string;
-  streamId: string;
-  version: number;
-  eventId: string;
-  type: string;
-  fingerprint: string;
-  payload: unknown;
-  metadata: EventMetadata;
-  recordedAt: Date;
 }
 
 /** Where a reader stands: the last event it has processed. The start is { '0', 0 }. */

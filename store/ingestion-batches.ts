@@ -4,6 +4,86 @@
 // and the workflow's start both failed): the gateway's reconciler (gateway/reconcile.ts) finds
 // those and starts their workflows; status reporting counts them.
 import type pg from 'pg';
+import type { RolloutBatchBody } from '../kafka/rollout-records.js';
+
+/**
+ * The claim check the gateway stores: the batch with its groups as JSON text (`groupsJson`),
+ * which PostgreSQL keeps as one string instead of parsing every reward into a jsonb number.
+ * Claim checks written before carry `groups` itself.
+ */
+export type StoredRolloutBatch = Omit<RolloutBatchBody, 'groups'> &
+  ({ groupsJson: string } | { groups: RolloutBatchBody['groups'] });
+
+export function storedRolloutBatch(body: RolloutBatchBody, groupsJson?: string): StoredRolloutBatch {
+  const { groups, ...rest } = body;
+  return { ...rest, groupsJson: groupsJson ?? JSON.stringify(groups) };
+}
+
+export function readStoredRolloutBatch(stored: StoredRolloutBatch): RolloutBatchBody {
+  if (!('groupsJson' in stored)) return stored;
+  const { groupsJson, ...rest } = stored;
+  return { ...rest, groups: JSON.parse(groupsJson) as RolloutBatchBody['groups'] };
+}
+
+/** The claim check stored under `claimId`, if any. */
+export async function readClaimCheck(db: pg.Pool, claimId: string): Promise<StoredRolloutBatch | undefined> {
+  const { rows } = await db.query<{ body: StoredRolloutBatch }>(
+    'select body from claim_checks where claim_id = $1',
+    [claimId],
+  );
+  return rows[0]?.body;
+}
+
+/** A batch's publication state: 'accepted' or 'published', with the StepClosed count it sent. */
+export async function batchPublication(
+  db: pg.Pool,
+  b: { campaignId: string; step: number; batchId: string },
+): Promise<{ status: string; stepGroups: number | null } | undefined> {
+  const { rows } = await db.query<{ status: string; step_groups: number | null }>(
+    'select status, step_groups from ingestion_batches where campaign_id = $1 and step = $2 and batch_id = $3',
+    [b.campaignId, b.step, b.batchId],
+  );
+  const r = rows[0];
+  return r && { status: r.status, stepGroups: r.step_groups };
+}
+
+/**
+ * The groups of every batch accepted for a step. Final once its closing batch is accepted: the
+ * gateway refuses any batch for the step after that.
+ */
+export async function stepGroupTotal(db: pg.Pool, campaignId: string, step: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    'select coalesce(sum(groups), 0)::int as n from ingestion_batches where campaign_id = $1 and step = $2',
+    [campaignId, step],
+  );
+  return rows[0]!.n;
+}
+
+/**
+ * Marks a batch published once its records are on the topic. `asyncCommit` (the gateway's direct
+ * publish) commits without waiting for the WAL flush: losing that mark to a PostgreSQL crash only
+ * makes the reconciler start the batch's ingestion workflow, which publishes it again (the
+ * aggregator drops the repeated event ids) and marks it. The activity's mark is synchronous: a
+ * completed workflow is never started again, so its mark must not be lost.
+ */
+export async function markPublished(
+  db: pg.Pool,
+  b: { campaignId: string; step: number; batchId: string },
+  stepGroups: number | null,
+  opts: { asyncCommit?: boolean } = {},
+): Promise<void> {
+  const params = [b.campaignId, b.step, b.batchId, stepGroups];
+  const set = `set status = 'published', published_at = now(), step_groups = $4
+     where campaign_id = $1 and step = $2 and batch_id = $3 and status = 'accepted'`;
+  if (!opts.asyncCommit) await db.query(`update ingestion_batches ${set}`, params);
+  // set_config(..., true) lasts until the end of this statement's own transaction: its commit.
+  else
+    await db.query(
+      `with async_commit as materialized (select set_config('synchronous_commit', 'off', true) as v)
+       update ingestion_batches ${set} and (select v from async_commit) = 'off'`,
+      params,
+    );
+}
 
 /** One accepted batch not yet published. */
 export interface UnpublishedBatch {

@@ -3,7 +3,7 @@
 // carry its whole state across runs, and synthesis children started by an earlier run must
 // still report to the current one, or, when they end without reporting, have their slot freed.
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import { type PrivateTemporal, startPrivateTemporal } from '../dev/harness/private-temporal.js';
@@ -26,7 +26,10 @@ let loop: LoopHarness;
 beforeAll(async () => {
   server = await startPrivateTemporal({ suggestContinueAsNewAt: 40 });
   await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  bundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
+    workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)),
+  });
   standin = await startStandin(['--seed', '11']);
 }, 180_000);
 

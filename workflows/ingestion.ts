@@ -9,6 +9,8 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { IngestionActivities, IngestionInput, IngestionResult } from '../activities/ingestion.js';
 
+export type { IngestionInput, IngestionResult };
+
 // Publishing one batch takes well under a second; a worker killed mid-publish is noticed only
 // when the attempt times out, so the timeout is short (a step waits for it) and retries are endless.
 const act = proxyActivities<IngestionActivities>({

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal } from '@temporalio/proto';
-import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
 import { installWorkerRuntime } from '../temporal/connect.js';
 
@@ -14,6 +14,7 @@ describe('workflow replay', () => {
   it('replays the recorded campaign and synthesis histories without determinism errors', async () => {
     await installWorkerRuntime('WARN');
     const workflowBundle = await bundleWorkflowCode({
+      logger: Runtime.instance().logger,
       workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)),
     });
     const dir = new URL('./fixtures/', import.meta.url);

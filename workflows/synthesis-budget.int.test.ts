@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
-import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Failure } from '../activities/executor-client.js';
 import { statsOf } from '../domain/testing/task-stats.js';
@@ -15,7 +15,10 @@ import type { SynthesisInput, SynthesisOutcome } from './synthesis.js';
 let bundle: WorkflowBundleWithSourceMap;
 beforeAll(async () => {
   await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  bundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
+    workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)),
+  });
 }, 180_000);
 
 const closers: (() => Promise<void>)[] = [];

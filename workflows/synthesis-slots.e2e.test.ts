@@ -3,7 +3,7 @@
 // the campaign's running set, its seed is no longer in flight, the outcome is an event in the
 // store, and a stopped campaign records CampaignStopped with its reason and completes.
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
 import {
@@ -23,7 +23,10 @@ const started = new Set<string>();
 
 beforeAll(async () => {
   await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  bundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
+    workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)),
+  });
   standin = await startStandin(['--seed', '12', '--quiet']);
 }, 180_000);
 

@@ -3,7 +3,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { QueryResultRow } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
@@ -87,7 +87,10 @@ async function lastPosition(db: Pool, campaignId: string): Promise<number> {
 
 beforeAll(async () => {
   await installWorkerRuntime('WARN');
-  bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)) });
+  bundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
+    workflowsPath: fileURLToPath(new URL('./index.ts', import.meta.url)),
+  });
   // Slow answers keep syntheses in flight long enough for the kills to land inside them.
   standin = await startStandin(['--seed', '5', '--latency-ms', '150']);
 }, 180_000);

@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { AggregatorService } from '../../aggregator/service.js';
-import { queryStats } from '../../aggregator/stats-query.js';
-import { WatermarkTimeout, waitForWatermark, watermark } from '../../aggregator/steps.js';
 import { DEFAULT_TASK_CACHE_SIZE } from '../../aggregator/task-cache.js';
 import { BANDS, type Band } from '../../domain/band.js';
 import { loadCampaign } from '../../store/campaigns.js';
 import { backoffMs, createPool, isConnectionError } from '../../store/db.js';
 import { migrateWhenReachable } from '../../store/migrate.js';
+import { queryStats } from '../../store/task-stats.js';
+import { WatermarkTimeout, waitForWatermark, watermark } from '../../store/watermark.js';
 
 /** A failure to reach Kafka or PostgreSQL (as opposed to a configuration error). */
 function isUnreachable(e: unknown): boolean {

@@ -20,8 +20,7 @@ import { isAsRegistered, loadCampaign, registerCampaign } from '../../store/camp
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { type PoolView, poolView } from '../../store/pool-view.js';
-import { executeUpdateWithRetry, temporalClient, workflowExists } from '../../temporal/connect.js';
-import { taskQueue } from '../../temporal/worker.js';
+import { executeUpdateWithRetry, taskQueue, temporalClient, workflowExists } from '../../temporal/connect.js';
 import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';

@@ -112,7 +112,7 @@ async function kafkaRoundTrip(messages: number): Promise<string> {
 async function checkTemporal(): Promise<string> {
   await installWorkerRuntime('WARN');
   // Loaded on demand: the worker runtime is installed (log level) before it is imported.
-  const { createDoctorWorker } = await import('../../temporal/worker.js');
+  const { createDoctorWorker } = await import('../../activities/worker.js');
   const taskQueue = `rods-doctor-${randomUUID()}`;
   const { worker, close: closeWorker } = await createDoctorWorker(taskQueue);
   const { client, close } = await temporalClient();

@@ -1,7 +1,7 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { DEFAULT_DEDUPE_WINDOW } from '../../aggregator/dedupe.js';
 import { loadEndpoints } from '../../config/endpoints.js';
+import { DEFAULT_DEDUPE_WINDOW } from '../../domain/dedupe.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
 import { kafkaStatsCheck } from '../../replay/kafka-source.js';
 import { ReplayError, replayCampaign } from '../../replay/replay.js';

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import { EndpointConfigError, loadGeneratorEndpoints } from '../../activities/llm/endpoints.js';
+import { createRodsWorker } from '../../activities/worker.js';
 import { createPool } from '../../store/db.js';
 import { migrateWhenReachable } from '../../store/migrate.js';
-import { installWorkerRuntime, waitForTemporal } from '../../temporal/connect.js';
-import { createRodsWorker, taskQueue } from '../../temporal/worker.js';
+import { installWorkerRuntime, taskQueue, waitForTemporal } from '../../temporal/connect.js';
 import { processRegistry, serveMetrics } from '../../util/metrics.js';
 import { UsageError } from '../errors.js';
 

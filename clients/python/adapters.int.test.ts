@@ -10,8 +10,11 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION } from '../../gateway/api-version.js';
-import { type GatewayWithWorker, startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
 import type { Pool } from '../../store/db.js';
+import {
+  type GatewayWithWorker,
+  startGatewayWithWorker,
+} from '../../test/support/gateway/gateway-with-worker.js';
 import { clientPython, installClientVenv } from './venv.js';
 
 const execFileP = promisify(execFile);

@@ -5,7 +5,10 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type GatewayWithWorker, startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
+import {
+  type GatewayWithWorker,
+  startGatewayWithWorker,
+} from '../../test/support/gateway/gateway-with-worker.js';
 
 const execFileP = promisify(execFile);
 const TOKEN = `tok-${randomUUID()}`;

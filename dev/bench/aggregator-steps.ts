@@ -14,7 +14,7 @@ import { registerCampaign } from '../../store/campaigns.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { installNodeSha256 } from '../../util/node-sha256.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 const PARTITIONS = 6;
 

@@ -12,7 +12,7 @@ import { registerCampaign } from '../../store/campaigns.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { profiled } from './profile.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 export default async function aggregatorBench(opts: Record<string, string | boolean>): Promise<BenchResult> {
   const groups = Number(opts.groups ?? 500_000);

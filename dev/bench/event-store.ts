@@ -26,7 +26,7 @@ import {
   START,
 } from '../../store/event-store.js';
 import { MIGRATIONS_DIR } from '../../store/migrate.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 const FINGERPRINT = '5f3c2a1b0e9d8c7a';
 

@@ -8,12 +8,12 @@
 import { randomUUID } from 'node:crypto';
 import { encode } from '../../codec/registry.js';
 import { workflowIds } from '../../domain/ids.js';
-import { startGatewayWithWorker } from '../../gateway/testing/gateway-with-worker.js';
 import { openKafka } from '../../kafka/client.js';
 import { migrate } from '../../store/migrate.js';
+import { startGatewayWithWorker } from '../../test/support/gateway/gateway-with-worker.js';
 import { installNodeSha256 } from '../../util/node-sha256.js';
 import { profiled } from './profile.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -1,13 +1,14 @@
 // A burst of records of one campaign that the store refuses, ahead of another campaign's step on
-// one partition (aggregator/testing/failing-burst.ts): the time from the aggregator's start to
+// one partition (test/support/aggregator/failing-burst.ts): the time from the aggregator's start to
 // the healthy step closed, against the same layout with nothing refused (the baseline, in the
 // same run, alternating). The difference is the delay one campaign's failures cost another.
 // Options: --burst (default 5000), --tasks (healthy groups, 50), --rounds (1 per side).
-import { runFailingBurst } from '../../aggregator/testing/failing-burst.js';
+
 import { loadEndpoints } from '../../config/endpoints.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
-import type { BenchResult } from './run.js';
+import { runFailingBurst } from '../../test/support/aggregator/failing-burst.js';
+import type { BenchResult } from './result.js';
 
 export default async function isolationBench(opts: Record<string, string | boolean>): Promise<BenchResult> {
   const burst = Number(opts.burst ?? 5000);

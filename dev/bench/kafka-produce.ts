@@ -2,7 +2,7 @@
 // production of N keyed messages against acks=1 production of the same messages.
 import { randomUUID } from 'node:crypto';
 import { ensureTopics, openKafka, withAdmin } from '../../kafka/client.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 export default async function kafkaProduce(opts: Record<string, string | boolean>): Promise<BenchResult> {
   const n = Number(opts.messages ?? 100_000);

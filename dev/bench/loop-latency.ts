@@ -12,12 +12,12 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { createDoctorWorker } from '../../activities/worker.js';
 import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
-import { createDoctorWorker } from '../../temporal/worker.js';
 import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { LoopHarness } from '../harness/loop.js';
 import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -1,5 +1,11 @@
 // One line per benchmark: name, what it measures, and its module (loaded on demand).
-import { registerBench } from './run.js';
+import type { BenchEntry } from './result.js';
+
+export const BENCHES: Record<string, BenchEntry> = {};
+
+function registerBench(name: string, describe: string, load: BenchEntry['load']): void {
+  BENCHES[name] = { describe, load };
+}
 
 registerBench(
   'kafka-produce',

@@ -5,13 +5,13 @@
 // the best of --rounds (default 2) alternating runs. Options: --groups, --tasks, --rounds.
 
 import { randomUUID } from 'node:crypto';
-import { DedupeWindows } from '../../aggregator/dedupe.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
 import { parseCampaignConfig } from '../../domain/campaign-config.js';
+import { DedupeWindows } from '../../domain/dedupe.js';
 import type { TaskState } from '../../domain/task-stats.js';
 import { withAdmin } from '../../kafka/client.js';
 import { foldCampaignGroups, forEachCampaignGroup } from '../../replay/reward-stream.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 export default async function replayBench(opts: Record<string, string | boolean>): Promise<BenchResult> {
   const groups = Number(opts.groups ?? 1_000_000);

@@ -2,22 +2,9 @@
 // project's path and, in the same run, a baseline of the same work without the project's
 // machinery, and prints one JSON object with its figures and the ratio between them.
 import { Command } from 'commander';
-
-export interface BenchResult {
-  [figure: string]: number | string | boolean | Record<string, unknown> | unknown[];
-}
-
-type BenchFn = (opts: Record<string, string | boolean>) => Promise<BenchResult>;
-
-// Each entry is imported lazily so one benchmark's dependencies do not load for another.
-const benches: Record<string, { describe: string; load: () => Promise<BenchFn> }> = {};
-
-export function registerBench(name: string, describe: string, load: () => Promise<BenchFn>): void {
-  benches[name] = { describe, load };
-}
+import { BENCHES as benches } from './registry.js';
 
 async function main(argv: string[]): Promise<void> {
-  await import('./registry.js');
   const names = Object.keys(benches).sort();
   const program = new Command('bench')
     .description(`run one benchmark; available: ${names.join(', ') || '(none)'}`)

@@ -3,8 +3,9 @@
 // as it arrives), after a plain read of the same records, in a process of its own so that its
 // heap (the per-task states and the event ids seen) neither limits nor inflates the bench's.
 // argv: topic campaignId configJson. Prints one JSON object on stdout.
-import { DedupeWindows } from '../../aggregator/dedupe.js';
+
 import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { DedupeWindows } from '../../domain/dedupe.js';
 import type { TaskState } from '../../domain/task-stats.js';
 import { foldCampaignGroups, forEachCampaignGroup } from '../../replay/reward-stream.js';
 

@@ -29,7 +29,7 @@ import { freePort } from '../../util/free-port.js';
 import { LoopHarness } from '../harness/loop.js';
 import { type PrivateTemporal, startPrivateTemporal } from '../harness/private-temporal.js';
 import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';
-import type { BenchResult } from './run.js';
+import type { BenchResult } from './result.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const PARTITIONS = 6;

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { Worker, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { type GeneratorEndpointInput, GeneratorEndpoints } from '../../activities/llm/endpoints.js';
+import { createRodsWorker } from '../../activities/worker.js';
 import { AggregatorService } from '../../aggregator/service.js';
 import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
@@ -15,7 +16,6 @@ import { openKafka, type RecordProducer, withAdmin } from '../../kafka/client.js
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { executeUpdateWithRetry, temporalClient, workflowEnd } from '../../temporal/connect.js';
-import { createRodsWorker } from '../../temporal/worker.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
 import {

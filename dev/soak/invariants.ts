@@ -1,6 +1,5 @@
 // What a soak run checks at the end, each as a named invariant with the evidence that decided it.
 import type pg from 'pg';
-import { queryStats } from '../../aggregator/stats-query.js';
 import { referenceStats, type TraceGroup } from '../../aggregator/trace.js';
 import { decode } from '../../codec/registry.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
@@ -8,6 +7,7 @@ import { openKafka, readToEnd } from '../../kafka/client.js';
 import { DLQ_TOPIC } from '../../kafka/dlq.js';
 import { replayCampaign } from '../../replay/replay.js';
 import { verifyChains } from '../../store/audit.js';
+import { queryStats } from '../../store/task-stats.js';
 import type { BatchLogEntry } from './trainer.js';
 
 export interface Invariant {

@@ -7,7 +7,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { encode } from '../../codec/registry.js';
-import { mapBomb, rewardsArrayBomb, stringBomb } from '../../codec/testing/bombs.js';
 import { workflowIds } from '../../domain/ids.js';
 import { services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
 import { activeController, kafkaNodes } from '../../infra/stack/kafka.js';
@@ -15,6 +14,7 @@ import { openKafka, withAdmin } from '../../kafka/client.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
 import { createPool } from '../../store/db.js';
 import { temporalClient } from '../../temporal/connect.js';
+import { mapBomb, rewardsArrayBomb, stringBomb } from '../../test/support/codec/bombs.js';
 import { freeServicePort } from '../../util/free-port.js';
 import type { CampaignStatus } from '../../workflows/campaign.js';
 import {

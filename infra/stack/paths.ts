@@ -2,25 +2,11 @@
 // lives under one ignored folder (.stack/ by default) so a clean checkout rebuilds it.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { PROJECT_ROOT, stackDir } from '../../config/stack-dir.js';
 
-export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export { PROJECT_ROOT, type StackSecret, secretFile, stackDir } from '../../config/stack-dir.js';
+
 export const STACK_DIR = stackDir();
-
-/** The stack folder for an environment (RODS_STACK_DIR, default .stack/ in the checkout). */
-export function stackDir(env: NodeJS.ProcessEnv = process.env): string {
-  return path.resolve(env.RODS_STACK_DIR || path.join(PROJECT_ROOT, '.stack'));
-}
-
-/**
- * The stack's database passwords, one file each (mode 0600, folder 0700), made at the first
- * `stack up`: `app` for the application role, `owner` for the role that owns the tables and
- * runs the migrations, `superuser` for the server's `postgres` role.
- */
-export type StackSecret = 'app' | 'owner' | 'superuser';
-export function secretFile(name: StackSecret, env: NodeJS.ProcessEnv = process.env): string {
-  return path.join(stackDir(env), 'secrets', `postgres-${name}.password`);
-}
 
 export const paths = {
   root: PROJECT_ROOT,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { C, events } from '../../test/support/lineage/events.js';
 import { LineageIndex } from '../model.js';
-import { C, events } from '../testing/events.js';
 import { renderDot } from './dot.js';
 import { LINEAGE_FORMATS, renderLineage } from './formats.js';
 import { renderMermaid } from './mermaid.js';

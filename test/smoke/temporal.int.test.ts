@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   installWorkerRuntime,
@@ -16,7 +16,7 @@ beforeAll(async () => {
   await installWorkerRuntime('WARN');
   bundle = await bundleWorkflowCode({
     workflowsPath: new URL('./workflows.ts', import.meta.url).pathname,
-    logger: undefined,
+    logger: Runtime.instance().logger,
   });
   client = await temporalClient();
 });

@@ -2,7 +2,7 @@
 // process start once for the file, a LoopHarness campaign with an in-process worker per test,
 // and everything stops after the file. Call standinCampaigns() at the top level of the file.
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll } from 'vitest';
 import { LoopHarness, type LoopOptions } from '../../dev/harness/loop.js';
 import {
@@ -46,6 +46,7 @@ export function standinCampaigns(standinArgs: string[]): StandinCampaigns {
   beforeAll(async () => {
     await installWorkerRuntime('WARN');
     bundle = await bundleWorkflowCode({
+      logger: Runtime.instance().logger,
       workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
     });
     standin = await startStandin(standinArgs);

@@ -5,17 +5,17 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
-import { freshRewardTopic } from '../../aggregator/trace.js';
-import { openKafka, withAdmin } from '../../kafka/client.js';
-import { SharedProducer } from '../../kafka/shared-producer.js';
-import { createPool, type Pool } from '../../store/db.js';
-import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
-import { createRodsWorker } from '../../temporal/worker.js';
-import { TokenSet } from '../auth.js';
-import { DirectPublisher } from '../publish.js';
-import { buildGateway } from '../server.js';
+import { createRodsWorker } from '../../../activities/worker.js';
+import { freshRewardTopic } from '../../../aggregator/trace.js';
+import { TokenSet } from '../../../gateway/auth.js';
+import { DirectPublisher } from '../../../gateway/publish.js';
+import { buildGateway } from '../../../gateway/server.js';
+import { openKafka, withAdmin } from '../../../kafka/client.js';
+import { SharedProducer } from '../../../kafka/shared-producer.js';
+import { createPool, type Pool } from '../../../store/db.js';
+import { installWorkerRuntime, temporalClient } from '../../../temporal/connect.js';
 
 export interface GatewayWithWorker {
   db: Pool;
@@ -43,7 +43,8 @@ export async function startGatewayWithWorker(opts: {
 }): Promise<GatewayWithWorker> {
   await installWorkerRuntime('WARN');
   const bundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+    logger: Runtime.instance().logger,
+    workflowsPath: fileURLToPath(new URL('../../../workflows/index.ts', import.meta.url)),
   });
   const taskQueue = `${opts.name}-${randomUUID().slice(0, 8)}`;
   const db = createPool({ application: opts.application, max: 10 });

@@ -9,7 +9,7 @@
 import type pg from 'pg';
 import { defaultRegistry } from '../codec/registry.js';
 import { eventIds, streams } from '../domain/ids.js';
-import { append, type NewEvent } from '../store/event-store.js';
+import { append, type NewEvent } from './event-store.js';
 
 export interface MissingStep {
   campaignId: string;

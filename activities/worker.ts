@@ -1,28 +1,23 @@
 // The rods worker: runs the campaign and synthesis workflows and all their activities on one
-// task queue. Several workers (processes or machines) may serve the same queue.
+// task queue (the orchestration's composition root, beside the activities it registers). Several workers (processes or machines) may serve the same queue.
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import { createCampaignActivities } from '../activities/campaign.js';
-import { createCurriculumActivities } from '../activities/curriculum.js';
-import * as doctorActivities from '../activities/doctor.js';
-import { ExecutorClient } from '../activities/executor-client.js';
-import { createIngestionActivities } from '../activities/ingestion.js';
-import type { GeneratorEndpoints } from '../activities/llm/endpoints.js';
-import { createSynthesisActivities } from '../activities/synthesis.js';
 import { openKafka } from '../kafka/client.js';
 import { SharedProducer } from '../kafka/shared-producer.js';
-import { activityMetrics } from './activity-metrics.js';
-import { temporalNamespace, workerConnection } from './connect.js';
+import { activityMetrics } from '../temporal/activity-metrics.js';
+import { taskQueue, temporalNamespace, workerConnection } from '../temporal/connect.js';
+import { createCampaignActivities } from './campaign.js';
+import { createCurriculumActivities } from './curriculum.js';
+import * as doctorActivities from './doctor.js';
+import { ExecutorClient } from './executor-client.js';
+import { createIngestionActivities } from './ingestion.js';
+import type { GeneratorEndpoints } from './llm/endpoints.js';
+import { createSynthesisActivities } from './synthesis.js';
 
-export const DEFAULT_TASK_QUEUE = 'rods';
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
-
-export function taskQueue(): string {
-  return process.env.RODS_TASK_QUEUE || DEFAULT_TASK_QUEUE;
-}
 
 export interface RodsWorkerOptions {
   pool: pg.Pool;

@@ -3,7 +3,7 @@
 // registered schema up to that count, so only a reader that checks declared lengths against the
 // bytes left (codec/bounded.ts) refuses it before allocating. Used by the tests and the soak's
 // bomb fault; never by the product.
-import { encode } from '../registry.js';
+import { encode } from '../../../codec/registry.js';
 
 /** Zig-zag varint of a non-negative count or length, as Avro writes it. */
 export function varint(n: number): number[] {

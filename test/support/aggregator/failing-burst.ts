@@ -6,11 +6,11 @@
 // and `npm run bench -- isolation` (the delay, against the same layout with nothing failing).
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { encode } from '../../codec/registry.js';
-import { registerCampaign } from '../../store/campaigns.js';
-import { AggregatorService } from '../service.js';
-import { watermark } from '../steps.js';
-import { freshRewardTopic, produceTrace, rewardGroupRecord } from '../trace.js';
+import { AggregatorService } from '../../../aggregator/service.js';
+import { freshRewardTopic, produceTrace, rewardGroupRecord } from '../../../aggregator/trace.js';
+import { encode } from '../../../codec/registry.js';
+import { registerCampaign } from '../../../store/campaigns.js';
+import { watermark } from '../../../store/watermark.js';
 
 export interface BurstOptions {
   pool: pg.Pool;
