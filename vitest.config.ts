@@ -5,6 +5,8 @@ export default defineConfig({
     // Temporal's native bridge does not survive worker threads: run test files in forks.
     pool: 'forks',
     globalSetup: ['test/global-setup.ts'],
+    // The Temporal SDK's log goes to .stack/logs/tests/, printed for a failing test only.
+    setupFiles: ['test/support/temporal-log.ts'],
     include: ['**/*.{unit,int,e2e}.test.ts'],
     exclude: ['node_modules/**', '.stack/**'],
     testTimeout: 120_000,

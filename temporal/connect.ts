@@ -3,6 +3,13 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { loadEndpoints } from '../config/endpoints.js';
 
+export const DEFAULT_TASK_QUEUE = 'rods';
+
+/** The task queue the worker serves and clients start workflows on (RODS_TASK_QUEUE, default rods). */
+export function taskQueue(): string {
+  return process.env.RODS_TASK_QUEUE || DEFAULT_TASK_QUEUE;
+}
+
 /**
  * A client of the configured Temporal server. `lazy`: connect on first use instead of now, for
  * long-running processes that must start (and answer not-ready) while Temporal is down.
@@ -47,13 +54,20 @@ export function temporalNamespace(): string {
 
 let runtimeInstalled = false;
 
-/** Installs the worker runtime with a logger at the given level (once per process, before any worker). */
+/**
+ * Installs the worker runtime with a logger at the given level (once per process, before any
+ * worker). A runtime the process installed already (an embedding program's, a test setup's) stays.
+ */
 export async function installWorkerRuntime(
   level: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' = 'WARN',
 ): Promise<void> {
   if (runtimeInstalled) return;
   const { DefaultLogger, Runtime } = await import('@temporalio/worker');
-  Runtime.install({ logger: new DefaultLogger(level) });
+  try {
+    Runtime.install({ logger: new DefaultLogger(level) });
+  } catch (e) {
+    if (!/already been installed/.test((e as Error).message)) throw e;
+  }
   runtimeInstalled = true;
 }
 

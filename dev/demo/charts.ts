@@ -1,27 +1,43 @@
-// Small, dependency-free SVG charts for the demo report: line charts over steps and bar charts.
+// Small SVG charts for the demo report: line charts over steps and bar charts. The y axis runs
+// from 0 to a round maximum with round ticks (d3-scale's nice()), its title clear of the labels.
+import { scaleLinear } from 'd3-scale';
+
 const W = 720;
 const H = 360;
-const M = { left: 56, right: 150, top: 36, bottom: 44 };
+const M = { left: 68, right: 150, top: 36, bottom: 44 };
 const COLORS = ['#d62728', '#2ca02c', '#1f77b4', '#ff7f0e', '#9467bd', '#8c564b'];
 
 function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
+/** The y axis of values up to `max`: a round top and its ticks (about five of them). */
+export function yAxis(max: number): { top: number; ticks: number[]; format: (v: number) => string } {
+  const scale = scaleLinear()
+    .domain([0, max > 0 ? max : 1])
+    .nice(5);
+  const ticks = scale.ticks(5);
+  const top = scale.domain()[1]!;
+  // 10k and up in SI units (200k, 1.2M), so no label runs into the axis title.
+  const format = scale.tickFormat(5, top >= 1e4 ? '~s' : undefined);
+  return { top, ticks, format };
+}
+
 function frame(
   title: string,
   body: string,
-  yMax: number,
+  axis: ReturnType<typeof yAxis>,
   xLabel: string,
   yLabel: string,
   xTicks: string,
 ): string {
   const ih = H - M.top - M.bottom;
-  const yTicks = Array.from({ length: 5 }, (_, i) => {
-    const v = (yMax * i) / 4;
-    const y = M.top + ih - (ih * i) / 4;
-    return `<line x1="${M.left}" x2="${W - M.right}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${M.left - 6}" y="${y + 4}" text-anchor="end" font-size="11">${Number(v.toPrecision(3))}</text>`;
-  }).join('');
+  const yTicks = axis.ticks
+    .map((v) => {
+      const y = M.top + ih - (ih * v) / axis.top;
+      return `<line x1="${M.left}" x2="${W - M.right}" y1="${y}" y2="${y}" stroke="#eee"/><text x="${M.left - 6}" y="${y + 4}" text-anchor="end" font-size="11">${axis.format(v)}</text>`;
+    })
+    .join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif">
 <rect width="${W}" height="${H}" fill="white"/>
 <text x="${W / 2}" y="20" text-anchor="middle" font-size="15">${esc(title)}</text>
@@ -44,8 +60,8 @@ export function lineChart(
   series: { name: string; values: (number | null)[] }[],
 ): string {
   const n = Math.max(1, ...series.map((s) => s.values.length));
-  const yMax =
-    Math.max(1e-9, ...series.flatMap((s) => s.values.filter((v): v is number => v !== null))) * 1.1;
+  const axis = yAxis(Math.max(0, ...series.flatMap((s) => s.values.filter((v): v is number => v !== null))));
+  const yMax = axis.top;
   const iw = W - M.left - M.right;
   const ih = H - M.top - M.bottom;
   const x = (i: number) => M.left + (n === 1 ? iw / 2 : (iw * i) / (n - 1));
@@ -67,7 +83,7 @@ export function lineChart(
       (i) => `<text x="${x(i)}" y="${H - M.bottom + 16}" text-anchor="middle" font-size="11">${i + 1}</text>`,
     )
     .join('');
-  return frame(title, lines, yMax, xLabel, yLabel, xTicks);
+  return frame(title, lines, axis, xLabel, yLabel, xTicks);
 }
 
 /** Vertical bars with labels. */
@@ -78,7 +94,9 @@ export function barChart(
   bars: { label: string; value: number }[],
   note?: string,
 ): string {
-  const yMax = Math.max(1e-9, ...bars.map((b) => b.value)) * 1.15;
+  // Headroom above the tallest bar for its value label.
+  const axis = yAxis(Math.max(0, ...bars.map((b) => b.value)) * 1.08);
+  const yMax = axis.top;
   const iw = W - M.left - M.right;
   const ih = H - M.top - M.bottom;
   const bw = iw / Math.max(1, bars.length);
@@ -99,5 +117,5 @@ export function barChart(
   const extra = note
     ? `<text x="${W - M.right + 12}" y="${M.top + 12}" font-size="12">${esc(note)}</text>`
     : '';
-  return frame(title, body + extra, yMax, xLabel, yLabel, xTicks);
+  return frame(title, body + extra, axis, xLabel, yLabel, xTicks);
 }
