@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { isLoopback, loadEndpoints, splitHostPort } from '../../config/endpoints.js';
 import { ensureTopics, withAdmin } from '../../kafka/client.js';
+import { copyMavenDependencies } from './maven.js';
 import { paths } from './paths.js';
 import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
 import type { Probe, Service } from './service.js';
@@ -272,33 +273,16 @@ export function kafkaService(): Service {
     port: first.port,
     log,
     async install() {
-      for (const tool of ['java', 'mvn']) {
-        if (!(await which(tool))) {
-          throw new StackError(
-            `\`${tool}\` is not on PATH; install it with \`apt-get install -y ${tool === 'java' ? 'openjdk-17-jre-headless' : 'maven'}\``,
-            NAME,
-          );
-        }
-      }
-      if (existsSync(stamp)) return;
-      mkdirSync(libs, { recursive: true });
-      console.log(`[kafka] resolving Kafka ${version} jars with Maven (cached in ${libs}) ...`);
-      await run('mvn', [
-        '-B',
-        '-q',
-        '-f',
-        POM,
-        'dependency:copy-dependencies',
-        `-DoutputDirectory=${libs}`,
-        '-DincludeScope=runtime',
-      ]).catch((e: Error & { stdout?: string; stderr?: string }) => {
+      if (!(await which('java'))) {
         throw new StackError(
-          `Maven could not resolve the Kafka jars (is Maven Central reachable?):\n${(e.stdout ?? '') + (e.stderr ?? '')}`.slice(
-            0,
-            4000,
-          ),
+          '`java` is not on PATH; install it with `apt-get install -y openjdk-17-jre-headless`',
           NAME,
         );
+      }
+      if (existsSync(stamp)) return;
+      console.log(`[kafka] resolving Kafka ${version} jars with Maven (cached in ${libs}) ...`);
+      await copyMavenDependencies(POM, libs, `the Kafka ${version} jars`).catch((e: Error) => {
+        throw new StackError(e.message, NAME);
       });
       writeFileSync(stamp, `${new Date().toISOString()}\n`);
     },
