@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { deliveredTask } from '../domain/delivered-task.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
-import type { TaskStats } from '../schemas/types.generated.js';
+import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
@@ -64,7 +64,7 @@ const END_REASON: Record<SynthesisEnd, string> = {
 };
 
 /** The stage a run was in when it ended, from its last completed stage. */
-const STAGE_AFTER: Record<string, string> = {
+const STAGE_AFTER: Record<string, Stage> = {
   plan: 'execute',
   execute: 'rewrite',
   rewrite: 'critique',
@@ -76,15 +76,17 @@ const STAGE_AFTER: Record<string, string> = {
 /** An event as the workflow describes it: the activity adds the schema fingerprint. */
 export interface WorkflowEvent {
   eventId: string;
-  type: string;
+  type: EventName;
   payload: Record<string, unknown>;
   metadata?: Record<string, unknown>;
 }
 
+// The workflow's lifecycle events come through Temporal as plain objects: their type names are
+// checked (EventName), their payloads only when the relay encodes them to their schema.
 function toNewEvents(events: WorkflowEvent[]): NewEvent[] {
   return events.map((e) => {
     const { eventId: _id, ...payload } = e.payload;
-    return workerEvent(e.type, e.eventId, payload, e.metadata);
+    return workerEvent(e.type, e.eventId, payload as Omit<EventPayloads[EventName], 'eventId'>, e.metadata);
   });
 }
 

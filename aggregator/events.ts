@@ -8,7 +8,8 @@ import type { SchemaRegistry } from '../codec/registry.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { bandSummary, type StepTally } from '../domain/step-tally.js';
 import { statsRecord } from '../domain/task-stats.js';
-import { append, type NewEvent } from '../store/event-store.js';
+import type { EventPayloads } from '../schemas/types.generated.js';
+import { append, type NewEvent, typedEvent } from '../store/event-store.js';
 import type { Folded } from './fold.js';
 
 const PRODUCER = 'rods-aggregator';
@@ -20,15 +21,15 @@ export function statsEvents(
   now: () => number,
 ): Map<string, NewEvent[]> {
   const events = new Map<string, NewEvent[]>();
-  const emit = (campaignId: string, type: string, payload: Record<string, unknown>) => {
+  const emit = <N extends 'TaskBandChanged' | 'TaskStatsUpdated'>(
+    campaignId: string,
+    type: N,
+    payload: EventPayloads[N],
+  ) => {
     const list = events.get(campaignId) ?? [];
-    list.push({
-      eventId: payload.eventId as string,
-      type,
-      fingerprint: registry.current(type)!.fingerprint,
-      payload,
-      metadata: { producer: PRODUCER, causationId: payload.sourceEventId as string | undefined },
-    });
+    // A statistics update names the group it follows (a band change carries no such id).
+    const causationId = 'sourceEventId' in payload ? payload.sourceEventId : undefined;
+    list.push(typedEvent(type, payload, { producer: PRODUCER, causationId }, registry));
     events.set(campaignId, list);
   };
   for (const c of folded.bandChanges) {
@@ -80,13 +81,10 @@ export function stepAggregated(
   tally: StepTally,
   now: () => number,
 ): NewEvent {
-  const eventId = eventIds.stepAggregated(campaignId, step);
-  return {
-    eventId,
-    type: 'StepAggregated',
-    fingerprint: registry.current('StepAggregated')!.fingerprint,
-    payload: {
-      eventId,
+  return typedEvent(
+    'StepAggregated',
+    {
+      eventId: eventIds.stepAggregated(campaignId, step),
       campaignId,
       step,
       groupCount: tally.groups,
@@ -95,6 +93,7 @@ export function stepAggregated(
       mastered: bandSummary(tally.mastered),
       occurredAt: now(),
     },
-    metadata: { producer: PRODUCER },
-  };
+    { producer: PRODUCER },
+    registry,
+  );
 }

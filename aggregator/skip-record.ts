@@ -9,7 +9,7 @@ import { eventIds } from '../domain/ids.js';
 import { readRecordAt } from '../kafka/client.js';
 import { deadLetter, decodeOrReason, type Sender } from '../kafka/dlq.js';
 import { inTransaction } from '../store/db.js';
-import { append } from '../store/event-store.js';
+import { append, typedEvent } from '../store/event-store.js';
 import { lockPartition, storedNextOffset, storeNextOffset } from './state-store.js';
 import { recordStepProgress, StepTallies } from './step-progress.js';
 
@@ -72,11 +72,9 @@ export async function skipRecord(
     }
     const eventId = eventIds.deadLettered(topic, partition, offset, 'operator-skipped');
     await append(tx, skipStream(groupId, topic, partition), 'any', [
-      {
-        eventId,
-        type: 'DeadLettered',
-        fingerprint: registry.current('DeadLettered')!.fingerprint,
-        payload: {
+      typedEvent(
+        'DeadLettered',
+        {
           eventId,
           reasonCode: 'operator-skipped',
           reason,
@@ -87,8 +85,9 @@ export async function skipRecord(
           value: record.value,
           occurredAt: Date.now(),
         },
-        metadata: { producer: 'rods-partitions', actor: opts.actor ?? null },
-      },
+        { producer: 'rods-partitions', actor: opts.actor ?? null },
+        registry,
+      ),
     ]);
     const nextOffset = String(Number(offset) + 1);
     await storeNextOffset(tx, groupId, topic, partition, nextOffset);

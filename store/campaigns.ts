@@ -18,7 +18,7 @@ import {
 import { canonicalJson } from '../domain/canonical-json.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from './db.js';
-import { append } from './event-store.js';
+import { append, typedEvent } from './event-store.js';
 
 export interface CampaignRow {
   campaignId: string;
@@ -78,13 +78,7 @@ export async function registerCampaign(
       occurredAt: Date.now(),
     };
     const r = await append(c, streams.campaign(input.campaignId), 'any', [
-      {
-        eventId,
-        type: 'CampaignStarted',
-        fingerprint: registry.current('CampaignStarted')!.fingerprint,
-        payload,
-        metadata: { producer: 'rods' },
-      },
+      typedEvent('CampaignStarted', payload, { producer: 'rods' }, registry),
     ]);
     if (r.appended) {
       await c.query(

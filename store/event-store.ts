@@ -48,6 +48,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
+import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
+import type { EventName, EventPayloads } from '../schemas/types.generated.js';
 import { CanonicalJsonError, canonicalEventJson, canonicalJson, chainHash } from './canonical.js';
 import { EVENTS_COPY_COLUMNS, EventCopyParser } from './copy-binary.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
@@ -67,6 +69,28 @@ export interface NewEvent {
   fingerprint: string;
   payload: unknown;
   metadata?: EventMetadata;
+}
+
+/** A new event of a known type: its payload is that type's generated interface. */
+export interface TypedNewEvent<N extends EventName> extends NewEvent {
+  type: N;
+  payload: EventPayloads[N];
+}
+
+/**
+ * A new event of type `type` (its id is the payload's, its fingerprint the type's current
+ * schema's): the write path's typed constructor, so a payload that does not match its schema's
+ * generated interface fails to compile instead of failing at append or at replay.
+ */
+export function typedEvent<N extends EventName>(
+  type: N,
+  payload: EventPayloads[N] & { eventId: string },
+  metadata: EventMetadata = {},
+  registry: SchemaRegistry = defaultRegistry(),
+): TypedNewEvent<N> {
+  const schema = registry.current(type);
+  if (!schema) throw new Error(`no schema for event type ${type}`);
+  return { eventId: payload.eventId, type, fingerprint: schema.fingerprint, payload, metadata };
 }
 
 /** Where a reader stands: the last event it has processed. The start is { '0', 0 }. */

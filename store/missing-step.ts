@@ -7,9 +7,8 @@
 // StepSkipped is appended to the campaign's steps stream (its id derives from the step, so a
 // retried skip records nothing twice).
 import type pg from 'pg';
-import { defaultRegistry } from '../codec/registry.js';
 import { eventIds, streams } from '../domain/ids.js';
-import { append, type NewEvent } from './event-store.js';
+import { append, type NewEvent, typedEvent } from './event-store.js';
 
 export interface MissingStep {
   campaignId: string;
@@ -82,13 +81,10 @@ export function describeMissingStep(m: MissingStep): string {
 }
 
 function stepSkipped(m: MissingStep, afterSteps: number, now: number): NewEvent {
-  const eventId = eventIds.stepSkipped(m.campaignId, m.step);
-  return {
-    eventId,
-    type: 'StepSkipped',
-    fingerprint: defaultRegistry().current('StepSkipped')!.fingerprint,
-    payload: {
-      eventId,
+  return typedEvent(
+    'StepSkipped',
+    {
+      eventId: eventIds.stepSkipped(m.campaignId, m.step),
       campaignId: m.campaignId,
       step: m.step,
       reason: describeMissingStep(m),
@@ -98,8 +94,8 @@ function stepSkipped(m: MissingStep, afterSteps: number, now: number): NewEvent 
       groups: m.received.groups,
       occurredAt: now,
     },
-    metadata: { producer: 'rods-campaign' },
-  };
+    { producer: 'rods-campaign' },
+  );
 }
 
 /**

@@ -149,7 +149,10 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
 
   const stopped = () => s.status === 'stopped';
   // Lifecycle decisions are events too (workflow time and uuid4 are deterministic on replay).
-  const lifecycle = (type: string, payload: Record<string, unknown>) =>
+  const lifecycle = (
+    type: 'CampaignPaused' | 'CampaignResumed' | 'CampaignStopped' | 'CampaignReconfigured',
+    payload: Record<string, unknown>,
+  ) =>
     camp.recordEvents({
       streamId: streams.campaign(campaignId),
       events: [
