@@ -8,7 +8,18 @@ import { isLoopback, loadEndpoints, splitHostPort } from '../../config/endpoints
 import { ensureTopics, withAdmin } from '../../kafka/client.js';
 import { copyMavenDependencies } from './maven.js';
 import { paths } from './paths.js';
-import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
+import {
+  clearPid,
+  ourPid,
+  portOpen,
+  run,
+  StackError,
+  spawnDetached,
+  tail,
+  terminate,
+  waitFor,
+  which,
+} from './proc.js';
 import type { Probe, Service } from './service.js';
 
 const NAME = 'kafka';
@@ -236,7 +247,11 @@ export function kafkaService(): Service {
     );
   };
 
-  /** Starts the nodes that do not run and waits until every one is in the cluster. */
+  /**
+   * Starts the nodes that do not run and waits until every one listens and is in the cluster. A
+   * node killed seconds ago is still registered (its broker session has not expired), so the
+   * metadata alone would call a node ready that does not listen yet.
+   */
   const startMissing = async (): Promise<number> => {
     const started: KafkaNode[] = [];
     for (const n of nodes)
@@ -253,7 +268,9 @@ export function kafkaService(): Service {
           retries: 0,
           quiet: true,
         }).catch(() => undefined);
-        return c !== undefined && started.every((n) => c.brokers.some((b) => b.nodeId === n.id));
+        if (c === undefined || !started.every((n) => c.brokers.some((b) => b.nodeId === n.id))) return false;
+        for (const n of started) if (!(await portOpen(n.host, n.port))) return false;
+        return true;
       },
       180_000,
       () => started.every((n) => n.pid() !== undefined),
