@@ -290,7 +290,29 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       return `${name} (SIGSTOP ${inTx ? 'inside a transaction' : 'between transactions: none opened within 30 s'})`;
     };
 
+    // Faults that kill or restart Kafka nodes take turns (the injector's and the trainer loop's
+    // late publish): two at once restart the same node twice, and the second start fails.
+    let kafkaTurn: Promise<void> = Promise.resolve();
+    const takeKafkaTurn = async (): Promise<() => void> => {
+      const before = kafkaTurn;
+      let release = () => {};
+      kafkaTurn = new Promise<void>((r) => {
+        release = r;
+      });
+      await before;
+      return release;
+    };
+    const KAFKA_FAULTS: readonly string[] = ['kafka-outage', 'kill-broker', 'kill-controller'];
+
     const faultRun = async (f: Fault, n: number): Promise<FaultRecord> => {
+      const release = KAFKA_FAULTS.includes(f.kind) ? await takeKafkaTurn() : () => {};
+      try {
+        return await faultBody(f, n);
+      } finally {
+        release();
+      }
+    };
+    const faultBody = async (f: Fault, n: number): Promise<FaultRecord> => {
       const rec: FaultRecord = {
         kind: f.kind,
         atStep: f.atStep,
@@ -440,12 +462,17 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         const start = Date.now();
         trainerStep = step;
         const due = late ? undefined : lates.find((f) => f.atStep <= step);
+        let kafkaReleased: (() => void) | undefined;
         if (due) {
           lates.splice(lates.indexOf(due), 1);
+          kafkaReleased = await takeKafkaTurn();
           await lateBegin(due, step);
         }
         const r = await trainer.step(step);
-        if (due) await lateBrokersBack(due);
+        if (due) {
+          await lateBrokersBack(due);
+          kafkaReleased?.();
+        }
         if (late && step === late.until) lateEnd();
         // Within a late publish, no step is planned until the worker is back: the trainer runs on.
         if (late) {
