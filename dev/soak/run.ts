@@ -251,11 +251,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     const kafka = services.get('kafka')!;
     /** kill -9 of one node of the cluster; it is started again after the fault's down time. */
     const killNode = async (f: Fault, controller: boolean): Promise<string> => {
+      // The whole cluster first (a node an earlier fault killed may still be starting).
+      await stackUp([kafka]);
       const nodes = kafkaNodes();
       const ctl = activeController(nodes);
+      const others = nodes.filter((x) => x.id !== ctl && x.pid());
       const pick = controller
         ? nodes.find((x) => x.id === ctl)
-        : nodes.filter((x) => x.id !== ctl && x.pid())[f.instance % Math.max(1, nodes.length - 1)];
+        : others[f.instance % Math.max(1, others.length)];
       if (!pick)
         throw new Error(controller ? 'no active controller found' : 'no broker besides the controller runs');
       const pid = pick.pid();
