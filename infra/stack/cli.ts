@@ -62,7 +62,12 @@ async function bringUp(s: Service): Promise<string> {
       await sleep(500);
       probe = await s.probe();
     }
-    if (probe.answering) return `already up (was starting): ${probe.detail}`;
+    if (probe.answering) {
+      // Answering again (a Kafka controller election, say): its readiness step still runs, so a
+      // node of the cluster that died is started again.
+      const extra = s.ready ? `; ${await s.ready()}` : '';
+      return `already up (was starting): ${probe.detail}${extra}`;
+    }
     console.log(`[${s.name}] pid ${existing} is ours but does not answer (${probe.detail}); restarting it`);
     await s.stop();
   }
