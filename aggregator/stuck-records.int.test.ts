@@ -301,39 +301,27 @@ describe('a partition that never moves', () => {
         stderr: e.stderr ?? '',
         code: e.code,
       }));
-    const wrong = await rods([
-      'partitions',
-      'skip',
-      '--topic',
-      topic,
-      '--group',
-      groupId,
-      '--partition',
-      '0',
-      '--offset',
-      '1',
-      '--reason',
-      'x',
-    ]);
+    /** `rods partitions skip` of partition 0 at `offset`, with the reason and any further options. */
+    const skip = (offset: string, reason: string, ...more: string[]) =>
+      rods([
+        'partitions',
+        'skip',
+        '--topic',
+        topic,
+        '--group',
+        groupId,
+        '--partition',
+        '0',
+        '--offset',
+        offset,
+        '--reason',
+        reason,
+        ...more,
+      ]);
+    const wrong = await skip('1', 'x');
     expect((wrong as { code?: number }).code).toBe(2);
     expect(wrong.stderr).toContain('offset 1 is not at the head of partition 0');
-    const r = await rods([
-      'partitions',
-      'skip',
-      '--topic',
-      topic,
-      '--group',
-      groupId,
-      '--partition',
-      '0',
-      '--offset',
-      '0',
-      '--reason',
-      'holds the partition',
-      '--actor',
-      'alice',
-      '--json',
-    ]);
+    const r = await skip('0', 'holds the partition', '--actor', 'alice', '--json');
     const out = JSON.parse(r.stdout) as {
       nextOffset: string;
       eventId: string;
