@@ -1,19 +1,7 @@
 // The kafkajs adapter of the Kafka port (kafka/port.ts): the only code that imports kafkajs.
 // kafkajs is no longer maintained; replacing it means another folder beside this one that
 // passes the same tests (kafka/README.md).
-
-// The kafkajs adapter of the Kafka port (kafka/port.ts): the only code that imports kafkajs.
-// kafkajs is no longer maintained; replacing it means another folder beside this one that
-// passes the same tests (kafka/README.md).
-import kafkajs, {
-  type Admin,
-  type IHeaders,
-  Kafka,
-  type KafkaMessage,
-  logLevel,
-  type Message,
-  type Producer,
-} from 'kafkajs';
+import kafkajs, { type Admin, type IHeaders, Kafka, type KafkaMessage, logLevel } from 'kafkajs';
 import { loadEndpoints } from '../../../config/endpoints.js';
 import type {
   BatchConsumer,
@@ -25,19 +13,53 @@ import type {
   GroupOffset,
   KafkaClient,
   KafkaOptions,
-  OutgoingRecord,
   PartitionOffsets,
   ProducerOptions,
   RecordProducer,
-  SentBatch,
   TopicAdmin,
   Transaction,
   TransactionalProducer,
   TransactionalProducerOptions,
 } from '../../port.js';
-import { RecordTooLargeError } from '../../port.js';
 import type { TopicSpec } from '../../topology.js';
 import { routedLogCreator } from './log.js';
+import { partitionerFor, sendAll } from './send.js';
+
+/** Partition counts per topic, read with an admin once per client. */
+function partitionCounts(k: Kafka): (topic: string) => Promise<number> {
+  const cache = new Map<string, Promise<number>>();
+  return (topic) => {
+    let n = cache.get(topic);
+    if (!n) {
+      n = (async () => {
+        const admin = k.admin();
+        await admin.connect();
+        try {
+          const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+          return topics[0]?.partitions.length ?? 0;
+        } finally {
+          await admin.disconnect();
+        }
+      })();
+      n.catch(() => cache.delete(topic)); // a failed read is tried again by the next send
+      cache.set(topic, n);
+    }
+    return n;
+  };
+}
+
+/** A send that left partitions out (kafkajs' retry: send.ts) is logged as it is repaired. */
+const resent = (missing: number[]) =>
+  routedLogCreator(logLevel.WARN)({
+    namespace: 'Producer',
+    level: logLevel.WARN,
+    label: 'WARN',
+    log: {
+      message: `a send resolved without partitions ${missing.join(', ')}; sending their records again`,
+      timestamp: new Date().toISOString(),
+      logger: 'kafkajs',
+    },
+  });
 
 /** A kafkajs-backed client: allowAutoTopicCreation is always off (topics come from kafka/topology.ts). */
 export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
@@ -50,6 +72,7 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
     // A probe (no retries) must answer quickly.
     connectionTimeout: opts.retries === 0 ? 1500 : 5000,
   });
+  const partitions = { count: partitionCounts(k), choose: partitionerFor() };
   return {
     async producer(p: ProducerOptions = {}) {
       const idempotent = p.idempotent ?? true;
@@ -60,7 +83,7 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
       await producer.connect();
       const acks = idempotent || p.acks !== 'leader' ? -1 : 1;
       return {
-        send: (topic, records) => send(producer, topic, records, acks),
+        send: (topic, records) => sendAll(producer, topic, records, acks, partitions, resent),
         disconnect: () => producer.disconnect(),
       } satisfies RecordProducer;
     },
@@ -81,7 +104,7 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
         async transaction(): Promise<Transaction> {
           const tx = await producer.transaction();
           return {
-            send: (topic, records) => send(tx, topic, records, -1),
+            send: (topic, records) => sendAll(tx, topic, records, -1, partitions, resent),
             async sendOffsets(groupId: string, offsets: GroupOffset[]) {
               await tx.sendOffsets({ consumerGroupId: groupId, topics: byTopic(offsets) });
             },
@@ -99,45 +122,6 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
       return topicAdmin(admin);
     },
   };
-}
-
-function toMessage(r: OutgoingRecord): Message {
-  return {
-    key: r.key ?? null,
-    value: r.value,
-    ...(r.headers ? { headers: r.headers } : {}),
-    ...(r.partition !== undefined ? { partition: r.partition } : {}),
-  };
-}
-
-async function send(
-  sender: Pick<Producer, 'send'>,
-  topic: string,
-  records: OutgoingRecord[],
-  acks: number,
-): Promise<SentBatch[]> {
-  if (records.length === 0) return [];
-  let meta: Awaited<ReturnType<Producer['send']>>;
-  try {
-    meta = await sender.send({ topic, acks, messages: records.map(toMessage) });
-  } catch (e) {
-    if (tooLarge(e)) throw new RecordTooLargeError(`${topic}: ${(e as Error).message}`, { cause: e });
-    throw e;
-  }
-  return meta.map((m) => ({
-    topic: m.topicName,
-    partition: m.partition,
-    ...(m.baseOffset !== undefined ? { baseOffset: m.baseOffset } : {}),
-  }));
-}
-
-/** A broker refusal for size, possibly wrapped by kafkajs' retrier. */
-function tooLarge(e: unknown, depth = 0): boolean {
-  if (!e || typeof e !== 'object' || depth > 4) return false;
-  const { type, originalError, cause, errors } = e as Record<string, unknown>;
-  if (type === 'MESSAGE_TOO_LARGE' || type === 'RECORD_LIST_TOO_LARGE') return true;
-  if (Array.isArray(errors) && errors.some((x) => tooLarge(x, depth + 1))) return true;
-  return tooLarge(originalError, depth + 1) || tooLarge(cause, depth + 1);
 }
 
 /** kafkajs' offset commit shape; metadata passes through to the broker (typed away by kafkajs). */
