@@ -6,21 +6,22 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
-import { deliveredTask } from '../domain/delivered-task.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
-import type { NewEvent } from '../store/event-store.js';
+import { type NewEvent, readStreamOf } from '../store/event-store.js';
+import { activePool } from '../store/pool/active.js';
+import { recordEvents, recordEventsIn } from '../store/pool/projection.js';
 import {
   describeMissingStep,
   type MissingStep,
   missingStep,
   skipMissingStep,
-} from '../store/missing-step.js';
-import { recordEvents, recordEventsIn } from '../store/pool-projection.js';
-import { loadTaskStats } from '../store/task-stats.js';
-import { WatermarkTimeout, waitForWatermark } from '../store/watermark.js';
+} from '../store/steps/missing-step.js';
+import { lastClosedStep } from '../store/steps/view.js';
+import { WatermarkTimeout, waitForWatermark } from '../store/steps/watermark.js';
+import { loadTaskStats } from '../store/task-stats/view.js';
 import { type WorkflowEnd, workflowEnd } from '../temporal/connect.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
@@ -106,14 +107,11 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
     inTransaction(deps.pool, async (c) => {
       const { synthesisId } = input;
       const stream = streams.synthesis(synthesisId);
-      const { rows } = await c.query<{
-        type: string;
-        payload: { stage?: string; candidateId?: string; reasonCode?: string };
-      }>(
-        `select type, payload from events where stream_id = $1
-           and type in ('CandidateValidated', 'CandidateRejected', 'StageCompleted') order by stream_version`,
-        [stream],
-      );
+      const rows = await readStreamOf(c, stream, [
+        'CandidateValidated',
+        'CandidateRejected',
+        'StageCompleted',
+      ]);
       const outcome = rows.find((r) => r.type !== 'StageCompleted');
       if (outcome?.type === 'CandidateValidated')
         return { synthesisId, outcome: 'validated', candidateId: outcome.payload.candidateId };
@@ -231,11 +229,7 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
 
     /** The latest step the aggregator has closed for the campaign (0 when none). */
     async lastClosedStep(input: { campaignId: string }): Promise<number> {
-      const { rows } = await deps.pool.query<{ step: number | null }>(
-        'select max(step)::bigint as step from steps where campaign_id = $1 and closed_at is not null',
-        [input.campaignId],
-      );
-      return rows[0]?.step ?? 0;
+      return lastClosedStep(deps.pool, input.campaignId);
     },
 
     /** Statistics of the given tasks (only those observed). */
@@ -253,20 +247,17 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
       campaignId: string;
       version: number;
     }): Promise<{ file: string; tasks: number }> {
-      const { rows } = await deps.pool.query<{ task_id: string; category: string; task: unknown }>(
-        'select task_id, category, task from pool_members where campaign_id = $1 and active order by task_id',
-        [input.campaignId],
-      );
+      const { tasks } = await activePool(deps.pool, input.campaignId);
       const dir = path.join(deps.sinkDir, input.campaignId);
       await mkdir(dir, { recursive: true });
-      const body = rows.map((r) => JSON.stringify(deliveredTask(r.task_id, r.category, r.task))).join('\n');
+      const body = tasks.map((t) => JSON.stringify(t.task)).join('\n');
       const file = path.join(dir, `pool-v${input.version}.jsonl`);
       for (const target of [file, path.join(dir, 'current.jsonl')]) {
         const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;
-        await writeFile(tmp, rows.length ? `${body}\n` : '');
+        await writeFile(tmp, tasks.length ? `${body}\n` : '');
         await rename(tmp, target);
       }
-      return { file, tasks: rows.length };
+      return { file, tasks: tasks.length };
     },
   };
 }

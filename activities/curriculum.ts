@@ -14,10 +14,11 @@ import { type RejectionStreak, seedTasks } from '../domain/pool/policy.js';
 import { EMPTY_POOL, type PoolState } from '../domain/pool/state.js';
 import { planStep, type StepCandidate, type StepDecisions } from '../domain/step-plan.js';
 import type { TaskStats } from '../schemas/types.generated.js';
+import { insertPlan, latestPlanState, recordedPlan } from '../store/campaign-plans.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
-import { recordEventsIn } from '../store/pool-projection.js';
-import { loadTaskStats } from '../store/task-stats.js';
+import { recordEventsIn } from '../store/pool/projection.js';
+import { loadTaskStats } from '../store/task-stats/view.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient, SeedCategory, TaskRecord } from './executor-client.js';
 import { SEED_CATEGORIES } from './executor-client.js';
@@ -287,25 +288,6 @@ async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
   await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-plan:${campaignId}`]);
 }
 
-async function recordedPlan<T>(c: pg.PoolClient, campaignId: string, step: number): Promise<T | undefined> {
-  const r = await c.query<{ result: T }>(
-    'select result from campaign_plans where campaign_id = $1 and step = $2',
-    [campaignId, step],
-  );
-  return r.rows[0]?.result;
-}
-
-async function latestState(
-  c: pg.PoolClient,
-  campaignId: string,
-): Promise<{ step: number; state: PoolState } | undefined> {
-  const r = await c.query<{ step: number; state: PoolState }>(
-    'select step, state from campaign_plans where campaign_id = $1 order by step desc limit 1',
-    [campaignId],
-  );
-  return r.rows[0];
-}
-
 export function createCurriculumActivities(deps: CurriculumDeps) {
   const now = deps.now ?? Date.now;
   return {
@@ -318,11 +300,12 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
       perCategory: number;
       categories?: string[];
     }): Promise<{ seeded: number; poolVersion: number }> {
-      const done = await deps.pool.query<{ result: { seeded: number; poolVersion: number } }>(
-        'select result from campaign_plans where campaign_id = $1 and step = 0',
-        [input.campaignId],
+      const done = await recordedPlan<{ seeded: number; poolVersion: number }>(
+        deps.pool,
+        input.campaignId,
+        0,
       );
-      if (done.rows[0]) return done.rows[0].result;
+      if (done) return done;
       const categories = (input.categories ?? [...SEED_CATEGORIES]) as SeedCategory[];
       const seeds: TaskRecord[] = [];
       for (const cat of categories) {
@@ -355,10 +338,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
         });
         await recordEventsIn(c, streams.campaign(input.campaignId), events);
         const result = { seeded: decisions.length, poolVersion: state.version };
-        await c.query(
-          'insert into campaign_plans (campaign_id, step, state, result) values ($1, 0, $2, $3)',
-          [input.campaignId, JSON.stringify(state), JSON.stringify(result)],
-        );
+        await insertPlan(c, input.campaignId, 0, state, result);
         return result;
       });
     },
@@ -388,7 +368,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
           await lock(c, campaignId);
           const again = await recordedPlan<StepPlan>(c, campaignId, step);
           if (again) return again;
-          const prev = await latestState(c, campaignId);
+          const prev = await latestPlanState<PoolState>(c, campaignId);
           if (!prev) throw new Error(`campaign ${campaignId} has no seeded pool; seed it first`);
           if (prev.step >= step)
             throw new Error(
@@ -442,10 +422,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
           if (decided.events.length > 0)
             await recordEventsIn(c, streams.campaign(campaignId), decided.events);
           const plan: StepPlan = { ...decided.plan, selected: selectedOut };
-          await c.query(
-            'insert into campaign_plans (campaign_id, step, state, result) values ($1, $2, $3, $4)',
-            [campaignId, step, JSON.stringify(state), JSON.stringify(plan)],
-          );
+          await insertPlan(c, campaignId, step, state, plan);
           return plan;
         });
       } finally {

@@ -18,7 +18,7 @@ import {
   readClaimCheck,
   readStoredRolloutBatch,
   stepGroupTotal,
-} from '../store/ingestion-batches.js';
+} from '../store/steps/batches.js';
 
 export interface IngestionInput {
   claimId: string;

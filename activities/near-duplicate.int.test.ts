@@ -7,7 +7,7 @@ import { eventIds, streams } from '../domain/ids.js';
 import { taskFeatures } from '../domain/near-duplicate.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool, inTransaction } from '../store/db.js';
-import { recordEventsIn } from '../store/pool-projection.js';
+import { recordEventsIn } from '../store/pool/projection.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 import { FeatureCache, knownTasks } from './known-tasks.js';

@@ -17,7 +17,7 @@ import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
-import { recordEventsIn } from '../store/pool-projection.js';
+import { recordEventsIn } from '../store/pool/projection.js';
 import { workerEvent } from './events.js';
 import {
   type ExecuteResponse,

@@ -8,8 +8,8 @@ import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
 import { readStream } from '../store/event-store.js';
-import { queryStats } from '../store/task-stats.js';
-import { waitForWatermark, watermark } from '../store/watermark.js';
+import { waitForWatermark, watermark } from '../store/steps/watermark.js';
+import { queryStats } from '../store/task-stats/view.js';
 import { AggregatorService } from './service.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats } from './trace.js';
 

@@ -13,24 +13,29 @@
 import type pg from 'pg';
 import type { SchemaRegistry } from '../codec/registry.js';
 import { DEFAULT_DEDUPE_WINDOW } from '../domain/dedupe.js';
+import {
+  lockPartition,
+  recordRefusals,
+  storedNextOffset,
+  storeNextOffset,
+} from '../store/aggregator/offsets.js';
+import {
+  type ParkedRecord,
+  parkedCampaigns,
+  parkRecords,
+  stillParked,
+  unpark,
+} from '../store/aggregator/park.js';
 import { inTransaction } from '../store/db.js';
 import { StreamOrderError } from '../store/event-store.js';
+import { everInPool } from '../store/pool/members.js';
+import { declareSteps, recordStepProgress } from '../store/steps/progress.js';
+import { loadTasks, taskKey, upsertStats } from '../store/task-stats/state.js';
 import type { CampaignCache } from './campaign-cache.js';
 import { type DeadLetterNote, decodeBatch, type RewardRecord } from './decode.js';
 import { appendStatsEvents, statsEvents } from './events.js';
 import { foldGroups } from './fold.js';
-import { type ParkedRecord, parkedCampaigns, parkRecords, stillParked, unpark } from './park.js';
-import {
-  loadTasks,
-  lockPartition,
-  poolMembers,
-  recordRefusals,
-  storedNextOffset,
-  storeNextOffset,
-  taskKey,
-  upsertStats,
-} from './state-store.js';
-import { declareSteps, movedSteps, recordStepProgress, type StepRef } from './step-progress.js';
+import { movedSteps, type StepRef } from './step-progress.js';
 import type { TaskStateCache } from './task-cache.js';
 import { unknownCampaignClosings } from './validate.js';
 
@@ -213,7 +218,7 @@ async function processOnce(
         !known.has(taskKey(g.campaignId, g.taskId)) &&
         campaigns.get(g.campaignId)?.config.ingestion.unknownTasks === 'dead-letter',
     );
-    const members = newTasks.length > 0 ? await poolMembers(tx, newTasks) : undefined;
+    const members = newTasks.length > 0 ? await everInPool(tx, newTasks) : undefined;
     clock.mark('load');
     const folded = foldGroups({ groups, campaigns, stored, dedupeWindow: deps.dedupeWindow, members });
     for (const g of excludedGroups)
@@ -240,7 +245,7 @@ async function processOnce(
     clock.mark('events');
     await upsertStats(tx, folded.touched, deps.dedupeWindow ?? DEFAULT_DEDUPE_WINDOW);
     clock.mark('stats');
-    await recordStepProgress(tx, topic, partition, folded.tallies);
+    await recordStepProgress(tx, topic, partition, folded.tallies.all());
     await declareSteps(
       tx,
       closings.filter((c) => campaigns.get(c.campaignId)),

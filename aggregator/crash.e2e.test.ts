@@ -11,8 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { withAdmin } from '../kafka/client.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
-import { queryStats } from '../store/task-stats.js';
-import { watermark } from '../store/watermark.js';
+import { watermark } from '../store/steps/watermark.js';
+import { queryStats } from '../store/task-stats/view.js';
 import { freePort } from '../util/free-port.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats, rng } from './trace.js';
 

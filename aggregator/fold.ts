@@ -6,8 +6,8 @@ import type { Band } from '../domain/band.js';
 import { DedupeWindows } from '../domain/dedupe.js';
 import { applyGroup, type TaskState } from '../domain/task-stats.js';
 import { type CampaignRow, configAtStep } from '../store/campaigns.js';
+import { type StoredTask, type TaskUpdate, taskKey } from '../store/task-stats/state.js';
 import type { DeadLetterNote, Group } from './decode.js';
-import { type StoredTask, type TaskUpdate, taskKey } from './state-store.js';
 import { StepTallies } from './step-progress.js';
 import { groupProblem, unknownCampaign } from './validate.js';
 

@@ -15,6 +15,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type pino from 'pino';
+import { addRecordFailures, clearRecordFailures } from '../store/aggregator/failures.js';
 import { backoffMs, databaseStatus, isConnectionError } from '../store/db.js';
 import {
   BATCH_PHASES,
@@ -135,7 +136,7 @@ export async function applyOneByOne(
       try {
         if (ctx.beforeRecord) await ctx.beforeRecord(record.offset);
         add(await processBatch(deps, topic, partition, [record], batchOpts));
-        await clearFailures(deps.pool, deps.groupId, topic, partition, [record.offset]);
+        await clearRecordFailures(deps.pool, { groupId: deps.groupId, topic, partition }, [record.offset]);
         databaseStatus(deps.pool).restored();
         break;
       } catch (e) {
@@ -247,11 +248,9 @@ export async function applyIsolating(
     );
     if (committed === null) return null;
     if ('result' in committed) {
-      await clearFailures(
+      await clearRecordFailures(
         deps.pool,
-        deps.groupId,
-        topic,
-        partition,
+        { groupId: deps.groupId, topic, partition },
         records.map((x) => x.offset),
       );
       return committed.result;
@@ -429,24 +428,11 @@ async function addFailures(
   partition: number,
   found: ReadonlyMap<string, Culprit>,
 ): Promise<Map<string, number>> {
-  const offsets = [...found.keys()];
-  const { rows } = await deps.pool.query<{ offset: string; attempts: number }>(
-    `insert into aggregator_record_failures (group_id, topic, partition, "offset", attempts, last_error)
-     select $1, $2, $3, o, n, e from unnest($4::bigint[], $5::int[], $6::text[]) as t(o, n, e)
-     on conflict (group_id, topic, partition, "offset") do update
-       set attempts = aggregator_record_failures.attempts + excluded.attempts,
-           last_error = excluded.last_error, updated_at = now()
-     returning "offset"::text as offset, attempts`,
-    [
-      deps.groupId,
-      topic,
-      partition,
-      offsets,
-      offsets.map((o) => found.get(o)!.failures),
-      offsets.map((o) => storableError(found.get(o)!.error)),
-    ],
+  return addRecordFailures(
+    deps.pool,
+    { groupId: deps.groupId, topic, partition },
+    [...found].map(([offset, c]) => ({ offset, failures: c.failures, error: c.error })),
   );
-  return new Map(rows.map((r) => [r.offset, r.attempts]));
 }
 
 /** Retries `fn` while the failure is transient (or until abandoned: null). */
@@ -478,36 +464,11 @@ function countFailure(
   error: string,
 ): Promise<number | null> {
   return untilDone(deps, ctx, async () => {
-    const { rows } = await deps.pool.query<{ attempts: number }>(
-      `insert into aggregator_record_failures (group_id, topic, partition, "offset", attempts, last_error)
-       values ($1, $2, $3, $4, 1, $5)
-       on conflict (group_id, topic, partition, "offset") do update
-         set attempts = aggregator_record_failures.attempts + 1, last_error = excluded.last_error, updated_at = now()
-       returning attempts`,
-      [deps.groupId, topic, partition, offset, storableError(error)],
-    );
-    return rows[0]!.attempts;
+    const totals = await addRecordFailures(deps.pool, { groupId: deps.groupId, topic, partition }, [
+      { offset, failures: 1, error },
+    ]);
+    return totals.get(offset)!;
   });
-}
-
-async function clearFailures(
-  pool: pg.Pool,
-  groupId: string,
-  topic: string,
-  partition: number,
-  offsets: readonly string[],
-): Promise<void> {
-  await pool
-    .query(
-      'delete from aggregator_record_failures where group_id = $1 and topic = $2 and partition = $3 and "offset" = any($4::bigint[])',
-      [groupId, topic, partition, offsets],
-    )
-    .catch(() => {}); // a leftover row only starts a later count higher
-}
-
-/** An error text PostgreSQL can store (no U+0000, bounded). */
-function storableError(error: string): string {
-  return error.replaceAll('\u0000', '\\u0000').slice(0, 4000);
 }
 
 /**
@@ -530,6 +491,6 @@ export async function deadLetterFailed(
       excluded: new Map([[record.offset, letter]]),
     }),
   );
-  if (r) await clearFailures(deps.pool, deps.groupId, topic, partition, [record.offset]);
+  if (r) await clearRecordFailures(deps.pool, { groupId: deps.groupId, topic, partition }, [record.offset]);
   return r;
 }

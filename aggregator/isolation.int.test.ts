@@ -11,7 +11,7 @@ import { decode } from '../codec/registry.js';
 import { readUntil } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { createPool } from '../store/db.js';
-import { queryStats } from '../store/task-stats.js';
+import { queryStats } from '../store/task-stats/view.js';
 import { runFailingBurst } from '../test/support/aggregator/failing-burst.js';
 
 const pool = createPool({ application: 'rods-aggregator-isolation-test', max: 6 });

@@ -27,6 +27,14 @@ import {
 } from '../kafka/client.js';
 import { DLQ_TOPIC, deadLetters } from '../kafka/dlq.js';
 import { REWARDS_TOPIC, topology } from '../kafka/topology.js';
+import { storedNextOffsets } from '../store/aggregator/offsets.js';
+import { loadParked, parkedQueues } from '../store/aggregator/park.js';
+import {
+  ALONE_CRASHES_TO_DEAD_LETTER,
+  beginRange,
+  type CrashedRange,
+  type RangeMark,
+} from '../store/aggregator/suspects.js';
 import { backoffMs, databaseStatus, isConnectionError, ping, retryOnConnectionLoss } from '../store/db.js';
 import { type MetricsServer, processRegistry, serveMetrics } from '../util/metrics.js';
 import { installNodeSha256 } from '../util/node-sha256.js';
@@ -47,10 +55,7 @@ import {
   isTransient,
   ResultSum,
 } from './isolate.js';
-import { loadParked, parkedQueues } from './park.js';
-import { storedNextOffsets } from './state-store.js';
 import { closeReadySteps } from './steps.js';
-import { ALONE_CRASHES_TO_DEAD_LETTER, beginRange, type CrashedRange, type RangeMark } from './suspects.js';
 import { DEFAULT_TASK_CACHE_SIZE, TaskStateCache } from './task-cache.js';
 
 /** Parked records applied per drain transaction. */

@@ -8,10 +8,13 @@ import { defaultRegistry } from '../codec/registry.js';
 import { eventIds } from '../domain/ids.js';
 import { readRecordAt } from '../kafka/client.js';
 import { deadLetter, decodeOrReason, type Sender } from '../kafka/dlq.js';
+import { clearRecordFailuresUpTo } from '../store/aggregator/failures.js';
+import { lockPartition, storedNextOffset, storeNextOffset } from '../store/aggregator/offsets.js';
+import { isRegistered } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import { append, typedEvent } from '../store/event-store.js';
-import { lockPartition, storedNextOffset, storeNextOffset } from './state-store.js';
-import { recordStepProgress, StepTallies } from './step-progress.js';
+import { recordStepProgress } from '../store/steps/progress.js';
+import { StepTallies } from './step-progress.js';
 
 export class SkipRefused extends Error {
   override name = 'SkipRefused';
@@ -63,11 +66,10 @@ export async function skipRecord(
     if ('decoded' in decoded && decoded.decoded.name === 'RolloutGroupScored') {
       const p = decoded.decoded.payload as { campaignId: string; step: number; taskId: string };
       group = { campaignId: p.campaignId, step: Number(p.step), taskId: p.taskId };
-      const known = await tx.query('select 1 from campaigns where campaign_id = $1', [p.campaignId]);
-      if (known.rowCount) {
+      if (await isRegistered(tx, p.campaignId)) {
         const tallies = new StepTallies();
         tallies.rejected(p.campaignId, Number(p.step));
-        await recordStepProgress(tx, topic, partition, tallies);
+        await recordStepProgress(tx, topic, partition, tallies.all());
       }
     }
     const eventId = eventIds.deadLettered(topic, partition, offset, 'operator-skipped');
@@ -91,10 +93,7 @@ export async function skipRecord(
     ]);
     const nextOffset = String(Number(offset) + 1);
     await storeNextOffset(tx, groupId, topic, partition, nextOffset);
-    await tx.query(
-      'delete from aggregator_record_failures where group_id = $1 and topic = $2 and partition = $3 and "offset" <= $4',
-      [groupId, topic, partition, offset],
-    );
+    await clearRecordFailuresUpTo(tx, { groupId, topic, partition }, offset);
     // Dead letter before the commit: a crash in between sends it again with the same id.
     await deadLetter(
       producer,

@@ -12,15 +12,15 @@ import { readUntil } from '../kafka/client.js';
 import { DLQ_KEPT_BYTES, DLQ_TOPIC } from '../kafka/dlq.js';
 import { kafkaStatsCheck } from '../replay/kafka-source.js';
 import type { DeadLettered } from '../schemas/types.generated.js';
+import { stuckHeads } from '../store/aggregator/suspects.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
-import { queryStats } from '../store/task-stats.js';
-import { watermark } from '../store/watermark.js';
+import { watermark } from '../store/steps/watermark.js';
+import { queryStats } from '../store/task-stats/view.js';
 import { refuseTaskStats } from '../test/support/aggregator/failing-burst.js';
 import { rewardsArrayBomb } from '../test/support/codec/bombs.js';
 import { waitUntil } from '../test/support/wait.js';
 import { AggregatorService } from './service.js';
-import { stuckHeads } from './suspects.js';
 import { freshRewardTopic, produceTrace, rewardGroupRecord } from './trace.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

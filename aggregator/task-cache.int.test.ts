@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { defaultRegistry } from '../codec/registry.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
-import { queryStats } from '../store/task-stats.js';
+import { queryStats } from '../store/task-stats/view.js';
 import { type BatchDeps, processBatch } from './batch.js';
 import { CampaignCache } from './campaign-cache.js';
 import { TaskStateCache } from './task-cache.js';

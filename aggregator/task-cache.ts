@@ -7,7 +7,7 @@
 // instance, a row rebuilt or removed) does not match and is read in full. The cache is only
 // updated after a commit, so a rolled-back batch never leaves state in it.
 import type { TaskState } from '../domain/task-stats.js';
-import { type CommittedTasks, type StoredTask, type TaskUpdate, taskKey } from './state-store.js';
+import { type CommittedTasks, type StoredTask, type TaskUpdate, taskKey } from '../store/task-stats/state.js';
 
 export const DEFAULT_TASK_CACHE_SIZE = 20_000;
 

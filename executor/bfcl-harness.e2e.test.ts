@@ -6,9 +6,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { activePool } from '../gateway/pool.js';
 import { executorPython } from '../infra/stack/executor.js';
 import { paths } from '../infra/stack/paths.js';
+import { activePool } from '../store/pool/active.js';
 import { ONE_SEED_PER_CATEGORY, standinCampaigns } from '../test/support/standin-campaign.js';
 import { waitUntil } from '../test/support/wait.js';
 

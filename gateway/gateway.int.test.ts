@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { bfclTaskId } from '../domain/ids.js';
 import { registerCampaign } from '../store/campaigns.js';
 import type { Pool } from '../store/db.js';
-import { readStoredRolloutBatch, type StoredRolloutBatch } from '../store/ingestion-batches.js';
+import { readStoredRolloutBatch, type StoredRolloutBatch } from '../store/steps/batches.js';
 import { type GatewayUnderTest, startGatewayUnderTest } from '../test/support/gateway/gateway-under-test.js';
 import { waitUntil } from '../test/support/wait.js';
 import { TokenSet } from './auth.js';

@@ -12,8 +12,10 @@ import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-con
 import { bfclTaskId, rolloutBatchClaimId, workflowIds } from '../domain/ids.js';
 import { checkGroup } from '../domain/reward-group.js';
 import type { RolloutBatchBody } from '../kafka/rollout-records.js';
+import { lockIntake } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
-import type { StoredRolloutBatch } from '../store/ingestion-batches.js';
+import { generatedPoolMembers, poolMembersAmong } from '../store/pool/members.js';
+import { batchIntake, insertAcceptedBatch } from '../store/steps/intake.js';
 import { ProblemError } from './problem.js';
 import type { RolloutBatch } from './schemas.js';
 
@@ -131,20 +133,20 @@ async function poolTasks(
   mode: IngestionLimits['ingestion']['unknownTasks'],
 ): Promise<RolloutBatch['groups']> {
   if (groups.length === 0) return groups;
-  const { rows } = await c.query<{ task_id: string }>(
-    'select task_id from pool_members where campaign_id = $1 and task_id = any($2::text[])',
-    [campaignId, groups.map((g) => g.taskId)],
+  const members = new Set(
+    await poolMembersAmong(
+      c,
+      campaignId,
+      groups.map((g) => g.taskId),
+    ),
   );
-  const members = new Set(rows.map((r) => r.task_id));
   const unknown = groups.filter((g) => !members.has(g.taskId));
   if (unknown.length === 0) return groups;
   let byBfclId = new Map<string, string>();
   if (unknown.some((g) => BFCL_DELIVERED_ID.test(g.taskId))) {
-    const generated = await c.query<{ task_id: string; category: string }>(
-      `select task_id, category from pool_members where campaign_id = $1 and origin = 'generated'`,
-      [campaignId],
+    byBfclId = new Map(
+      (await generatedPoolMembers(c, campaignId)).map((t) => [bfclTaskId(t.taskId, t.category), t.taskId]),
     );
-    byBfclId = new Map(generated.rows.map((r) => [bfclTaskId(r.task_id, r.category), r.task_id]));
   }
   const mapped = groups.map((g) => {
     const rods = members.has(g.taskId) ? undefined : byBfclId.get(g.taskId);
@@ -198,9 +200,6 @@ export function unknownCampaign(campaignId: string): ProblemError {
   );
 }
 
-/** Whether the server compresses TOAST with lz4 (learnt from the first acceptance). */
-let lz4: boolean | undefined;
-
 /**
  * Accepts a batch of a registered campaign (404 otherwise), whose limits (reward limits, forward
  * window) come from the campaign's config read under its lock.
@@ -219,67 +218,10 @@ export async function acceptBatch(
   const bodyHash = batchBodyHash(batch, groupsJson);
   const close = batch.close ?? false;
   return inTransaction(db, async (c) => {
-    // A closing batch waits for the campaign's batches in flight and holds new ones back, so no
-    // batch opens a step behind it unseen; batches that do not close run side by side. The
-    // campaign's lock is taken first (the subquery runs before the outer select list). The same
-    // round trip has the claim check compressed with lz4 where the server has it: several times
-    // faster than the default pglz on a claim check's hundreds of KiB.
-    const compression =
-      lz4 === undefined
-        ? `(select set_config('default_toast_compression', 'lz4', true) from pg_settings
-             where name = 'default_toast_compression' and 'lz4' = any(enumvals))`
-        : lz4
-          ? `set_config('default_toast_compression', 'lz4', true)`
-          : 'null';
-    const locked = await c.query<{
-      config: unknown;
-      status: string | null;
-      found: boolean;
-      compression: string | null;
-    }>(
-      `select pg_advisory_xact_lock(hashtextextended($2, 0)), ${compression} as compression,
-              (select config from campaigns where campaign_id = $3) as config,
-              (select status from campaigns where campaign_id = $3) as status,
-              exists (select 1 from campaigns where campaign_id = $3) as found
-         from (select ${close ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared'}(hashtextextended($1, 0))) campaign_lock`,
-      [`ingest/${campaignId}`, `ingest/${campaignId}/${step}`, campaignId],
-    );
-    const l = locked.rows[0]!;
-    lz4 ??= l.compression === 'lz4';
+    const l = await lockIntake(c, campaignId, step, close);
     if (!l.found) throw unknownCampaign(campaignId);
     const limits: IngestionLimits = parseCampaignConfig(l.config);
-    const { rows } = await c.query<{
-      groups: number | null;
-      closes: boolean | null;
-      workflow_id: string | null;
-      claim_id: string | null;
-      body_hash: string | null;
-      status: string | null;
-      closing_batch: string | null;
-      step_closed: boolean;
-      last_closed: string | null;
-      open: boolean;
-      step_groups: number;
-    }>(
-      `select d.groups, d.closes, d.workflow_id, d.claim_id, d.body_hash, d.status,
-              (select batch_id from ingestion_batches
-                where campaign_id = $1 and step = $2 and closes limit 1) as closing_batch,
-              exists (select 1 from steps where campaign_id = $1 and step = $2
-                         and (closed_at is not null or declared_groups is not null)) as step_closed,
-              greatest(
-                (select max(step) from steps
-                  where campaign_id = $1 and (closed_at is not null or declared_groups is not null)),
-                (select max(step) from ingestion_batches where campaign_id = $1 and closes)
-              )::bigint as last_closed,
-              exists (select 1 from ingestion_batches where campaign_id = $1 and step = $2)
-                or exists (select 1 from steps where campaign_id = $1 and step = $2) as open,
-              (select coalesce(sum(groups), 0) from ingestion_batches
-                where campaign_id = $1 and step = $2)::int as step_groups
-         from (select 1) one
-         left join ingestion_batches d on d.campaign_id = $1 and d.step = $2 and d.batch_id = $3`,
-      [campaignId, step, batch.batchId],
-    );
-    const r = rows[0]!;
+    const r = await batchIntake(c, campaignId, step, batch.batchId);
     // A row from before body hashes (NULL) matches any body.
     if (r.claim_id !== null && r.body_hash !== null && r.body_hash !== bodyHash)
       throw new ProblemError(
@@ -339,29 +281,14 @@ export async function acceptBatch(
       close,
       receivedAt,
     };
-    // The claim check (StoredRolloutBatch): the groups' JSON text travels as a text parameter,
-    // so neither side escapes or parses it again.
-    const { groups: _groups, ...meta } = body;
-    await c.query(
-      `with claim as (
-         insert into claim_checks (claim_id, kind, body)
-         values ($6, 'rollout-batch', $9::jsonb || jsonb_build_object('groupsJson', $10::text))
-         on conflict (claim_id) do nothing)
-       insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id, body_hash)
-       values ($1, $2, $3, $4, $5, 'accepted', $6, $7, $8)`,
-      [
-        campaignId,
-        step,
-        batch.batchId,
-        batch.groups.length,
-        close,
-        claimId,
-        workflowId,
-        bodyHash,
-        JSON.stringify(meta satisfies Omit<StoredRolloutBatch, 'groupsJson'>),
-        storedJson,
-      ],
-    );
+    await insertAcceptedBatch(c, {
+      body,
+      groupCount: batch.groups.length,
+      claimId,
+      workflowId,
+      bodyHash,
+      groupsJson: storedJson,
+    });
     return {
       duplicate: false,
       workflowId,

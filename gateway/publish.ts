@@ -10,7 +10,7 @@ import { setImmediate as yieldToIo } from 'node:timers/promises';
 import type pg from 'pg';
 import type { OutgoingRecord } from '../kafka/port.js';
 import { type RolloutBatchBody, rolloutGroupRecords, stepClosedRecord } from '../kafka/rollout-records.js';
-import { markPublished } from '../store/ingestion-batches.js';
+import { markPublished } from '../store/steps/batches.js';
 import type { Accepted } from './ingest.js';
 
 export const DEFAULT_DIRECT_PUBLISH_TIMEOUT_MS = 5000;

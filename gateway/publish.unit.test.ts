@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { decode } from '../codec/registry.js';
 import type { OutgoingRecord } from '../kafka/port.js';
 import { type RolloutBatchBody, rolloutBatchRecords } from '../kafka/rollout-records.js';
-import { readStoredRolloutBatch, storedRolloutBatch } from '../store/ingestion-batches.js';
+import { readStoredRolloutBatch, storedRolloutBatch } from '../store/steps/batches.js';
 import type { Accepted } from './ingest.js';
 import { type BatchSender, DirectPublisher } from './publish.js';
 

@@ -11,7 +11,7 @@ import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
-import { unpublishedBatches } from '../store/ingestion-batches.js';
+import { unpublishedBatches } from '../store/steps/batches.js';
 import { installWorkerRuntime, workflowExists } from '../temporal/connect.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';

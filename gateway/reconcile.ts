@@ -28,7 +28,7 @@ import {
   campaignsWithUnpublishedBatches,
   type StaleBatch,
   staleUnpublishedBatches,
-} from '../store/ingestion-batches.js';
+} from '../store/steps/batches.js';
 import type { IngestionInput } from '../workflows/ingestion.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
 

@@ -3,7 +3,7 @@
 // to the store's committed head, read from PostgreSQL at each scrape.
 import type pg from 'pg';
 import client from 'prom-client';
-import type { Cursor } from '../store/event-store.js';
+import { type Cursor, countAfter } from '../store/event-store.js';
 import type { RelayOptions } from './relay.js';
 
 /** The lag is counted up to this many events (a count over a huge backlog would be slow). */
@@ -86,13 +86,8 @@ export function relayMetrics(
  */
 async function readLag(db: pg.Pool, c: Cursor): Promise<{ n: number; oldest: number | null } | undefined> {
   try {
-    const { rows } = await db.query<{ n: string; oldest: Date | null }>(
-      `select count(*) as n, min(recorded_at) as oldest from (
-         select recorded_at from events where (transaction_id, position) > ($1::xid8, $2::bigint)
-          order by transaction_id, position limit $3) e`,
-      [c.transactionId, c.position, LAG_COUNT_CAP],
-    );
-    return { n: Number(rows[0]?.n ?? 0), oldest: rows[0]?.oldest?.getTime() ?? null };
+    const r = await countAfter(db, c, LAG_COUNT_CAP);
+    return { n: r.n, oldest: r.oldestAt?.getTime() ?? null };
   } catch {
     return undefined; // PostgreSQL away: the gauges keep their last values
   }

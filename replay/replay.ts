@@ -4,6 +4,8 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { TaskStats } from '../schemas/types.generated.js';
+import { lastPlannedStep, planState } from '../store/campaign-plans.js';
+import { isRegistered } from '../store/campaigns.js';
 import {
   type Cursor,
   compareCursors,
@@ -12,7 +14,7 @@ import {
   readLog,
   START,
 } from '../store/event-store.js';
-import { applyPoolEvent } from '../store/pool-projection.js';
+import { applyPoolEvent } from '../store/pool/projection.js';
 
 export interface ReplayOptions {
   campaignId: string;
@@ -151,16 +153,13 @@ const HIDDEN_WAIT_MS = 120_000;
 
 export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promise<ReplayReport> {
   const { campaignId } = opts;
-  const known = await pool.query('select config from campaigns where campaign_id = $1', [campaignId]);
-  if (!known.rowCount) throw new ReplayError(`unknown campaign ${JSON.stringify(campaignId)}`);
+  if (!(await isRegistered(pool, campaignId)))
+    throw new ReplayError(`unknown campaign ${JSON.stringify(campaignId)}`);
   if (opts.toStep !== undefined) {
-    const last = await pool.query<{ step: number | null }>(
-      'select max(step)::bigint as step from campaign_plans where campaign_id = $1',
-      [campaignId],
-    );
-    if (last.rows[0]?.step === null || opts.toStep > (last.rows[0]?.step ?? 0)) {
+    const last = await lastPlannedStep(pool, campaignId);
+    if (opts.toStep > last) {
       throw new ReplayError(
-        `step ${opts.toStep} is beyond the campaign's history (last planned step ${last.rows[0]?.step ?? 0})`,
+        `step ${opts.toStep} is beyond the campaign's history (last planned step ${last})`,
       );
     }
   }
@@ -335,11 +334,7 @@ async function compareAtStep(
   campaignId: string,
   step: number,
 ): Promise<TableDiff> {
-  const plan = await pool.query<{ state: { version: number; members: { taskId: string }[] } }>(
-    'select state from campaign_plans where campaign_id = $1 and step = $2',
-    [campaignId, step],
-  );
-  const live = plan.rows[0]?.state;
+  const live = await planState<{ version: number; members: { taskId: string }[] }>(pool, campaignId, step);
   if (!live) throw new ReplayError(`no plan recorded for step ${step}`);
   const version = (
     await pool.query<{ version: number }>(

@@ -17,6 +17,7 @@ import type { PoolState } from '../domain/pool/state.js';
 import { planStep, type StepCandidate } from '../domain/step-plan.js';
 import { statsRecord, type TaskState } from '../domain/task-stats.js';
 import type { TaskStats } from '../schemas/types.generated.js';
+import { allPlans } from '../store/campaign-plans.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { foldGroups, type RecordedGroup, readCampaignGroups } from './reward-stream.js';
 
@@ -251,15 +252,12 @@ export async function whatIf(
   const campaign = await loadCampaign(db, opts.campaignId);
   if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
   const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
-  const plans = await db.query<{ step: number; state: PoolState; result: RecordedPlan }>(
-    'select step, state, result from campaign_plans where campaign_id = $1 order by step',
-    [opts.campaignId],
-  );
-  if (plans.rows[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  const plans = await allPlans<PoolState, RecordedPlan>(db, opts.campaignId);
+  if (plans[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
   const candidates = await db.query<WhatIfCandidate>(
     `select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1`,
     [opts.campaignId],
   );
   const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
-  return whatIfReport(opts.campaignId, cfg, { plans: plans.rows, candidates: candidates.rows, groups });
+  return whatIfReport(opts.campaignId, cfg, { plans, candidates: candidates.rows, groups });
 }

@@ -10,11 +10,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { declareSteps, recordStepProgress, StepTallies } from '../aggregator/step-progress.js';
+import { StepTallies } from '../aggregator/step-progress.js';
 import { workflowIds } from '../domain/ids.js';
 import { type KafkaClient, openKafka } from '../kafka/client.js';
 import { deadLetter } from '../kafka/dlq.js';
 import { inTransaction } from '../store/db.js';
+import { declareSteps, recordStepProgress } from '../store/steps/progress.js';
 import { type GatewayUnderTest, startGatewayUnderTest } from '../test/support/gateway/gateway-under-test.js';
 import { campaignStatus } from './campaign-status.js';
 import { campaignOf } from './kafka.js';
@@ -89,8 +90,8 @@ beforeAll(async () => {
   const tallies = new StepTallies();
   for (let i = 0; i < 3; i++) tallies.applied(campaignId, 1, 'boundary', 0.1);
   await inTransaction(gw.db, async (c) => {
-    await recordStepProgress(c, 'rods.rewards.v1', 0, tallies);
-    await declareSteps(c, [{ offset: '0', campaignId, step: 1, groupCount: 5, key: null, value: null }]);
+    await recordStepProgress(c, 'rods.rewards.v1', 0, tallies.all());
+    await declareSteps(c, [{ campaignId, step: 1, groupCount: 5 }]);
   });
 }, 120_000);
 

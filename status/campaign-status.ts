@@ -5,18 +5,20 @@
 // on a missing worker, and answers with the projections alone when Temporal or Kafka is away.
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
-import { parkedOf } from '../aggregator/park.js';
-import { stuckHeads } from '../aggregator/suspects.js';
 import type { CampaignConfig } from '../domain/campaign-config.js';
 import { type KafkaClient, openKafka } from '../kafka/client.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
+import { parkedOf } from '../store/aggregator/park.js';
+import { stuckHeads } from '../store/aggregator/suspects.js';
+import { lastPlannedStep } from '../store/campaign-plans.js';
 import { loadCampaign } from '../store/campaigns.js';
-import { unpublishedBatches } from '../store/ingestion-batches.js';
-import { describeMissingStep, missingStep } from '../store/missing-step.js';
-import { poolView } from '../store/pool-view.js';
+import { poolView } from '../store/pool/view.js';
+import { unpublishedBatches } from '../store/steps/batches.js';
+import { describeMissingStep, missingStep } from '../store/steps/missing-step.js';
+import { stepProgress } from '../store/steps/view.js';
 import { aggregatorLag, deadLettersSince, relayLag } from './kafka.js';
 import type { StatusKafka } from './kafka-shared.js';
-import { stepProgress, unfinishedSyntheses, waitingFor } from './projections.js';
+import { unfinishedSyntheses, waitingFor } from './projections.js';
 import {
   type CampaignStatusReport,
   type Holds,
@@ -221,14 +223,6 @@ async function missingStepView(
   const { policy, afterSteps } = config.ingestion.missingSteps;
   const { campaignId: _c, ...rest } = m;
   return { ...rest, policy, afterSteps, detail: describeMissingStep(m) };
-}
-
-async function lastPlannedStep(db: pg.Pool, campaignId: string): Promise<number> {
-  const r = await db.query<{ step: number | null }>(
-    'select max(step) as step from campaign_plans where campaign_id = $1',
-    [campaignId],
-  );
-  return r.rows[0]?.step ?? 0;
 }
 
 /** Starts the Kafka part at once; the returned function waits for it (given the dead letters' start). */

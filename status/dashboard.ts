@@ -4,6 +4,16 @@
 // what became of the injected tasks, and each synthesis's latency. The live part (aggregator lag,
 // dead letters, what a step waits for) is the campaign status (status/campaign-status.ts).
 import type pg from 'pg';
+import { lastPlannedSteps, planSummaries } from '../store/campaign-plans.js';
+import { listCampaignRows } from '../store/campaigns.js';
+import {
+  type CompositionRow,
+  findPoolTasks,
+  poolComposition,
+  poolVersions,
+  type TaskMatch,
+} from '../store/pool/view.js';
+import { stepSummaries } from '../store/steps/view.js';
 import { type SynthesisFunnel, synthesisFunnel } from './funnel.js';
 
 export interface StepPoint {
@@ -27,15 +37,6 @@ export interface PoolPoint {
   generated: number;
 }
 
-export interface CompositionRow {
-  origin: string;
-  /** Generations from the human seed (0 for a seed). */
-  depth: number;
-  active: number;
-  retired: number;
-  pruned: number;
-}
-
 export interface SynthesisLatency {
   synthesisId: string;
   seedTaskId: string | null;
@@ -55,28 +56,15 @@ export interface DashboardSeries {
   latency: SynthesisLatency[];
 }
 
+export type { CompositionRow, TaskMatch };
+
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<DashboardSeries> {
   const [steps, plans, composition, latency, funnel] = await Promise.all([
-    db.query<{ step: string; closed_at: Date | null; summary: Record<string, unknown> | null }>(
-      `select step, closed_at, summary from steps
-        where campaign_id = $1 and summary is not null order by step`,
-      [campaignId],
-    ),
-    db.query<{ step: string; result: Record<string, unknown> }>(
-      `select step, result - 'selected' - 'inputs' - 'injected' - 'retired' - 'pruned' as result
-         from campaign_plans where campaign_id = $1 order by step`,
-      [campaignId],
-    ),
-    db.query<CompositionRow>(
-      `select origin, depth,
-              count(*) filter (where active)::int as active,
-              count(*) filter (where not active and removed_rule is distinct from 'pruned')::int as retired,
-              count(*) filter (where not active and removed_rule = 'pruned')::int as pruned
-         from pool_members where campaign_id = $1 group by 1, 2 order by 2, 1`,
-      [campaignId],
-    ),
+    stepSummaries(db, campaignId),
+    planSummaries(db, campaignId),
+    poolComposition(db, campaignId),
     db.query<{
       synthesis_id: string;
       seed: string | null;
@@ -109,12 +97,12 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
   ]);
   const band = (s: Record<string, unknown> | null, b: string) =>
     (s?.[b] ?? {}) as { tasks?: number; meanVariance?: number | null };
-  const generated = composition.rows.filter((r) => r.origin === 'generated');
+  const generated = composition.filter((r) => r.origin === 'generated');
   return {
     campaignId,
-    steps: steps.rows.map((r) => ({
+    steps: steps.map((r) => ({
       step: Number(r.step),
-      closedAt: r.closed_at?.toISOString() ?? null,
+      closedAt: r.closedAt?.toISOString() ?? null,
       hard: band(r.summary, 'hard').tasks ?? 0,
       boundary: band(r.summary, 'boundary').tasks ?? 0,
       mastered: band(r.summary, 'mastered').tasks ?? 0,
@@ -123,7 +111,7 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
       varMastered: num(band(r.summary, 'mastered').meanVariance),
       boundaryVarianceRatio: num(r.summary?.boundaryVarianceRatio),
     })),
-    pool: plans.rows.map((r) => {
+    pool: plans.map((r) => {
       const active = num(r.result.activeSize) ?? 0;
       const gen = num(r.result.generated) ?? 0;
       return {
@@ -134,7 +122,7 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
         generated: gen,
       };
     }),
-    composition: composition.rows,
+    composition,
     funnel: {
       ...funnel,
       retired: generated.reduce((a, r) => a + r.retired, 0),
@@ -167,37 +155,18 @@ export async function listCampaigns(
   only: readonly string[] | null,
   limit = 200,
 ): Promise<CampaignListItem[]> {
-  const { rows } = await db.query<{
-    campaign_id: string;
-    name: string;
-    status: string;
-    created_at: Date;
-    version: string | null;
-    step: string | null;
-  }>(
-    `select c.campaign_id, c.name, c.status, c.created_at, v.version,
-            (select max(p.step) from campaign_plans p where p.campaign_id = c.campaign_id) as step
-       from campaigns c left join pool_versions v using (campaign_id)
-      where $1::text[] is null or c.campaign_id = any($1::text[])
-      order by c.created_at desc limit $2`,
-    [only, limit],
-  );
-  return rows.map((r) => ({
-    campaignId: r.campaign_id,
-    name: r.name,
-    status: r.status,
-    createdAt: r.created_at.toISOString(),
-    poolVersion: Number(r.version ?? 0),
-    step: Number(r.step ?? 0),
+  const campaigns = await listCampaignRows(db, only, limit);
+  const ids = campaigns.map((c) => c.campaignId);
+  const [versions, planned] = await Promise.all([poolVersions(db, ids), lastPlannedSteps(db, ids)]);
+  const step = new Map(planned.map((p) => [p.campaign_id, Number(p.n)]));
+  return campaigns.map((c) => ({
+    campaignId: c.campaignId,
+    name: c.name,
+    status: c.status,
+    createdAt: c.createdAt.toISOString(),
+    poolVersion: versions.get(c.campaignId) ?? 0,
+    step: step.get(c.campaignId) ?? 0,
   }));
-}
-
-export interface TaskMatch {
-  taskId: string;
-  origin: string;
-  category: string;
-  depth: number;
-  active: boolean;
 }
 
 /** Pool tasks of a campaign whose id contains `q`, generated and deepest first. */
@@ -207,14 +176,7 @@ export async function findTasks(
   q: string,
   limit = 50,
 ): Promise<TaskMatch[]> {
-  const pattern = `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  const { rows } = await db.query<TaskMatch>(
-    `select task_id as "taskId", origin, category, depth, active from pool_members
-      where campaign_id = $1 and task_id ilike $2
-      order by (origin = 'generated') desc, depth desc, task_id limit $3`,
-    [campaignId, pattern, limit],
-  );
-  return rows;
+  return findPoolTasks(db, campaignId, q, limit);
 }
 
 export interface RewardPoint {

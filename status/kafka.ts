@@ -8,8 +8,8 @@ import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
 import type { BatchConsumer, KafkaClient, TopicAdmin } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
-import { START } from '../store/event-store.js';
-import { eventsAfter, storedOffsets } from './projections.js';
+import { storedNextOffsets } from '../store/aggregator/offsets.js';
+import { countAfter, countCampaignAfter, START } from '../store/event-store.js';
 import type { AggregatorLag, DeadLetters, RelayLag } from './report.js';
 
 /** The most unpublished events counted exactly (beyond that, `capped`). */
@@ -23,14 +23,15 @@ export async function relayLag(
 ): Promise<RelayLag> {
   const cursor = await relayCheckpoint(admin, name);
   const never = cursor.transactionId === START.transactionId && cursor.position === START.position;
-  const after = await eventsAfter(db, campaignId, cursor, RELAY_LAG_CAP);
+  const all = await countAfter(db, cursor, RELAY_LAG_CAP + 1);
+  const mine = await countCampaignAfter(db, campaignId, cursor, RELAY_LAG_CAP + 1);
   return {
     name,
     checkpoint: never ? null : cursor,
-    unpublishedEvents: after.events,
-    unpublishedCampaignEvents: after.campaignEvents,
-    capped: after.capped,
-    oldestUnpublishedAt: after.oldestAt,
+    unpublishedEvents: Math.min(all.n, RELAY_LAG_CAP),
+    unpublishedCampaignEvents: Math.min(mine, RELAY_LAG_CAP),
+    capped: all.n > RELAY_LAG_CAP,
+    oldestUnpublishedAt: all.oldestAt?.toISOString() ?? null,
   };
 }
 
@@ -43,7 +44,7 @@ export async function aggregatorLag(
   const [offsets, committed, stored] = await Promise.all([
     admin.fetchTopicOffsets(topic),
     admin.fetchCommittedOffsets(groupId, topic),
-    storedOffsets(db, groupId, topic),
+    storedNextOffsets(db, groupId, topic).then((xs) => new Map(xs.map((x) => [x.partition, x.nextOffset]))),
   ]);
   const hint = new Map(committed.map((c) => [c.partition, c.offset === null ? null : Number(c.offset)]));
   const partitions = offsets.map((p) => {

@@ -3,6 +3,13 @@
 // Only campaigns that moved in the last `windowHours` count, so the label sets stay small.
 import type pg from 'pg';
 import client from 'prom-client';
+import { lastPlannedSteps } from '../store/campaign-plans.js';
+import { campaignTimes } from '../store/campaigns.js';
+import type { CampaignCount } from '../store/db.js';
+import { activeMembersByOrigin, candidatesByStatus, poolChangedAt } from '../store/pool/view.js';
+import { unpublishedBatchCounts } from '../store/steps/batches.js';
+import { lastClosedSteps } from '../store/steps/view.js';
+import { tasksByBand } from '../store/task-stats/view.js';
 
 export interface PipelineGaugeOptions {
   /** Campaigns whose pool or registry row changed within this many hours (default 24). */
@@ -11,10 +18,22 @@ export interface PipelineGaugeOptions {
   maxCampaigns?: number;
 }
 
-interface Row {
-  campaign_id: string;
-  k: string | null;
-  n: string | number;
+/**
+ * Campaigns changed (registry or pool) in the last `hours`, newest first, at most `max` of them:
+ * a campaign's pool changes every step, its registry row only on a pause or a reconfiguration.
+ */
+async function recentlyActive(db: pg.Pool, hours: number, max: number): Promise<string[]> {
+  const [campaigns, pools] = await Promise.all([campaignTimes(db), poolChangedAt(db)]);
+  const since = Date.now() - hours * 3_600_000;
+  return campaigns
+    .map((c) => ({
+      id: c.campaignId,
+      at: Math.max(c.updatedAt.getTime(), (pools.get(c.campaignId) ?? c.createdAt).getTime()),
+    }))
+    .filter((c) => c.at > since)
+    .sort((a, b) => b.at - a.at)
+    .slice(0, max)
+    .map((c) => c.id);
 }
 
 export function registerPipelineGauges(
@@ -68,30 +87,16 @@ export function registerPipelineGauges(
   }
   const load = async () => {
     let ids: string[];
-    const results: Row[][] = [];
+    const results: CampaignCount[][] = [];
     try {
-      ids = (
-        await db.query<{ campaign_id: string }>(
-          `select c.campaign_id from campaigns c left join pool_versions v using (campaign_id)
-            where greatest(c.updated_at, coalesce(v.updated_at, c.created_at)) > now() - make_interval(hours => $1)
-            order by greatest(c.updated_at, coalesce(v.updated_at, c.created_at)) desc limit $2`,
-          [hours, max],
-        )
-      ).rows.map((r) => r.campaign_id);
-      const q = async (sql: string) => (await db.query<Row>(sql, [ids])).rows;
+      ids = await recentlyActive(db, hours, max);
       results.push(
-        await q(`select campaign_id, null as k, max(step) as n from steps
-                  where campaign_id = any($1) and closed_at is not null group by 1`),
-        await q(`select campaign_id, null as k, max(step) as n from campaign_plans
-                  where campaign_id = any($1) group by 1`),
-        await q(`select campaign_id, origin as k, count(*) as n from pool_members
-                  where campaign_id = any($1) and active group by 1, 2`),
-        await q(`select campaign_id, band as k, count(*) as n from task_stats
-                  where campaign_id = any($1) group by 1, 2`),
-        await q(`select campaign_id, status as k, count(*) as n from candidates
-                  where campaign_id = any($1) group by 1, 2`),
-        await q(`select campaign_id, null as k, count(*) as n from ingestion_batches
-                  where campaign_id = any($1) and status = 'accepted' group by 1`),
+        await lastClosedSteps(db, ids),
+        await lastPlannedSteps(db, ids),
+        await activeMembersByOrigin(db, ids),
+        await tasksByBand(db, ids),
+        await candidatesByStatus(db, ids),
+        await unpublishedBatchCounts(db, ids),
       );
     } catch {
       scrapeErrors.inc();

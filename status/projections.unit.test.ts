@@ -1,6 +1,7 @@
 // What the oldest open step waits for, from its counts and batches (status/projections.ts).
 import { describe, expect, it } from 'vitest';
-import { type StepRowView, waitingFor } from './projections.js';
+import type { StepRowView } from '../store/steps/view.js';
+import { waitingFor } from './projections.js';
 
 const step = (over: Partial<StepRowView> = {}): StepRowView => ({
   step: 4,

@@ -19,6 +19,7 @@ import { canonicalJson } from '../domain/canonical-json.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from './db.js';
 import { append, typedEvent } from './event-store.js';
+import { highestCountedStep } from './steps/progress.js';
 
 export interface CampaignRow {
   campaignId: string;
@@ -179,12 +180,12 @@ export async function reconfigurationPoint(
   campaignId: string,
 ): Promise<{ configVersion: number; fromStep: number }> {
   await tx.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [configLock(campaignId)]);
-  const { rows } = await tx.query<{ version: number | null; from_step: number }>(
-    `select (select config_version from campaigns where campaign_id = $1) as version,
-            coalesce((select max(step) + 1 from step_progress where campaign_id = $1), 0)::bigint as from_step`,
+  const { rows } = await tx.query<{ version: number | null }>(
+    'select config_version as version from campaigns where campaign_id = $1',
     [campaignId],
   );
-  return { configVersion: (rows[0]?.version ?? 0) + 1, fromStep: Number(rows[0]?.from_step ?? 0) };
+  const counted = await highestCountedStep(tx, campaignId);
+  return { configVersion: (rows[0]?.version ?? 0) + 1, fromStep: counted === null ? 0 : counted + 1 };
 }
 
 /** Records one config version (idempotent: the first write of a version wins). */
@@ -200,4 +201,117 @@ export async function insertConfigVersion(
      on conflict (campaign_id, version) do nothing`,
     [campaignId, version, fromStep, configJson],
   );
+}
+
+/** Whether the server compresses TOAST with lz4 (learnt from the first intake). */
+let lz4: boolean | undefined;
+
+/**
+ * Takes a batch intake's locks (the campaign's, exclusive for a closing batch and shared
+ * otherwise, then the step's) and reads the campaign's config and status in the same round trip.
+ */
+export async function lockIntake(
+  c: pg.PoolClient,
+  campaignId: string,
+  step: number,
+  close: boolean,
+): Promise<{ found: boolean; config: unknown; status: string | null }> {
+  // A closing batch waits for the campaign's batches in flight and holds new ones back, so no
+  // batch opens a step behind it unseen; batches that do not close run side by side. The
+  // campaign's lock is taken first (the subquery runs before the outer select list). The same
+  // round trip has the claim check compressed with lz4 where the server has it: several times
+  // faster than the default pglz on a claim check's hundreds of KiB.
+  const compression =
+    lz4 === undefined
+      ? `(select set_config('default_toast_compression', 'lz4', true) from pg_settings
+           where name = 'default_toast_compression' and 'lz4' = any(enumvals))`
+      : lz4
+        ? `set_config('default_toast_compression', 'lz4', true)`
+        : 'null';
+  const locked = await c.query<{
+    config: unknown;
+    status: string | null;
+    found: boolean;
+    compression: string | null;
+  }>(
+    `select pg_advisory_xact_lock(hashtextextended($2, 0)), ${compression} as compression,
+            (select config from campaigns where campaign_id = $3) as config,
+            (select status from campaigns where campaign_id = $3) as status,
+            exists (select 1 from campaigns where campaign_id = $3) as found
+       from (select ${close ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared'}(hashtextextended($1, 0))) campaign_lock`,
+    [`ingest/${campaignId}`, `ingest/${campaignId}/${step}`, campaignId],
+  );
+  const l = locked.rows[0]!;
+  lz4 ??= l.compression === 'lz4';
+  return l;
+}
+
+/** Every campaign with when it was registered and last changed (status, config). */
+export async function campaignTimes(
+  db: pg.Pool,
+): Promise<{ campaignId: string; createdAt: Date; updatedAt: Date }[]> {
+  const { rows } = await db.query<{ campaign_id: string; created_at: Date; updated_at: Date }>(
+    'select campaign_id, created_at, updated_at from campaigns',
+  );
+  return rows.map((r) => ({ campaignId: r.campaign_id, createdAt: r.created_at, updatedAt: r.updated_at }));
+}
+
+/** Registered campaigns, newest first; `only` limits them to these ids. */
+export async function listCampaignRows(
+  db: pg.Pool,
+  only: readonly string[] | null,
+  limit: number,
+): Promise<{ campaignId: string; name: string; status: string; createdAt: Date }[]> {
+  const { rows } = await db.query<{ campaign_id: string; name: string; status: string; created_at: Date }>(
+    `select campaign_id, name, status, created_at from campaigns
+      where $1::text[] is null or campaign_id = any($1::text[])
+      order by created_at desc limit $2`,
+    [only, limit],
+  );
+  return rows.map((r) => ({
+    campaignId: r.campaign_id,
+    name: r.name,
+    status: r.status,
+    createdAt: r.created_at,
+  }));
+}
+
+/** Whether the campaign is registered. */
+export async function isRegistered(db: pg.Pool | pg.PoolClient, campaignId: string): Promise<boolean> {
+  const { rowCount } = await db.query('select 1 from campaigns where campaign_id = $1', [campaignId]);
+  return (rowCount ?? 0) > 0;
+}
+
+/** The campaign's status as its pause, resume or stop event set it. */
+export async function setCampaignStatus(c: pg.PoolClient, campaignId: string, status: string): Promise<void> {
+  await c.query('update campaigns set status = $2, updated_at = now() where campaign_id = $1', [
+    campaignId,
+    status,
+  ]);
+}
+
+/**
+ * The campaign's config as a CampaignReconfigured set it, and that version recorded; an event
+ * recorded before config versions existed (no `version`) counts as the next version.
+ */
+export async function setCampaignConfig(
+  c: pg.PoolClient,
+  campaignId: string,
+  configJson: string,
+  version: number | undefined,
+  fromStep: number,
+): Promise<void> {
+  const v =
+    version ??
+    (
+      await c.query<{ v: number }>('select config_version + 1 as v from campaigns where campaign_id = $1', [
+        campaignId,
+      ])
+    ).rows[0]?.v ??
+    1;
+  await c.query(
+    'update campaigns set config = $2, config_version = $3, updated_at = now() where campaign_id = $1',
+    [campaignId, configJson, v],
+  );
+  await insertConfigVersion(c, campaignId, v, fromStep, configJson);
 }

@@ -273,3 +273,19 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => 
     c.release(broken);
   }
 }
+
+/** A count per campaign (and per `key`, a band or status, where the count is split), for gauges. */
+export interface CampaignCount {
+  campaign_id: string;
+  k: string | null;
+  n: string | number;
+}
+
+/** Runs a `select campaign_id, k, n` over the campaigns named by $1 (the owners' gauge reads). */
+export async function countsOf(
+  db: pg.Pool,
+  sql: string,
+  campaignIds: readonly string[],
+): Promise<CampaignCount[]> {
+  return (await db.query<CampaignCount>(sql, [campaignIds])).rows;
+}

@@ -633,10 +633,63 @@ export async function readStream(
   return toEvents(rows);
 }
 
+/** A recorded event of type N, its payload typed by the generated schema types. */
+export type TypedRecordedEvent<N extends EventName> = {
+  [K in N]: Omit<RecordedEvent, 'type' | 'payload'> & { type: K; payload: EventPayloads[K] };
+}[N];
+
+/** A stream's events of the given types, in version order, with typed payloads. */
+export async function readStreamOf<N extends EventName>(
+  db: Queryable,
+  streamId: string,
+  types: readonly N[],
+): Promise<TypedRecordedEvent<N>[]> {
+  const { rows } = await db.query<EventRow>(
+    `select ${EVENT_COLUMNS} from events where stream_id = $1 and type = any($2::text[]) order by stream_version`,
+    [streamId, types],
+  );
+  return toEvents(rows) as TypedRecordedEvent<N>[];
+}
+
 /** The stream's current version (0 when it does not exist). */
 export async function streamVersion(db: Queryable, streamId: string): Promise<number> {
   const { rows } = await db.query<{ version: number }>('select version from streams where stream_id = $1', [
     streamId,
   ]);
   return rows[0]?.version ?? 0;
+}
+
+/**
+ * How many events were committed after the cursor (the reader's order: transaction id, then
+ * position), counted up to `cap`, and when the oldest of them was recorded; those still hidden
+ * from a reader behind an older open transaction count too.
+ */
+export async function countAfter(
+  db: Queryable,
+  cursor: Cursor,
+  cap: number,
+): Promise<{ n: number; oldestAt: Date | null }> {
+  const { rows } = await db.query<{ n: string; oldest: Date | null }>(
+    `select count(*) as n, min(recorded_at) as oldest from (
+       select recorded_at from events where (transaction_id, position) > ($1::xid8, $2::bigint)
+        order by transaction_id, position limit $3) e`,
+    [cursor.transactionId, cursor.position, cap],
+  );
+  return { n: Number(rows[0]?.n ?? 0), oldestAt: rows[0]?.oldest ?? null };
+}
+
+/** How many of a campaign's events were committed after the cursor, counted up to `cap`. */
+export async function countCampaignAfter(
+  db: Queryable,
+  campaignId: string,
+  cursor: Cursor,
+  cap: number,
+): Promise<number> {
+  const { rows } = await db.query<{ n: string }>(
+    `select count(*) as n from (
+       select 1 from events where payload ->> 'campaignId' = $3
+          and (transaction_id, position) > ($1::xid8, $2::bigint) limit $4) e`,
+    [cursor.transactionId, cursor.position, campaignId, cap],
+  );
+  return Number(rows[0]?.n ?? 0);
 }

@@ -6,8 +6,8 @@ import { BANDS, type Band } from '../../domain/band.js';
 import { loadCampaign } from '../../store/campaigns.js';
 import { backoffMs, createPool, isConnectionError } from '../../store/db.js';
 import { migrateWhenReachable } from '../../store/migrate.js';
-import { queryStats } from '../../store/task-stats.js';
-import { WatermarkTimeout, waitForWatermark, watermark } from '../../store/watermark.js';
+import { WatermarkTimeout, waitForWatermark, watermark } from '../../store/steps/watermark.js';
+import { queryStats } from '../../store/task-stats/view.js';
 
 /** A failure to reach Kafka or PostgreSQL (as opposed to a configuration error). */
 function isUnreachable(e: unknown): boolean {

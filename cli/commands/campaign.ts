@@ -19,7 +19,7 @@ import { bounded } from '../../status/temporal.js';
 import { isAsRegistered, loadCampaign, registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
-import { type PoolView, poolView } from '../../store/pool-view.js';
+import { type PoolView, poolView } from '../../store/pool/view.js';
 import { executeUpdateWithRetry, taskQueue, temporalClient, workflowExists } from '../../temporal/connect.js';
 import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
 import { UsageError } from '../errors.js';

@@ -2,9 +2,9 @@
 // aggregator cannot get past (never an UPDATE of aggregator_offsets by hand).
 import type { Command } from 'commander';
 import { SkipRefused, skipRecord } from '../../aggregator/skip-record.js';
-import { stuckHeads } from '../../aggregator/suspects.js';
 import { openKafka } from '../../kafka/client.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
+import { stuckHeads } from '../../store/aggregator/suspects.js';
 import { createPool } from '../../store/db.js';
 import { UsageError } from '../errors.js';
 import { intOption } from '../options.js';

@@ -16,6 +16,7 @@ import { campaignStatus } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
 import { type SynthesisFunnel, synthesisFunnel } from '../../status/funnel.js';
 import { bounded } from '../../status/temporal.js';
+import { recordedPlan } from '../../store/campaign-plans.js';
 import { retryOnConnectionLoss } from '../../store/db.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { freePort } from '../../util/free-port.js';
@@ -118,9 +119,10 @@ async function stepRow(db: pg.Pool, campaignId: string, report: StepReport): Pro
       boundaryVarianceRatio: number | null;
     };
   }>('select summary from steps where campaign_id = $1 and step = $2', [campaignId, report.step]);
-  const plan = await db.query<{ result: { poolVersion: number; activeSize: number; generated: number } }>(
-    'select result from campaign_plans where campaign_id = $1 and step = $2',
-    [campaignId, report.step],
+  const plan = await recordedPlan<{ poolVersion: number; activeSize: number; generated: number }>(
+    db,
+    campaignId,
+    report.step,
   );
   const counts = await db.query<{ type: string; n: number }>(
     `select type, count(*)::int as n from events where payload->>'campaignId' = $1
@@ -136,7 +138,7 @@ async function stepRow(db: pg.Pool, campaignId: string, report: StepReport): Pro
   );
   const c = Object.fromEntries(counts.rows.map((r) => [r.type, r.n]));
   const sum = s.rows[0]?.summary;
-  const p = plan.rows[0]?.result;
+  const p = plan;
   return {
     step: report.step,
     hard: sum?.hard?.tasks ?? 0,

@@ -7,7 +7,8 @@ import { openKafka, readToEnd } from '../../kafka/client.js';
 import { DLQ_TOPIC } from '../../kafka/dlq.js';
 import { replayCampaign } from '../../replay/replay.js';
 import { verifyChains } from '../../store/audit.js';
-import { queryStats } from '../../store/task-stats.js';
+import { lastPlannedStep } from '../../store/campaign-plans.js';
+import { queryStats } from '../../store/task-stats/view.js';
 import type { BatchLogEntry } from './trainer.js';
 
 export interface Invariant {
@@ -89,10 +90,7 @@ export async function stepsClosedInOrder(db: pg.Pool, campaignId: string, steps:
     'select step, closed_at from steps where campaign_id = $1 and step <= $2 order by step',
     [campaignId, steps],
   );
-  const plan = await db.query<{ step: string | null }>(
-    'select max(step) as step from campaign_plans where campaign_id = $1',
-    [campaignId],
-  );
+  const planned = await lastPlannedStep(db, campaignId);
   const problems: string[] = [];
   const byStep = new Map(rows.map((r) => [Number(r.step), r.closed_at]));
   let prev = 0;
@@ -105,7 +103,6 @@ export async function stepsClosedInOrder(db: pg.Pool, campaignId: string, steps:
     if (at.getTime() < prev) problems.push(`step ${s} closed before step ${s - 1}`);
     prev = at.getTime();
   }
-  const planned = Number(plan.rows[0]?.step ?? 0);
   if (planned < steps) problems.push(`the campaign planned step ${planned}, not ${steps}`);
   return {
     ok: problems.length === 0,

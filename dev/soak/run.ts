@@ -12,6 +12,7 @@ import { services as stackServices, up as stackUp } from '../../infra/stack/cli.
 import { activeController, kafkaNodes } from '../../infra/stack/kafka.js';
 import { openKafka, withAdmin } from '../../kafka/client.js';
 import { REWARDS_TOPIC } from '../../kafka/topology.js';
+import { lastPlannedStep } from '../../store/campaign-plans.js';
 import { createPool } from '../../store/db.js';
 import { temporalClient } from '../../temporal/connect.js';
 import { mapBomb, rewardsArrayBomb, stringBomb } from '../../test/support/codec/bombs.js';
@@ -453,13 +454,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       late = undefined;
     };
 
-    const planned = async (): Promise<number> => {
-      const r = await db.query<{ step: string | null }>(
-        'select max(step) as step from campaign_plans where campaign_id = $1',
-        [campaignId],
-      );
-      return Number(r.rows[0]?.step ?? 0);
-    };
+    const planned = () => lastPlannedStep(db, campaignId);
     try {
       for (let step = 1; step <= opts.steps; step++) {
         const start = Date.now();

@@ -10,7 +10,7 @@ import type {
   TaskRetired,
   TaskSeeded,
 } from '../../schemas/types.generated.js';
-import { insertConfigVersion, reconfigurationPoint } from '../campaigns.js';
+import { reconfigurationPoint, setCampaignConfig, setCampaignStatus } from '../campaigns.js';
 import { inTransaction } from '../db.js';
 import { append, type NewEvent } from '../event-store.js';
 
@@ -156,31 +156,20 @@ export async function applyPoolEvent(
       const p = payload as { campaignId: string };
       const status =
         type === 'CampaignPaused' ? 'paused' : type === 'CampaignResumed' ? 'running' : 'stopped';
-      await c.query('update campaigns set status = $2, updated_at = now() where campaign_id = $1', [
-        p.campaignId,
-        status,
-      ]);
+      await setCampaignStatus(c, p.campaignId, status);
       return;
     }
     case 'CampaignReconfigured': {
       // Version and first step come from the metadata recordEventsIn wrote (replay reads the same);
       // an event recorded before config versions existed counts as the next version from step 0.
       const p = payload as { campaignId: string; config: string };
-      const version =
-        typeof metadata.configVersion === 'number'
-          ? metadata.configVersion
-          : ((
-              await c.query<{ v: number }>(
-                'select config_version + 1 as v from campaigns where campaign_id = $1',
-                [p.campaignId],
-              )
-            ).rows[0]?.v ?? 1);
-      const fromStep = typeof metadata.fromStep === 'number' ? metadata.fromStep : 0;
-      await c.query(
-        'update campaigns set config = $2, config_version = $3, updated_at = now() where campaign_id = $1',
-        [p.campaignId, p.config, version],
+      await setCampaignConfig(
+        c,
+        p.campaignId,
+        p.config,
+        typeof metadata.configVersion === 'number' ? metadata.configVersion : undefined,
+        typeof metadata.fromStep === 'number' ? metadata.fromStep : 0,
       );
-      await insertConfigVersion(c, p.campaignId, version, fromStep, p.config);
       return;
     }
     default:

@@ -1,6 +1,6 @@
 // A campaign's pool at a glance: version, active members by origin and band, queue, retired and
 // pruned counts (used by `rods campaign status`, `rods pool` and the gateway).
-import type { Pool } from '../db.js';
+import { countsOf, type Pool } from '../db.js';
 
 export interface PoolView {
   campaignId: string;
@@ -65,4 +65,85 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
   }
   view.queueLength = view.candidates.validated ?? 0;
   return view;
+}
+
+/** Active pool members per campaign named and origin (a gauge). */
+export const activeMembersByOrigin = (db: Pool, campaignIds: readonly string[]) =>
+  countsOf(
+    db,
+    `select campaign_id, origin as k, count(*) as n from pool_members
+      where campaign_id = any($1) and active group by 1, 2`,
+    campaignIds,
+  );
+
+/** Candidates per campaign named and status (a gauge). */
+export const candidatesByStatus = (db: Pool, campaignIds: readonly string[]) =>
+  countsOf(
+    db,
+    'select campaign_id, status as k, count(*) as n from candidates where campaign_id = any($1) group by 1, 2',
+    campaignIds,
+  );
+
+/** When each campaign's pool last changed. */
+export async function poolChangedAt(db: Pool): Promise<Map<string, Date>> {
+  const { rows } = await db.query<{ campaign_id: string; updated_at: Date }>(
+    'select campaign_id, updated_at from pool_versions',
+  );
+  return new Map(rows.map((r) => [r.campaign_id, r.updated_at]));
+}
+
+export interface TaskMatch {
+  taskId: string;
+  origin: string;
+  category: string;
+  depth: number;
+  active: boolean;
+}
+
+/** Pool tasks of a campaign whose id contains `q`, generated and deepest first. */
+export async function findPoolTasks(
+  db: Pool,
+  campaignId: string,
+  q: string,
+  limit: number,
+): Promise<TaskMatch[]> {
+  const pattern = `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const { rows } = await db.query<TaskMatch>(
+    `select task_id as "taskId", origin, category, depth, active from pool_members
+      where campaign_id = $1 and task_id ilike $2
+      order by (origin = 'generated') desc, depth desc, task_id limit $3`,
+    [campaignId, pattern, limit],
+  );
+  return rows;
+}
+
+export interface CompositionRow {
+  origin: string;
+  /** Generations from the human seed (0 for a seed). */
+  depth: number;
+  active: number;
+  retired: number;
+  pruned: number;
+}
+
+/** The campaign's pool members by origin and depth: active, retired and pruned. */
+export async function poolComposition(db: Pool, campaignId: string): Promise<CompositionRow[]> {
+  const { rows } = await db.query<CompositionRow>(
+    `select origin, depth,
+            count(*) filter (where active)::int as active,
+            count(*) filter (where not active and removed_rule is distinct from 'pruned')::int as retired,
+            count(*) filter (where not active and removed_rule = 'pruned')::int as pruned
+       from pool_members where campaign_id = $1 group by 1, 2 order by 2, 1`,
+    [campaignId],
+  );
+  return rows;
+}
+
+/** The pool version of each campaign named (0 for one without a pool yet is left out). */
+export async function poolVersions(db: Pool, campaignIds: readonly string[]): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ campaign_id: string; version: string }>(
+    'select campaign_id, version from pool_versions where campaign_id = any($1::text[])',
+    [campaignIds],
+  );
+  return new Map(rows.map((r) => [r.campaign_id, Number(r.version)]));
 }

@@ -3,8 +3,10 @@
 // runs, and for good when neither finished (the gateway died before publishing it, or its send
 // and the workflow's start both failed): the gateway's reconciler (gateway/reconcile.ts) finds
 // those and starts their workflows; status reporting counts them.
+
 import type pg from 'pg';
 import type { RolloutBatchBody } from '../../kafka/rollout-records.js';
+import { countsOf } from '../db.js';
 
 /**
  * The claim check the gateway stores: the batch with its groups as JSON text (`groupsJson`),
@@ -210,3 +212,12 @@ export async function staleUnpublishedBatches(
     workflowId: r.workflow_id,
   }));
 }
+
+/** Accepted batches not yet published, per campaign named (a gauge). */
+export const unpublishedBatchCounts = (db: pg.Pool, campaignIds: readonly string[]) =>
+  countsOf(
+    db,
+    `select campaign_id, null as k, count(*) as n from ingestion_batches
+      where campaign_id = any($1) and status = 'accepted' group by 1`,
+    campaignIds,
+  );

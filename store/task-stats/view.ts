@@ -1,7 +1,9 @@
 // Reading the per-task statistics (the `rods stats` view).
+
 import type pg from 'pg';
 import type { Band } from '../../domain/band.js';
 import type { TaskStats } from '../../schemas/types.generated.js';
+import { countsOf } from '../db.js';
 
 export interface TaskStatsView {
   campaignId: string;
@@ -80,3 +82,11 @@ export async function loadTaskStats(
   }
   return out;
 }
+
+/** Tasks per campaign named and band (a gauge). */
+export const tasksByBand = (db: pg.Pool, campaignIds: readonly string[]) =>
+  countsOf(
+    db,
+    'select campaign_id, band as k, count(*) as n from task_stats where campaign_id = any($1) group by 1, 2',
+    campaignIds,
+  );

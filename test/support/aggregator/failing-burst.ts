@@ -10,7 +10,7 @@ import { AggregatorService } from '../../../aggregator/service.js';
 import { freshRewardTopic, produceTrace, rewardGroupRecord } from '../../../aggregator/trace.js';
 import { encode } from '../../../codec/registry.js';
 import { registerCampaign } from '../../../store/campaigns.js';
-import { watermark } from '../../../store/watermark.js';
+import { watermark } from '../../../store/steps/watermark.js';
 
 export interface BurstOptions {
   pool: pg.Pool;

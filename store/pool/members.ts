@@ -1,0 +1,43 @@
+// Reads of the pool's members by id, for the gateway's check that rewards name pool tasks.
+import type pg from 'pg';
+import type { Queryable } from '../event-store.js';
+import { taskKey } from '../task-stats/state.js';
+
+/** Which of `taskIds` are (or were) members of the campaign's pool. */
+export async function poolMembersAmong(
+  db: Queryable,
+  campaignId: string,
+  taskIds: readonly string[],
+): Promise<string[]> {
+  const { rows } = await db.query<{ task_id: string }>(
+    'select task_id from pool_members where campaign_id = $1 and task_id = any($2::text[])',
+    [campaignId, taskIds],
+  );
+  return rows.map((r) => r.task_id);
+}
+
+/** The campaign's generated pool members with their category. */
+export async function generatedPoolMembers(
+  db: pg.PoolClient | pg.Pool,
+  campaignId: string,
+): Promise<{ taskId: string; category: string }[]> {
+  const { rows } = await db.query<{ task_id: string; category: string }>(
+    `select task_id, category from pool_members where campaign_id = $1 and origin = 'generated'`,
+    [campaignId],
+  );
+  return rows.map((r) => ({ taskId: r.task_id, category: r.category }));
+}
+
+/** Which of these tasks were ever in their campaign's pool (taskKey of each). */
+export async function everInPool(
+  client: pg.PoolClient,
+  tasks: readonly { campaignId: string; taskId: string }[],
+): Promise<Set<string>> {
+  if (tasks.length === 0) return new Set();
+  const { rows } = await client.query<{ campaign_id: string; task_id: string }>(
+    `select m.campaign_id, m.task_id from pool_members m
+       join unnest($1::text[], $2::text[]) as k(campaign_id, task_id) using (campaign_id, task_id)`,
+    [tasks.map((t) => t.campaignId), tasks.map((t) => t.taskId)],
+  );
+  return new Set(rows.map((r) => taskKey(r.campaign_id, r.task_id)));
+}

@@ -1,0 +1,43 @@
+// Who owns each table: the one module (or folder of small modules) whose SQL names it. Everything else reads and writes the
+// table through that module's functions, so a column change has one home and a row type is
+// declared once. test/table-owners.unit.test.ts checks every SQL string in the product against
+// this map (and that every table the migrations create has an owner).
+// A folder owner (store/steps/, store/pool/, ...) keeps the SQL of related tables in small
+// modules named after what they do; joins stay inside one owner.
+export const TABLE_OWNERS = {
+  // The event log and its stream heads.
+  events: 'store/event-store.ts',
+  streams: 'store/event-store.ts',
+  // Audit anchors and the store's identity (which the audit anchors name).
+  audit_anchors: 'store/audit.ts',
+  rods_settings: 'store/audit.ts',
+  // The campaign registry and its config versions.
+  campaigns: 'store/campaigns.ts',
+  campaign_configs: 'store/campaigns.ts',
+  // Each step's plan: the pool state and decisions planning recorded.
+  campaign_plans: 'store/campaign-plans.ts',
+  // The pool: candidates, pool members and pool versions (the projection writes them, views read).
+  candidates: 'store/pool/',
+  pool_members: 'store/pool/',
+  pool_versions: 'store/pool/',
+  // A training step's intake, in one folder of small SQL modules: the batches the gateway
+  // accepted and their claim checks, what the aggregator counted per partition, which steps
+  // closed (and the watermark and missing steps read from them).
+  ingestion_batches: 'store/steps/',
+  claim_checks: 'store/steps/',
+  steps: 'store/steps/',
+  step_progress: 'store/steps/',
+  // Per-task statistics with their dedupe windows: the aggregator's reads and writes, and views.
+  task_stats: 'store/task-stats/',
+  // Where each projection has read the log to.
+  projection_checkpoints: 'store/projections.ts',
+  // The aggregator's own state: Kafka offsets with the rejections they carry, parked records,
+  // records that failed and the suspect markers written before a batch is folded.
+  aggregator_offsets: 'store/aggregator/',
+  aggregator_rejections: 'store/aggregator/',
+  aggregator_parked: 'store/aggregator/',
+  aggregator_record_failures: 'store/aggregator/',
+  aggregator_suspects: 'store/aggregator/',
+} as const;
+
+export type Table = keyof typeof TABLE_OWNERS;
