@@ -88,6 +88,11 @@ export async function beginRange(
   // one by one (a batch abandoned meanwhile, by a seek or a rebalance, must not erase it); a
   // range below it (records already counted, skipped) leaves it for the batch that reaches it.
   if (crashed && !how.part && !how.alone) return crashed.from > to || crashed.to < from ? null : crashed;
+  // A range wholly below the stored offset folds nothing (its records are skipped): it leaves
+  // the mark as it is. Marking it would erase a dead process's mark before this process took
+  // up that range (the part of a batch before a crashed range, or a batch delivered again when
+  // the seek to the stored offset came after the first fetch).
+  if (p && to < Number(p.next_offset)) return null;
   await db.query(
     `insert into aggregator_suspects
        (group_id, topic, partition, from_offset, to_offset, owner, started_at, alone, crashes)
