@@ -53,7 +53,7 @@ export interface BatchResult {
   events: number;
   /** Seconds spent in each phase of the applied attempt (rods_aggregator_batch_phase_seconds_total). */
   phases: Record<BatchPhase, number>;
-  /** Records set aside behind their campaign's failing ones (aggregator/park.ts). */
+  /** Records set aside behind their campaign's failing ones (store/aggregator/park.ts). */
   parked: number;
 }
 
@@ -108,12 +108,12 @@ export interface BatchOptions {
   /** Runs the whole transaction and rolls it back: does this batch apply? Nothing is kept or sent. */
   probe?: boolean;
   /**
-   * Campaigns whose records in this batch are set aside (aggregator/park.ts), with the reason:
+   * Campaigns whose records in this batch are set aside (store/aggregator/park.ts), with the reason:
    * their part of the batch failed. Campaigns with records parked here already are parked too.
    */
   park?: ReadonlyMap<string, string>;
   /**
-   * The records are parked ones of one campaign (aggregator/park.ts): applied if still parked,
+   * The records are parked ones of one campaign (store/aggregator/park.ts): applied if still parked,
    * then taken out of the park; the partition's next offset is not touched.
    */
   drain?: boolean;

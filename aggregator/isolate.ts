@@ -1,7 +1,7 @@
 // A batch whose transaction fails for a reason of its own (not a lost connection, not a Kafka
 // outage). First the failure is narrowed to campaigns: each campaign's part of the batch is
 // probed (a transaction that runs the work and rolls back), and the campaigns whose part fails
-// are parked (aggregator/park.ts) in the transaction that commits the rest with the partition's
+// are parked (store/aggregator/park.ts) in the transaction that commits the rest with the partition's
 // next offset. So a burst of one campaign's failing records costs the others one probe per
 // campaign of the batch. Parked records are then drained, one campaign in offset order: a drain
 // that fails is searched for its failing records with probes, split in halves (a part whose
@@ -55,7 +55,7 @@ export function isTransient(e: unknown): boolean {
 
 export interface IsolateContext {
   maxAttempts: number;
-  /** Called before each record is applied (the aggregator marks it alone: aggregator/suspects.ts). */
+  /** Called before each record is applied (the aggregator marks it alone: store/aggregator/suspects.ts). */
   beforeRecord?: (offset: string) => Promise<void>;
   /** A record that killed a process on its own: dead-lettered as reader-crashed, not applied. */
   crashedAlone?: { offset: string; reason: string };

@@ -100,7 +100,7 @@ export class AggregatorService {
   private readonly campaigns: CampaignCache;
   private readonly tasks?: TaskStateCache;
   private readonly log: pino.Logger;
-  /** This process among the group's members (aggregator/suspects.ts tells a retry from a crash). */
+  /** This process among the group's members (store/aggregator/suspects.ts tells a retry from a crash). */
   readonly instance = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   readonly metrics = processRegistry();
   private readonly events = new client.Counter({
@@ -146,7 +146,7 @@ export class AggregatorService {
   });
   private readonly parkedRecords = new client.Counter({
     name: 'rods_aggregator_parked_records_total',
-    help: "records set aside behind their campaign's failing records (aggregator/park.ts)",
+    help: "records set aside behind their campaign's failing records (store/aggregator/park.ts)",
     registers: [this.metrics],
   });
   private readonly stepsClosed = new client.Counter({
@@ -280,7 +280,7 @@ export class AggregatorService {
       abandoned: () => !ctx.isRunning() || ctx.isStale(),
     };
     // The range is marked before any record is decoded: if one kills this process, the next
-    // process to take the partition finds out (aggregator/suspects.ts).
+    // process to take the partition finds out (store/aggregator/suspects.ts).
     const mark = (from: string, to: string, how: RangeMark = {}) =>
       retryOnConnectionLoss(
         this.pool,

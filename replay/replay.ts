@@ -1,5 +1,5 @@
 // `rods replay`: rebuild a campaign's projections from its event history into a separate schema
-// with the same projection code as live (store/pool-projection.ts), then compare with the live
+// with the same projection code as live (store/pool/projection.ts), then compare with the live
 // projections. Resumable: the rebuild commits its cursor with each batch of rows.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';

@@ -66,7 +66,7 @@ export async function forEachCampaignGroup(
 /**
  * Dead letters of records that may decode and pass every check a replay can make, yet never
  * counted live: a record whose transaction kept failing (processing-failed, aggregator/isolate.ts),
- * one that killed a reader (reader-crashed, aggregator/suspects.ts), one an operator moved past
+ * one that killed a reader (reader-crashed, store/aggregator/suspects.ts), one an operator moved past
  * (operator-skipped, `rods aggregator skip-record`).
  */
 export const PASSED_OVER_CODES: ReadonlySet<string> = new Set([

@@ -137,7 +137,7 @@ export interface Holds {
    */
   stuckPartitions: { topic: string; partition: number; offset: number; reason: string; since: string }[];
   /**
-   * The campaign's records set aside because some failed to fold (aggregator/park.ts): its steps
+   * The campaign's records set aside because some failed to fold (store/aggregator/park.ts): its steps
    * wait for them while the aggregator drains them; null when none.
    */
   parked: {
