@@ -177,29 +177,51 @@ export interface PoisonRecord {
   offset: string;
 }
 
-/** The dead-letter topic holds one record per poison record written, and nothing else. */
-export async function deadLettersExact(rewardsTopic: string, poison: PoisonRecord[]): Promise<Invariant> {
-  const found: { reasonCode: string; sourceTopic: string; partition: number; offset: string }[] = [];
+/**
+ * The dead-letter topic holds one record per poison record written, and nothing else. `dump`,
+ * when given, receives every dead letter read (the report folder keeps them for diagnosis).
+ */
+export async function deadLettersExact(
+  rewardsTopic: string,
+  poison: PoisonRecord[],
+  dump?: (letters: unknown[]) => void,
+): Promise<Invariant> {
+  const found: {
+    eventId: string;
+    reasonCode: string;
+    sourceTopic: string;
+    partition: number;
+    offset: string;
+    dlq?: string;
+  }[] = [];
   await readToEnd(
     DLQ_TOPIC,
-    (records) => {
-      for (const r of records) found.push(decode(r.value!).payload as never);
+    (records, partition) => {
+      for (const r of records)
+        found.push({
+          ...(decode(r.value!).payload as unknown as (typeof found)[number]),
+          dlq: `${partition}/${r.offset}`,
+        });
     },
     { client: openKafka({ clientId: 'rods-soak-check' }), timeoutMs: 120_000 },
   );
+  dump?.(found);
   const want = new Set(poison.map((p) => `${rewardsTopic}/${p.partition}/${p.offset}`));
   const got = found.map((d) => `${d.sourceTopic}/${d.partition}/${d.offset}`);
   const extra = found.filter((_, i) => !want.has(got[i]!));
   const missing = [...want].filter((k) => !got.includes(k));
   const dupes = got.length - new Set(got).size;
+  const duplicated = found.filter((_, i) => got.indexOf(got[i]!) !== i);
   const ok = extra.length === 0 && missing.length === 0 && dupes === 0;
+  const named = (xs: typeof found) =>
+    xs
+      .slice(0, 3)
+      .map((d) => `${d.reasonCode} ${d.sourceTopic}/${d.partition}/${d.offset} at dlq ${d.dlq}`)
+      .join('; ');
   return {
     ok,
     detail: ok
       ? `${found.length} dead letters, exactly the ${poison.length} poison records (${[...new Set(found.map((d) => d.reasonCode))].join(', ')})`
-      : `extra ${extra.length} (${extra
-          .slice(0, 3)
-          .map((d) => `${d.reasonCode} ${d.sourceTopic}/${d.partition}/${d.offset}`)
-          .join('; ')}), missing ${missing.length}, duplicated ${dupes}`,
+      : `extra ${extra.length} (${named(extra)}), missing ${missing.length} (${missing.slice(0, 3).join('; ')}), duplicated ${dupes} (${named(duplicated)})`,
   };
 }

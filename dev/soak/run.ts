@@ -561,7 +561,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         }
       })(),
       audit_clean: await auditClean(db, campaignId),
-      dead_letters_exactly_the_poison: await deadLettersExact(REWARDS_TOPIC, poison),
+      dead_letters_exactly_the_poison: await deadLettersExact(REWARDS_TOPIC, poison, (letters) =>
+        writeFileSync(path.join(opts.out, 'dead-letters.json'), `${JSON.stringify(letters, null, 1)}\n`),
+      ),
       no_batch_refused: {
         ok: !trainer.log.some((e) => e.outcome === 'refused'),
         detail: `${trainer.log.filter((e) => e.outcome === 'refused').length} of ${trainer.log.length} batches refused${trainer.log
