@@ -4,8 +4,17 @@
 // SynthesisStarted, StageCompleted) of the task's ancestry, and the TaskBandChanged events of
 // those tasks from the aggregator's stats streams.
 import { streams } from '../domain/ids.js';
-import { type Queryable, type RecordedEvent, readStream } from '../store/event-store.js';
+import type { EventName } from '../schemas/types.generated.js';
+import {
+  campaignsOfTask,
+  type Queryable,
+  type RecordedEvent,
+  readCampaignEventsOf,
+  readStream,
+} from '../store/event-store.js';
 import { type LineageEvent, LineageIndex } from './model.js';
+
+export { campaignsOfTask };
 
 const toLineageEvent = (e: RecordedEvent): LineageEvent => ({
   eventId: e.eventId,
@@ -16,36 +25,13 @@ const toLineageEvent = (e: RecordedEvent): LineageEvent => ({
   metadata: (e.metadata ?? {}) as Record<string, unknown>,
 });
 
-type Row = LineageEvent; // the query selects exactly the fields of the model
-
-async function eventsOfCampaign(
+const eventsOfCampaign = async (
   db: Queryable,
   campaignId: string,
-  types: string[],
+  types: EventName[],
   taskIds?: string[],
-): Promise<LineageEvent[]> {
-  const { rows } = await db.query<Row>(
-    `select event_id as "eventId", stream_id as "streamId", position, type, payload, metadata
-       from events
-      where payload->>'campaignId' = $1 and type = any($2::text[])
-        and ($3::text[] is null or payload->>'taskId' = any($3::text[]))
-      order by transaction_id, position`,
-    [campaignId, types, taskIds ?? null],
-  );
-  return rows;
-}
-
-/** Campaigns whose pool or candidates have a record of the task. */
-export async function campaignsOfTask(db: Queryable, taskId: string): Promise<string[]> {
-  const { rows } = await db.query<{ campaign_id: string }>(
-    `select distinct payload->>'campaignId' as campaign_id from events
-      where (type in ('TaskSeeded', 'TaskInjected') and payload->>'taskId' = $1)
-         or (type = 'CandidateValidated' and payload->>'candidateId' = $1)
-      order by 1`,
-    [taskId],
-  );
-  return rows.map((r) => r.campaign_id);
-}
+): Promise<LineageEvent[]> =>
+  (await readCampaignEventsOf(db, campaignId, types, { taskIds })).map(toLineageEvent);
 
 /** Whether the campaign has any event in its decision stream. */
 export async function campaignHasEvents(db: Queryable, campaignId: string): Promise<boolean> {

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import { lastPlannedSteps, planSummaries } from '../store/campaign-plans.js';
 import { listCampaignRows } from '../store/campaigns.js';
+import { readCampaignEventsOf } from '../store/event-store.js';
 import {
   type CompositionRow,
   findPoolTasks,
@@ -196,13 +197,11 @@ export async function rewardHistory(
   taskIds: readonly string[],
 ): Promise<RewardPoint[]> {
   if (taskIds.length === 0) return [];
-  const { rows } = await db.query<{ task_id: string; stats: Record<string, unknown> }>(
-    `select payload->>'taskId' as task_id, payload->'stats' as stats from events
-      where payload->>'campaignId' = $1 and type = 'TaskStatsUpdated'
-        and payload->>'taskId' = any($2::text[])
-      order by transaction_id, position`,
-    [campaignId, taskIds],
-  );
+  const events = await readCampaignEventsOf(db, campaignId, ['TaskStatsUpdated'], { taskIds });
+  const rows = events.map((e) => ({
+    task_id: e.payload.taskId,
+    stats: e.payload.stats as unknown as Record<string, unknown>,
+  }));
   return rows.map((r) => ({
     taskId: r.task_id,
     step: num(r.stats.lastStep) ?? 0,

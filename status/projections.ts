@@ -3,6 +3,7 @@
 // These answer with no worker and no workflow (`rods campaign status` of a finished campaign).
 import type pg from 'pg';
 import { legacySynthesisId, synthesisId } from '../domain/ids.js';
+import { readCampaignEventsOf } from '../store/event-store.js';
 import type { StepRowView } from '../store/steps/view.js';
 import type { SynthesisView, WaitingFor } from './report.js';
 
@@ -29,44 +30,36 @@ export function waitingFor(
  * CandidateValidated or CandidateRejected, with when they were selected and started.
  */
 export async function unfinishedSyntheses(db: pg.Pool, campaignId: string): Promise<SynthesisView[]> {
-  const { rows } = await db.query<{
-    type: string;
-    synthesis_id: string | null;
-    seed_task_id: string | null;
-    step: string | null;
-    recorded_at: Date;
-  }>(
-    `select type, payload ->> 'synthesisId' as synthesis_id, payload ->> 'seedTaskId' as seed_task_id,
-            payload ->> 'step' as step, recorded_at
-       from events
-      where payload ->> 'campaignId' = $1
-        and type in ('SeedSelected', 'SynthesisStarted', 'CandidateValidated', 'CandidateRejected')
-      order by transaction_id, position`,
-    [campaignId],
-  );
+  const events = await readCampaignEventsOf(db, campaignId, [
+    'SeedSelected',
+    'SynthesisStarted',
+    'CandidateValidated',
+    'CandidateRejected',
+  ]);
   const open = new Map<string, SynthesisView>();
   const aliases = new Map<string, string>();
   const done = new Set<string>();
-  for (const r of rows) {
-    if (r.type === 'SeedSelected' && r.seed_task_id && r.step !== null) {
+  for (const e of events) {
+    if (e.type === 'SeedSelected') {
+      const { seedTaskId, step } = e.payload;
       // The run's id in either form (a campaign started before ids were made injective keeps its own).
-      const id = synthesisId(campaignId, Number(r.step), r.seed_task_id);
-      aliases.set(legacySynthesisId(campaignId, Number(r.step), r.seed_task_id), id);
+      const id = synthesisId(campaignId, Number(step), seedTaskId);
+      aliases.set(legacySynthesisId(campaignId, Number(step), seedTaskId), id);
       open.set(id, {
         synthesisId: id,
-        seedTaskId: r.seed_task_id,
-        step: Number(r.step),
-        selectedAt: r.recorded_at.toISOString(),
+        seedTaskId,
+        step: Number(step),
+        selectedAt: e.recordedAt.toISOString(),
         startedAt: null,
         runningS: 0,
       });
-    } else if (r.type === 'SynthesisStarted' && r.synthesis_id) {
-      const s = open.get(aliases.get(r.synthesis_id) ?? r.synthesis_id);
+    } else if (e.type === 'SynthesisStarted') {
+      const s = open.get(aliases.get(e.payload.synthesisId) ?? e.payload.synthesisId);
       if (s) {
-        s.startedAt = r.recorded_at.toISOString();
-        s.synthesisId = r.synthesis_id;
+        s.startedAt = e.recordedAt.toISOString();
+        s.synthesisId = e.payload.synthesisId;
       }
-    } else if (r.synthesis_id) done.add(aliases.get(r.synthesis_id) ?? r.synthesis_id);
+    } else done.add(aliases.get(e.payload.synthesisId) ?? e.payload.synthesisId);
   }
   return [...open.entries()].filter(([id]) => !done.has(id)).map(([, s]) => s);
 }

@@ -651,6 +651,38 @@ export async function readStreamOf<N extends EventName>(
   return toEvents(rows) as TypedRecordedEvent<N>[];
 }
 
+/**
+ * A campaign's events of the given types in log order (transaction id, then position), with
+ * typed payloads; `taskIds` keeps only those whose payload names one of these tasks.
+ */
+export async function readCampaignEventsOf<N extends EventName>(
+  db: Queryable,
+  campaignId: string,
+  types: readonly N[],
+  opts: { taskIds?: readonly string[] } = {},
+): Promise<TypedRecordedEvent<N>[]> {
+  const { rows } = await db.query<EventRow>(
+    `select ${EVENT_COLUMNS} from events
+      where payload->>'campaignId' = $1 and type = any($2::text[])
+        and ($3::text[] is null or payload->>'taskId' = any($3::text[]))
+      order by transaction_id, position`,
+    [campaignId, types, opts.taskIds ?? null],
+  );
+  return toEvents(rows) as TypedRecordedEvent<N>[];
+}
+
+/** Campaigns whose pool or candidates have a record of the task. */
+export async function campaignsOfTask(db: Queryable, taskId: string): Promise<string[]> {
+  const { rows } = await db.query<{ campaign_id: string }>(
+    `select distinct payload->>'campaignId' as campaign_id from events
+      where (type in ('TaskSeeded', 'TaskInjected') and payload->>'taskId' = $1)
+         or (type = 'CandidateValidated' and payload->>'candidateId' = $1)
+      order by 1`,
+    [taskId],
+  );
+  return rows.map((r) => r.campaign_id);
+}
+
 /** The stream's current version (0 when it does not exist). */
 export async function streamVersion(db: Queryable, streamId: string): Promise<number> {
   const { rows } = await db.query<{ version: number }>('select version from streams where stream_id = $1', [
