@@ -17,8 +17,10 @@ import type { TaskStats } from '../schemas/types.generated.js';
 import { insertPlan, latestPlanState, recordedPlan } from '../store/campaign-plans.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
+import { type CandidateRow, validatedCandidates } from '../store/pool/candidates.js';
+import { memberTask } from '../store/pool/members.js';
 import { recordEventsIn } from '../store/pool/projection.js';
-import { loadTaskStats } from '../store/task-stats/view.js';
+import { lastPolicyVersion, loadTaskStats } from '../store/task-stats/view.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient, SeedCategory, TaskRecord } from './executor-client.js';
 import { SEED_CATEGORIES } from './executor-client.js';
@@ -67,21 +69,7 @@ export interface StepPlan {
   passedOver?: { taskId: string; reason: string }[];
 }
 
-/** A validated candidate as the candidates table holds it. */
-export interface CandidateRow {
-  candidate_id: string;
-  candidate_hash: string;
-  seed_task_id: string;
-  candidate: Record<string, unknown>;
-  lineage: {
-    parentPhi?: number;
-    parents?: string[];
-    category?: string;
-    rootSeedId?: string;
-    depth?: number;
-    synthesisId?: string;
-  };
-}
+export type { CandidateRow };
 
 const event = workerEvent;
 
@@ -375,18 +363,14 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
               `campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`,
             );
           const stats = await loadTaskStats(c, campaignId);
-          const cands = await c.query<CandidateRow>(
-            `select candidate_id, candidate_hash, seed_task_id, candidate, lineage from candidates
-            where campaign_id = $1 and status = 'validated' order by created_at, candidate_id`,
-            [campaignId],
-          );
+          const cands = await validatedCandidates(c, campaignId);
           const decided = decideStep({
             campaignId,
             step,
             config: cfg,
             pool: prev.state,
             stats,
-            candidates: cands.rows,
+            candidates: cands,
             inFlight: input.inFlight,
             runningSyntheses: input.runningSyntheses,
             rejectionStreaks: await rejectionStreaks(c, campaignId, cfg.selection.rejectionBackoff.streak),
@@ -397,13 +381,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
           // The selected seeds' tasks, for their synthesis runs.
           const selectedOut: SelectedSeed[] = [];
           for (const d of decided.decisions.selected) {
-            const t = await c.query<{ task: TaskRecord; policy_version: string | null }>(
-              `select m.task, s.last_policy_version as policy_version from pool_members m
-               left join task_stats s on s.campaign_id = m.campaign_id and s.task_id = m.task_id
-              where m.campaign_id = $1 and m.task_id = $2`,
-              [campaignId, d.taskId],
-            );
-            const task = t.rows[0]?.task;
+            const task = await memberTask<TaskRecord | string>(c, campaignId, d.taskId);
             if (task) {
               selectedOut.push({
                 taskId: d.taskId,
@@ -414,7 +392,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
                 rootSeedId: d.rootSeedId,
                 depth: d.depth,
                 selectionEventId: eventIds.seedSelected(campaignId, d.taskId, step),
-                policyVersion: t.rows[0]?.policy_version ?? null,
+                policyVersion: await lastPolicyVersion(c, campaignId, d.taskId),
                 task: typeof task === 'string' ? (JSON.parse(task) as TaskRecord) : task,
               });
             }

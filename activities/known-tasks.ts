@@ -6,6 +6,7 @@
 // campaign that grows by thousands of candidates over weeks.
 import type pg from 'pg';
 import { type TaskFeatures, taskFeatures } from '../domain/near-duplicate.js';
+import { knownTaskIds, knownTaskTexts } from '../store/pool/candidates.js';
 import type { Candidate } from './llm/schemas.js';
 
 export interface KnownTask {
@@ -56,15 +57,7 @@ export async function knownTasks(
   derivedFrom: string | undefined,
   cache: FeatureCache = processCache,
 ): Promise<KnownTask[]> {
-  const { rows } = await c.query<{ kind: KnownTask['kind']; id: string }>(
-    `select 'seed' as kind, task_id as id from pool_members where campaign_id = $1 and origin = 'seed'
-     union all
-     select 'candidate', candidate_id from candidates
-      where campaign_id = $1 and status <> 'rejected' and candidate_id <> $2
-        and ($3::text is null or (candidate_id <> $3 and left(candidate_id, length($3) + 1) <> $3 || '~'))
-     order by kind desc, id`,
-    [campaignId, candidateId, derivedFrom ?? null],
-  );
+  const rows = await knownTaskIds(c, campaignId, candidateId, derivedFrom);
   const key = (r: { kind: KnownTask['kind']; id: string }) => FeatureCache.key(campaignId, r.kind, r.id);
   const features = new Map<string, TaskFeatures>();
   const missing = { seed: [] as string[], candidate: [] as string[] };
@@ -74,19 +67,8 @@ export async function knownTasks(
     else missing[r.kind].push(r.id);
   }
   if (missing.seed.length + missing.candidate.length > 0) {
-    // Only the two fields the features use: a task's initial_config can be most of its size.
-    const fetched = await c.query<{ kind: KnownTask['kind']; id: string; task: Candidate }>(
-      `select 'seed' as kind, task_id as id,
-              jsonb_build_object('question', task->'question', 'ground_truth', task->'ground_truth') as task
-         from pool_members where campaign_id = $1 and origin = 'seed' and task_id = any($2::text[])
-       union all
-       select 'candidate', candidate_id,
-              jsonb_build_object('question', candidate->'question', 'ground_truth', candidate->'ground_truth')
-         from candidates where campaign_id = $1 and candidate_id = any($3::text[])`,
-      [campaignId, missing.seed, missing.candidate],
-    );
-    for (const r of fetched.rows) {
-      const f = taskFeatures(r.task);
+    for (const r of await knownTaskTexts(c, campaignId, missing)) {
+      const f = taskFeatures(r.task as Candidate);
       cache.set(key(r), f);
       features.set(key(r), f);
     }

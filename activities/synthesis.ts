@@ -17,6 +17,7 @@ import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
 import type { NewEvent } from '../store/event-store.js';
+import { candidateWithHash } from '../store/pool/candidates.js';
 import { recordEventsIn } from '../store/pool/projection.js';
 import { workerEvent } from './events.js';
 import {
@@ -409,19 +410,13 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
         };
         if (input.kind === 'rejected') return reject(input);
         const hash = candidateHash(input.candidate);
-        await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
-          `rods-candidates:${input.campaignId}`,
-        ]);
-        const dup = await c.query<{ candidate_id: string }>(
-          'select candidate_id from candidates where campaign_id = $1 and candidate_hash = $2 and candidate_id <> $3',
-          [input.campaignId, hash, input.candidate.id],
-        );
-        if (dup.rows[0]) {
+        const dup = await candidateWithHash(c, input.campaignId, hash, input.candidate.id);
+        if (dup) {
           return reject({
             candidateId: input.candidate.id,
             stage: 'critique',
             reasonCode: 'duplicate-candidate',
-            reason: `exact duplicate (content hash ${hash.slice(0, 16)}) of candidate ${dup.rows[0].candidate_id}`,
+            reason: `exact duplicate (content hash ${hash.slice(0, 16)}) of candidate ${dup}`,
           });
         }
         const near = await nearestKnownTask(c, input.campaignId, input.candidate, input.derivedFrom);

@@ -19,6 +19,7 @@ import { statsRecord, type TaskState } from '../domain/task-stats.js';
 import type { TaskStats } from '../schemas/types.generated.js';
 import { allPlans } from '../store/campaign-plans.js';
 import { loadCampaign } from '../store/campaigns.js';
+import { allCandidates } from '../store/pool/candidates.js';
 import { foldGroups, type RecordedGroup, readCampaignGroups } from './reward-stream.js';
 
 export const WHATIF_LIMITS =
@@ -254,10 +255,7 @@ export async function whatIf(
   const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
   const plans = await allPlans<PoolState, RecordedPlan>(db, opts.campaignId);
   if (plans[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
-  const candidates = await db.query<WhatIfCandidate>(
-    `select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1`,
-    [opts.campaignId],
-  );
+  const candidates = (await allCandidates(db, opts.campaignId)) as WhatIfCandidate[];
   const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
-  return whatIfReport(opts.campaignId, cfg, { plans, candidates: candidates.rows, groups });
+  return whatIfReport(opts.campaignId, cfg, { plans, candidates, groups });
 }

@@ -41,3 +41,16 @@ export async function everInPool(
   );
   return new Set(rows.map((r) => taskKey(r.campaign_id, r.task_id)));
 }
+
+/** The task record of a pool member (as seeded or injected), if the task was ever in the pool. */
+export async function memberTask<T>(
+  db: Queryable,
+  campaignId: string,
+  taskId: string,
+): Promise<T | undefined> {
+  const { rows } = await db.query<{ task: T }>(
+    'select task from pool_members where campaign_id = $1 and task_id = $2',
+    [campaignId, taskId],
+  );
+  return rows[0]?.task;
+}

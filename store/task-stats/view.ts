@@ -90,3 +90,16 @@ export const tasksByBand = (db: pg.Pool, campaignIds: readonly string[]) =>
     'select campaign_id, band as k, count(*) as n from task_stats where campaign_id = any($1) group by 1, 2',
     campaignIds,
   );
+
+/** The policy version of the task's newest reward group (null: no group yet, or none named). */
+export async function lastPolicyVersion(
+  db: pg.Pool | pg.PoolClient,
+  campaignId: string,
+  taskId: string,
+): Promise<string | null> {
+  const { rows } = await db.query<{ v: string | null }>(
+    'select last_policy_version as v from task_stats where campaign_id = $1 and task_id = $2',
+    [campaignId, taskId],
+  );
+  return rows[0]?.v ?? null;
+}
