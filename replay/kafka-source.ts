@@ -6,6 +6,8 @@ import type pg from 'pg';
 import { DEFAULT_DEDUPE_WINDOW, DedupeWindows } from '../domain/dedupe.js';
 import type { TaskState } from '../domain/task-stats.js';
 import { configAtStep, loadCampaign } from '../store/campaigns.js';
+import { everPoolMembers } from '../store/pool/members.js';
+import { statsMoments } from '../store/task-stats/view.js';
 import { foldCampaignGroups, processingFailed } from './reward-stream.js';
 
 export interface KafkaStatsCheck {
@@ -28,13 +30,7 @@ export async function kafkaStatsCheck(
   // Records the aggregator gave up on (processing-failed dead letters) never counted live.
   const failed = await processingFailed(topic);
   // Tasks ever in the pool: where the campaign dead-letters unknown tasks, only their groups count.
-  const members = new Set(
-    (
-      await pool.query<{ task_id: string }>('select task_id from pool_members where campaign_id = $1', [
-        campaignId,
-      ])
-    ).rows.map((r) => r.task_id),
-  );
+  const members = new Set(await everPoolMembers(pool, campaignId));
   // Each group with the config version in force for its step, as the aggregator folded it.
   const groups = await foldCampaignGroups(
     topic,
@@ -46,17 +42,10 @@ export async function kafkaStatsCheck(
     (taskId, step) =>
       configAtStep(campaign, step).ingestion.unknownTasks !== 'dead-letter' || members.has(taskId),
   );
-  const live = await pool.query<{
-    task_id: string;
-    groups: number;
-    rollouts: number;
-    mean: number;
-    m2: number;
-    band: string;
-  }>('select task_id, groups, rollouts, mean, m2, band from task_stats where campaign_id = $1', [campaignId]);
+  const live = await statsMoments(pool, campaignId);
   const rel = (a: number, b: number) => (a === b ? 0 : Math.abs(a - b) / Math.max(Math.abs(a), Math.abs(b)));
   let firstDifference: Record<string, unknown> | undefined;
-  for (const r of live.rows) {
+  for (const r of live) {
     const s = states.get(r.task_id);
     const varLive = r.rollouts ? r.m2 / r.rollouts : 0;
     const varKafka = s?.moments.n ? s.moments.m2 / s.moments.n : 0;
@@ -76,8 +65,8 @@ export async function kafkaStatsCheck(
       break;
     }
   }
-  if (!firstDifference && states.size !== live.rows.length) {
-    firstDifference = { tasks: { live: live.rows.length, kafka: states.size } };
+  if (!firstDifference && states.size !== live.length) {
+    firstDifference = { tasks: { live: live.length, kafka: states.size } };
   }
   return {
     equal: !firstDifference,

@@ -605,3 +605,14 @@ export async function verifyAnchor(pool: pg.Pool, opts: VerifyAnchorOptions = {}
   }
   return out;
 }
+
+/**
+ * Writes a row to the store's settings, reads it back and deletes it (`rods doctor`'s proof that
+ * the app role can write): whether the row came back.
+ */
+export async function settingsRoundTrip(db: pg.Pool, key: string, value: unknown): Promise<boolean> {
+  await db.query('insert into rods_settings (key, value) values ($1, $2)', [key, JSON.stringify(value)]);
+  const r = await db.query('select value from rods_settings where key = $1', [key]);
+  await db.query('delete from rods_settings where key = $1', [key]);
+  return r.rowCount === 1;
+}

@@ -52,8 +52,6 @@ const KNOWN: string[] = [
   'ingestion_batches dev/soak/invariants.ts',
   'pool_members dev/demo/run.ts',
   'pool_members dev/harness/loop.ts',
-  'pool_members replay/kafka-source.ts',
-  'rods_settings cli/commands/doctor.ts',
   'step_progress dev/bench/scale.ts',
   'steps dev/bench/aggregator.ts',
   'steps dev/bench/scale.ts',
@@ -61,8 +59,6 @@ const KNOWN: string[] = [
   'steps dev/soak/invariants.ts',
   'streams store/audit.ts',
   'task_stats dev/bench/scale.ts',
-  'task_stats replay/kafka-source.ts',
-  'task_stats store/pool/view.ts',
 ];
 
 describe('table owners', () => {

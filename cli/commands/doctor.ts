@@ -8,6 +8,7 @@ import { workflowIds } from '../../domain/ids.js';
 import { ensureTopics, onTransientKafkaErrors, openKafka, withAdmin } from '../../kafka/client.js';
 import { DEFAULT_SYNTHESIS_TIMEOUT_MS } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
+import { settingsRoundTrip } from '../../store/audit.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
@@ -40,13 +41,8 @@ async function checkPostgres(): Promise<string> {
   const pool = createPool({ application: 'rods-doctor', max: 1 });
   try {
     const key = `doctor-${randomUUID()}`;
-    await pool.query('insert into rods_settings (key, value) values ($1, $2)', [
-      key,
-      JSON.stringify({ at: Date.now() }),
-    ]);
-    const r = await pool.query('select value from rods_settings where key = $1', [key]);
-    await pool.query('delete from rods_settings where key = $1', [key]);
-    if (r.rowCount !== 1) throw new Error('row written but not read back');
+    if (!(await settingsRoundTrip(pool, key, { at: Date.now() })))
+      throw new Error('row written but not read back');
     return `migrations ${m.applied.length ? `applied ${m.applied.join(', ')}` : 'up to date'}; row round trip ok`;
   } finally {
     await pool.end();

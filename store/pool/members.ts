@@ -54,3 +54,12 @@ export async function memberTask<T>(
   );
   return rows[0]?.task;
 }
+
+/** Every task ever in the campaign's pool. */
+export async function everPoolMembers(db: Queryable, campaignId: string): Promise<string[]> {
+  const { rows } = await db.query<{ task_id: string }>(
+    'select task_id from pool_members where campaign_id = $1',
+    [campaignId],
+  );
+  return rows.map((r) => r.task_id);
+}

@@ -1,6 +1,7 @@
 // A campaign's pool at a glance: version, active members by origin and band, queue, retired and
 // pruned counts (used by `rods campaign status`, `rods pool` and the gateway).
 import { countsOf, type Pool } from '../db.js';
+import { taskBands } from '../task-stats/view.js';
 
 export interface PoolView {
   campaignId: string;
@@ -21,18 +22,14 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
     'select version, step from pool_versions where campaign_id = $1',
     [campaignId],
   );
+  // Bands come from the statistics' owner; the active members are at most the pool's size.
   const members = await pool.query<{
+    task_id: string;
     origin: string;
-    band: string | null;
     active: boolean;
     removed_rule: string | null;
-    n: number;
-  }>(
-    `select m.origin, s.band, m.active, m.removed_rule, count(*)::int as n
-       from pool_members m left join task_stats s on s.campaign_id = m.campaign_id and s.task_id = m.task_id
-      where m.campaign_id = $1 group by 1, 2, 3, 4`,
-    [campaignId],
-  );
+  }>('select task_id, origin, active, removed_rule from pool_members where campaign_id = $1', [campaignId]);
+  const bands = await taskBands(pool, campaignId);
   const cands = await pool.query<{ status: string; n: number }>(
     'select status, count(*)::int as n from candidates where campaign_id = $1 group by 1',
     [campaignId],
@@ -52,16 +49,16 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
   };
   for (const r of members.rows) {
     if (!r.active) {
-      if (r.removed_rule === 'pruned') view.pruned += r.n;
-      else view.retired += r.n;
+      if (r.removed_rule === 'pruned') view.pruned++;
+      else view.retired++;
       continue;
     }
-    const band = r.band ?? 'unobserved';
-    view.active += r.n;
-    view.byOrigin[r.origin] = (view.byOrigin[r.origin] ?? 0) + r.n;
-    view.byBand[band] = (view.byBand[band] ?? 0) + r.n;
+    const band = bands.get(r.task_id) ?? 'unobserved';
+    view.active++;
+    view.byOrigin[r.origin] = (view.byOrigin[r.origin] ?? 0) + 1;
+    view.byBand[band] = (view.byBand[band] ?? 0) + 1;
     view.byOriginAndBand[r.origin] ??= {};
-    view.byOriginAndBand[r.origin]![band] = (view.byOriginAndBand[r.origin]![band] ?? 0) + r.n;
+    view.byOriginAndBand[r.origin]![band] = (view.byOriginAndBand[r.origin]![band] ?? 0) + 1;
   }
   view.queueLength = view.candidates.validated ?? 0;
   return view;

@@ -103,3 +103,28 @@ export async function lastPolicyVersion(
   );
   return rows[0]?.v ?? null;
 }
+
+/** Each task's group and rollout counts, mean, M2 and band (what replay compares with). */
+export async function statsMoments(
+  db: pg.Pool,
+  campaignId: string,
+): Promise<{ task_id: string; groups: number; rollouts: number; mean: number; m2: number; band: string }[]> {
+  const { rows } = await db.query<{
+    task_id: string;
+    groups: number;
+    rollouts: number;
+    mean: number;
+    m2: number;
+    band: string;
+  }>('select task_id, groups, rollouts, mean, m2, band from task_stats where campaign_id = $1', [campaignId]);
+  return rows;
+}
+
+/** Each observed task's band. */
+export async function taskBands(db: pg.Pool, campaignId: string): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ task_id: string; band: string }>(
+    'select task_id, band from task_stats where campaign_id = $1',
+    [campaignId],
+  );
+  return new Map(rows.map((r) => [r.task_id, r.band]));
+}
