@@ -170,6 +170,32 @@ describe('campaign workflow (time-skipping test server, mocked activities)', () 
     ]);
   }, 60_000);
 
+  it('a run continued as new resumes from its carry: no seeding again, the next step, totals and generation kept', async () => {
+    const a = activities();
+    const carry = {
+      status: 'running' as const,
+      step: 7,
+      poolVersion: 6,
+      seeded: true,
+      running: {},
+      totals: { selected: 3, validated: 2, rejected: 1, injected: 2, retired: 1, pruned: 0 },
+      config: { seeds: { perCategory: 5 } },
+      generation: 2,
+    };
+    const result = await env().withWorker(a.mocks, async (q) =>
+      (await start(q, { campaignId: 'c-carry', untilStep: 9, carry })).result(),
+    );
+    expect(a.named('seedCampaign')).toEqual([]);
+    expect(a.named('awaitStep').map((i) => i.step)).toEqual([8, 9]);
+    expect(a.named('planStep').map((i) => i.step)).toEqual([8, 9]);
+    expect(result).toMatchObject({
+      step: 9,
+      generation: 2,
+      totals: carry.totals,
+      config: carry.config,
+    });
+  }, 60_000);
+
   it('a pause cancels the wait for the open step and plans nothing until resumed; both recorded', async () => {
     const a = activities();
     const release = a.hold(2);

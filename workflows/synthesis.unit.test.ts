@@ -10,7 +10,7 @@ const env = useWorkflowEnv();
 
 const TASK = { id: 'multi_turn_base_3', category: 'base', question: [], ground_truth: [['ls()']] };
 
-function input(synthesisId: string): SynthesisInput {
+function input(synthesisId: string, config: unknown = {}): SynthesisInput {
   const seed = {
     taskId: TASK.id,
     category: 'base',
@@ -23,7 +23,7 @@ function input(synthesisId: string): SynthesisInput {
     policyVersion: 'p7',
     task: TASK,
   } as unknown as SelectedSeed;
-  return { campaignId: 'c-syn', synthesisId, step: 4, seed, config: {}, parentWorkflowId: 'no-parent' };
+  return { campaignId: 'c-syn', synthesisId, step: 4, seed, config, parentWorkflowId: 'no-parent' };
 }
 
 const candidate = (n: number) => ({
@@ -79,6 +79,12 @@ function activities(script: Script) {
       });
     }),
     refineCandidate: rec('refineCandidate', () => withCandidate(20)),
+    augmentCandidate: rec('augmentCandidate', (i) => ({
+      variant: { ...candidate(30), id: `cand-1~${i.kind}`, category: i.kind },
+      model: 'standin',
+      promptHash: 'p',
+      outputHash: 'o',
+    })),
     recordOutcome: rec('recordOutcome', (i) =>
       i.kind === 'validated'
         ? { outcome: 'validated', candidateId: 'cand-1' }
@@ -88,9 +94,13 @@ function activities(script: Script) {
   return { mocks, calls, named: (n: string) => calls.filter((c) => c.name === n).map((c) => c.input) };
 }
 
-const run = (a: ReturnType<typeof activities>, id: string) =>
+const run = (a: ReturnType<typeof activities>, id: string, config: unknown = {}) =>
   env().withWorker(a.mocks, (taskQueue) =>
-    env().env.client.workflow.execute(synthesisWorkflow, { taskQueue, workflowId: id, args: [input(id)] }),
+    env().env.client.workflow.execute(synthesisWorkflow, {
+      taskQueue,
+      workflowId: id,
+      args: [input(id, config)],
+    }),
   );
 
 const CONFIG_FAILURE: Failure = {
@@ -150,6 +160,43 @@ describe('synthesis workflow (time-skipping test server, mocked activities)', ()
     expect(a.named('refineCandidate')).toHaveLength(1);
     expect(a.named('recordOutcome')).toEqual([
       expect.objectContaining({ kind: 'rejected', stage: 'critique', reasonCode: 'judge-rejected' }),
+    ]);
+  }, 60_000);
+
+  it('Augment: each variant of the validated base is critiqued on its own; a rejected variant leaves the base validated', async () => {
+    // The base is accepted, the miss_func variant accepted, the miss_param variant rejected.
+    const a = activities({ executions: [{ ok: true }], verdicts: ['accept', 'accept', 'reject'] });
+    const config = { synthesis: { augment: { missingFunction: true, missingParameter: true } } };
+    expect(await run(a, 'syn-aug', config)).toEqual({
+      synthesisId: 'syn-aug',
+      outcome: 'validated',
+      candidateId: 'cand-1',
+    });
+    expect(a.named('augmentCandidate').map((i) => [i.kind, i.synthesisId])).toEqual([
+      ['miss_func', 'syn-aug~miss_func'],
+      ['miss_param', 'syn-aug~miss_param'],
+    ]);
+    // Each variant through the gates (as a variant) and a fresh re-execution; no refinement.
+    expect(a.named('gateCandidate').filter((i) => i.variant)).toHaveLength(2);
+    expect(a.named('refineCandidate')).toEqual([]);
+    const outcomes = a.named('recordOutcome');
+    expect(outcomes).toEqual([
+      expect.objectContaining({ kind: 'validated', synthesisId: 'syn-aug' }),
+      expect.objectContaining({
+        kind: 'validated',
+        synthesisId: 'syn-aug~miss_func',
+        derivedFrom: 'cand-1',
+        lineage: expect.objectContaining({
+          parents: ['cand-1', TASK.id],
+          variantKind: 'miss_func',
+          depth: 1,
+        }),
+      }),
+      expect.objectContaining({
+        kind: 'rejected',
+        synthesisId: 'syn-aug~miss_param',
+        reasonCode: 'judge-rejected',
+      }),
     ]);
   }, 60_000);
 });
