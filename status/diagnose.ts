@@ -186,7 +186,12 @@ function holdFindings(r: CampaignStatusReport, h: Holds, add: Add, running: bool
         'aggregator-groups',
         `step ${o.step}: ${o.countedGroups} of ${o.declaredGroups} declared groups counted (${o.missingGroups} missing)`,
         lag === 0
-          ? 'the aggregator has read everything on the rewards topic: the missing groups were never published (see unpublished batches)'
+          ? o.unpublishedBatches.length > 0
+            ? 'the aggregator has read everything on the rewards topic: the missing groups were never published (see unpublished batches)'
+            : // Every batch says published, yet its records are not all on the topic: Kafka
+              // acknowledged a send whose records were not written (a client fault; the batches'
+              // claim checks still hold the groups). Nothing re-publishes a published batch.
+              `the aggregator has read everything on the rewards topic, yet every batch of step ${o.step} is marked published (${o.batches.published}): Kafka acknowledged records that are not on the topic, and nothing re-publishes a published batch; the batches' claim checks still hold the groups`
           : lag === null
             ? 'check that `rods aggregator` runs'
             : `the aggregator is ${lag} records behind: check that \`rods aggregator\` runs`,

@@ -214,29 +214,6 @@ describe('diagnose', () => {
     );
   });
 
-  it('groups missing with nothing left to read: a stall pointing at unpublished groups', () => {
-    const r = report({
-      holds: holds({
-        oldestOpenStep: {
-          step: 3,
-          declaredGroups: 10,
-          countedGroups: 8,
-          appliedGroups: 8,
-          rejectedGroups: 0,
-          missingGroups: 2,
-          batches: { accepted: 0, published: 2, closingReceived: true },
-          unpublishedBatches: [],
-          waitingFor: ['aggregator-groups'],
-        },
-      }),
-    });
-    expect(diagnose(r)[0]).toMatchObject({
-      level: 'stall',
-      code: 'aggregator-groups',
-      action: expect.stringMatching(/never published/),
-    });
-  });
-
   it('overdue syntheses, relay behind, dead letters by reason', () => {
     const r = report({
       holds: holds({
@@ -315,5 +292,30 @@ describe('diagnose', () => {
         'ok    nothing holds campaign c1',
       ].join('\n'),
     );
+  });
+
+  it('a step whose batches are all published while the aggregator read everything: records acknowledged but missing', () => {
+    const r = report({
+      holds: holds({
+        oldestOpenStep: {
+          step: 132,
+          declaredGroups: 40,
+          countedGroups: 22,
+          appliedGroups: 22,
+          rejectedGroups: 0,
+          missingGroups: 18,
+          batches: { accepted: 0, published: 3, closingReceived: true },
+          unpublishedBatches: [],
+          waitingFor: ['aggregator-groups'],
+        },
+        aggregator: { groupId: 'rods-aggregator', topic: 'rods.rewards.v1', totalLag: 0, partitions: [] },
+      }),
+    });
+    const f = diagnose(r).find((x) => x.code === 'aggregator-groups')!;
+    expect(f.level).toBe('stall');
+    expect(f.what).toBe('step 132: 22 of 40 declared groups counted (18 missing)');
+    expect(f.action).toContain('every batch of step 132 is marked published (3)');
+    expect(f.action).toContain('Kafka acknowledged records that are not on the topic');
+    expect(f.action).not.toContain('never published');
   });
 });
