@@ -10,7 +10,7 @@ import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
-import { type NewEvent, readStreamOf } from '../store/event-store.js';
+import { type NewEvent, readStreamOf } from '../store/events/event-store.js';
 import { activePool } from '../store/pool/active.js';
 import { recordEvents, recordEventsIn } from '../store/pool/projection.js';
 import {

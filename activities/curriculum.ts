@@ -16,7 +16,7 @@ import { planStep, type StepCandidate, type StepDecisions } from '../domain/step
 import type { TaskStats } from '../schemas/types.generated.js';
 import { insertPlan, latestPlanState, recordedPlan } from '../store/campaign-plans.js';
 import { inTransaction } from '../store/db.js';
-import type { NewEvent } from '../store/event-store.js';
+import type { NewEvent } from '../store/events/event-store.js';
 import { type CandidateRow, validatedCandidates } from '../store/pool/candidates.js';
 import { memberTask } from '../store/pool/members.js';
 import { recordEventsIn } from '../store/pool/projection.js';

@@ -16,7 +16,7 @@ import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
 import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
 import { loadCampaign } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
-import type { NewEvent } from '../store/event-store.js';
+import type { NewEvent } from '../store/events/event-store.js';
 import { candidateWithHash } from '../store/pool/candidates.js';
 import { recordEventsIn } from '../store/pool/projection.js';
 import { workerEvent } from './events.js';

@@ -7,7 +7,7 @@ import { readUntil } from '../kafka/client.js';
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
-import { readStream } from '../store/event-store.js';
+import { readStream } from '../store/events/event-store.js';
 import { waitForWatermark, watermark } from '../store/steps/watermark.js';
 import { queryStats } from '../store/task-stats/view.js';
 import { AggregatorService } from './service.js';

@@ -27,7 +27,7 @@ import {
   unpark,
 } from '../store/aggregator/park.js';
 import { inTransaction } from '../store/db.js';
-import { StreamOrderError } from '../store/event-store.js';
+import { StreamOrderError } from '../store/events/event-store.js';
 import { everInPool } from '../store/pool/members.js';
 import { declareSteps, recordStepProgress } from '../store/steps/progress.js';
 import { loadTasks, taskKey, upsertStats } from '../store/task-stats/state.js';

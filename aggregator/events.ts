@@ -9,7 +9,7 @@ import { eventIds, streams } from '../domain/ids.js';
 import { bandSummary, type StepTally } from '../domain/step-tally.js';
 import { statsRecord } from '../domain/task-stats.js';
 import type { EventPayloads } from '../schemas/types.generated.js';
-import { append, type NewEvent, typedEvent } from '../store/event-store.js';
+import { append, type NewEvent, typedEvent } from '../store/events/event-store.js';
 import type { Folded } from './fold.js';
 
 const PRODUCER = 'rods-aggregator';

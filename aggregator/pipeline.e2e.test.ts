@@ -11,7 +11,7 @@ import { ensureTopics, readUntil, withAdmin } from '../kafka/client.js';
 import { defaultRoute, Relay } from '../relay/relay.js';
 import { registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
-import { headCursor } from '../store/event-store.js';
+import { headCursor } from '../store/events/event-store.js';
 import { waitForWatermark } from '../store/steps/watermark.js';
 import { queryStats } from '../store/task-stats/view.js';
 import { freePort } from '../util/free-port.js';

@@ -10,7 +10,7 @@ import { kafkaStatsCheck } from '../replay/kafka-source.js';
 import { replayCampaign } from '../replay/replay.js';
 import { lockedConfigVersions, registerCampaign } from '../store/campaigns.js';
 import { createPool } from '../store/db.js';
-import { readStream } from '../store/event-store.js';
+import { readStream } from '../store/events/event-store.js';
 import { recordEvents } from '../store/pool/projection.js';
 import { waitForWatermark } from '../store/steps/watermark.js';
 import { queryStats } from '../store/task-stats/view.js';

@@ -12,7 +12,7 @@ import { clearRecordFailuresUpTo } from '../store/aggregator/failures.js';
 import { lockPartition, storedNextOffset, storeNextOffset } from '../store/aggregator/offsets.js';
 import { isRegistered } from '../store/campaigns.js';
 import { inTransaction } from '../store/db.js';
-import { append, typedEvent } from '../store/event-store.js';
+import { append, typedEvent } from '../store/events/event-store.js';
 import { recordStepProgress } from '../store/steps/progress.js';
 import { StepTallies } from './step-progress.js';
 

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { streams } from '../domain/ids.js';
 import { createPool } from '../store/db.js';
-import { readStream } from '../store/event-store.js';
+import { readStream } from '../store/events/event-store.js';
 import { closeReadySteps } from './steps.js';
 
 const pool = createPool({ application: 'rods-steps-test', max: 4 });

@@ -8,7 +8,7 @@ import { defaultRegistry } from '../codec/registry.js';
 import { BANDS } from '../domain/band.js';
 import { streams } from '../domain/ids.js';
 import { bandSummary, boundaryVarianceRatio } from '../domain/step-tally.js';
-import { append } from '../store/event-store.js';
+import { append } from '../store/events/event-store.js';
 import {
   campaignsWithOpenSteps,
   earlierStepComing,

@@ -97,7 +97,7 @@ function stepProblem(
 }
 
 /**
- * The groups as canonical JSON (store/canonical.ts: keys sorted, no whitespace, numbers and
+ * The groups as canonical JSON (store/events/canonical.ts: keys sorted, no whitespace, numbers and
  * strings as JSON.stringify writes them), written directly for their fixed shape: the validated
  * batch holds only storable strings and finite numbers, so this is what canonicalJson gives
  * (ingest.unit.test.ts compares them). The claim check stores the same text.

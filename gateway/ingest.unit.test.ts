@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { RolloutBatchBody } from '../kafka/rollout-records.js';
-import { canonicalJson } from '../store/canonical.js';
+import { canonicalJson } from '../store/events/canonical.js';
 import { readStoredRolloutBatch, storedRolloutBatch } from '../store/steps/batches.js';
 import { batchBodyHash, canonicalGroupsJson } from './ingest.js';
 import { RolloutBatch } from './schemas.js';

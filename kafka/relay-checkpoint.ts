@@ -1,8 +1,8 @@
 // Where the relay keeps its cursor: the metadata of the offset its transactions commit for
 // group rods-relay-<name> on rods.relay-checkpoints.v1, written in the same Kafka transaction
 // as the records it relays (relay/relay.ts). Status and tests read it here.
-import type { Cursor } from '../store/event-store.js';
-import { START } from '../store/event-store.js';
+import type { Cursor } from '../store/events/event-store.js';
+import { START } from '../store/events/event-store.js';
 import type { TopicAdmin } from './client.js';
 import { RELAY_CHECKPOINT_TOPIC } from './topology.js';
 

@@ -11,7 +11,7 @@ import {
   type RecordedEvent,
   readCampaignEventsOf,
   readStream,
-} from '../store/event-store.js';
+} from '../store/events/event-store.js';
 import { type LineageEvent, LineageIndex } from './model.js';
 
 export { campaignsOfTask };

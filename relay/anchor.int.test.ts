@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { latestAnchorId, verifyAnchor } from '../store/audit.js';
 import { createPool } from '../store/db.js';
-import { append } from '../store/event-store.js';
+import { latestAnchorId, verifyAnchor } from '../store/events/audit.js';
+import { append } from '../store/events/event-store.js';
 import { newEvent } from '../store/test-helpers.js';
 import { waitUntil } from '../test/support/wait.js';
 import { readPublishedAnchors, runPeriodicAnchor } from './anchor.js';

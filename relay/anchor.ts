@@ -1,5 +1,5 @@
 // Audit anchors on Kafka: `rods audit anchor` and the relay's periodic anchor record an anchor
-// (store/audit.ts) and publish it as an AuditAnchored record on rods.audit-anchors.v1, a copy
+// (store/events/audit.ts) and publish it as an AuditAnchored record on rods.audit-anchors.v1, a copy
 // outside the database that `rods audit verify --kafka` compares the table's anchor with.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,8 +8,8 @@ import { decode, encode } from '../codec/registry.js';
 import { ensureTopics, type KafkaClient, openKafka, readToEnd, withAdmin } from '../kafka/client.js';
 import { AUDIT_ANCHORS_TOPIC, topology } from '../kafka/topology.js';
 import type { AuditAnchored } from '../schemas/types.generated.js';
-import { type Anchor, type RecordAnchorOptions, recordAnchor } from '../store/audit.js';
 import { backoffMs } from '../store/db.js';
+import { type Anchor, type RecordAnchorOptions, recordAnchor } from '../store/events/audit.js';
 
 export interface PublishedAnchor extends Anchor {
   recorded: boolean;

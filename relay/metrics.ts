@@ -3,7 +3,7 @@
 // to the store's committed head, read from PostgreSQL at each scrape.
 import type pg from 'pg';
 import client from 'prom-client';
-import { type Cursor, countAfter } from '../store/event-store.js';
+import { type Cursor, countAfter } from '../store/events/event-store.js';
 import type { RelayOptions } from './relay.js';
 
 /** The lag is counted up to this many events (a count over a huge backlog would be slow). */

@@ -11,7 +11,7 @@ import { ensureTopics, openKafka, readUntil, withAdmin } from '../kafka/client.j
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
 import { createPool } from '../store/db.js';
-import { append, type Cursor, headCursor, type NewEvent } from '../store/event-store.js';
+import { append, type Cursor, headCursor, type NewEvent } from '../store/events/event-store.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 import { freePort } from '../util/free-port.js';
 import { headerNames, RECORD_LIMIT_RETRY_MS, Relay } from './relay.js';

@@ -2,7 +2,7 @@
 // in log order (so in stream order per key), and nothing that is not stored.
 //
 // How exactly-once holds across crashes. The relay reads committed events in the store's read
-// order (see store/event-store.ts) and publishes each page in ONE Kafka transaction together with
+// order (see store/events/event-store.ts) and publishes each page in ONE Kafka transaction together with
 // its own cursor, committed as the group offset of a consumer group named after the relay on the
 // never-written topic rods.relay-checkpoints.v1 (offset = position + 1, metadata = the cursor).
 // Records and cursor therefore become visible together or not at all. On start the transactional
@@ -52,7 +52,7 @@ import {
   type RecordedEvent,
   readPage,
   START,
-} from '../store/event-store.js';
+} from '../store/events/event-store.js';
 
 export interface Route {
   topic: string;

@@ -13,7 +13,7 @@ import {
   type RecordedEvent,
   readLog,
   START,
-} from '../store/event-store.js';
+} from '../store/events/event-store.js';
 import { applyPoolEvent } from '../store/pool/projection.js';
 
 export interface ReplayOptions {
@@ -183,7 +183,7 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
     )
   ).rows[0]!.n;
   // Replay reaches at least every event of the campaign committed now. A reader sees an event
-  // only once every transaction older than its own has ended (store/event-store.ts), so an empty
+  // only once every transaction older than its own has ended (store/events/event-store.ts), so an empty
   // page before that point means "not visible yet", not "done": the live projections already
   // hold those events' effects.
   const head = await pool.query<{ transactionId: string; position: number }>(

@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import { lastPlannedSteps, planSummaries } from '../store/campaign-plans.js';
 import { listCampaignRows } from '../store/campaigns.js';
-import { readCampaignEventsOf } from '../store/event-store.js';
+import { readCampaignEventsOf } from '../store/events/event-store.js';
 import {
   type CompositionRow,
   findPoolTasks,

@@ -9,7 +9,7 @@ import type { BatchConsumer, KafkaClient, TopicAdmin } from '../kafka/client.js'
 import { DLQ_TOPIC } from '../kafka/dlq.js';
 import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
 import { storedNextOffsets } from '../store/aggregator/offsets.js';
-import { countAfter, countCampaignAfter, START } from '../store/event-store.js';
+import { countAfter, countCampaignAfter, START } from '../store/events/event-store.js';
 import type { AggregatorLag, DeadLetters, RelayLag } from './report.js';
 
 /** The most unpublished events counted exactly (beyond that, `capped`). */

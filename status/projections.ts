@@ -3,7 +3,7 @@
 // These answer with no worker and no workflow (`rods campaign status` of a finished campaign).
 import type pg from 'pg';
 import { legacySynthesisId, synthesisId } from '../domain/ids.js';
-import { readCampaignEventsOf } from '../store/event-store.js';
+import { readCampaignEventsOf } from '../store/events/event-store.js';
 import type { StepRowView } from '../store/steps/view.js';
 import type { SynthesisView, WaitingFor } from './report.js';
 

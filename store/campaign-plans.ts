@@ -3,7 +3,7 @@
 // A retried planning activity finds its plan here and returns it instead of deciding again.
 import type pg from 'pg';
 import { countsOf } from './db.js';
-import type { Queryable } from './event-store.js';
+import type { Queryable } from './events/event-store.js';
 
 /** The plan recorded for the step, if any (step 0: the seeding's result). */
 export async function recordedPlan<T>(

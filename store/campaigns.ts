@@ -18,7 +18,7 @@ import {
 import { canonicalJson } from '../domain/canonical-json.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from './db.js';
-import { append, typedEvent } from './event-store.js';
+import { append, typedEvent } from './events/event-store.js';
 import { highestCountedStep } from './steps/progress.js';
 
 export interface CampaignRow {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createPool } from './db.js';
-import { append, compareCursors, cursorAt, headCursor, type RecordedEvent } from './event-store.js';
+import { append, compareCursors, cursorAt, headCursor, type RecordedEvent } from './events/event-store.js';
 import {
   catchUp,
   type Projection,

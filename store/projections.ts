@@ -21,7 +21,7 @@ import {
   readLog,
   readPage,
   START,
-} from './event-store.js';
+} from './events/event-store.js';
 
 export interface Projection {
   /** Unique name; also the key of its checkpoint. */

@@ -5,12 +5,12 @@
 // A folder owner (store/steps/, store/pool/, ...) keeps the SQL of related tables in small
 // modules named after what they do; joins stay inside one owner.
 export const TABLE_OWNERS = {
-  // The event log and its stream heads.
-  events: 'store/event-store.ts',
-  streams: 'store/event-store.ts',
-  // Audit anchors and the store's identity (which the audit anchors name).
-  audit_anchors: 'store/audit.ts',
-  rods_settings: 'store/audit.ts',
+  // The event log: events and stream heads (event-store.ts), and its audit (audit.ts: hash-chain
+  // verification, anchors, and the store's identity the anchors name).
+  events: 'store/events/',
+  streams: 'store/events/',
+  audit_anchors: 'store/events/',
+  rods_settings: 'store/events/',
   // The campaign registry and its config versions.
   campaigns: 'store/campaigns.ts',
   campaign_configs: 'store/campaigns.ts',

@@ -14,7 +14,7 @@ import { workflowIds } from '../domain/ids.js';
 import { dashboardQueries, queriedMetrics } from '../infra/monitoring/dashboard.js';
 import { withAdmin } from '../kafka/client.js';
 import { createPool } from '../store/db.js';
-import { committedHeadCursor } from '../store/event-store.js';
+import { committedHeadCursor } from '../store/events/event-store.js';
 import { temporalClient } from '../temporal/connect.js';
 import { freePort } from '../util/free-port.js';
 import { waitUntil } from './support/wait.js';

@@ -21,7 +21,7 @@ import { workflowIds } from '../domain/ids.js';
 import { readUntil, withAdmin } from '../kafka/client.js';
 import { defaultRoute, Relay } from '../relay/relay.js';
 import { createPool, type Pool } from '../store/db.js';
-import { headCursor } from '../store/event-store.js';
+import { headCursor } from '../store/events/event-store.js';
 import { executeUpdateWithRetry, temporalClient, workflowEnd } from '../temporal/connect.js';
 import { freePort } from '../util/free-port.js';
 import { waitUntil } from './support/wait.js';

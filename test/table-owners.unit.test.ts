@@ -47,7 +47,6 @@ const KNOWN: string[] = [
   'events replay/replay.ts',
   'events status/dashboard.ts',
   'events status/funnel.ts',
-  'events store/audit.ts',
   'ingestion_batches dev/harness/loop.ts',
   'ingestion_batches dev/soak/invariants.ts',
   'pool_members dev/demo/run.ts',
@@ -57,7 +56,6 @@ const KNOWN: string[] = [
   'steps dev/bench/scale.ts',
   'steps dev/demo/run.ts',
   'steps dev/soak/invariants.ts',
-  'streams store/audit.ts',
   'task_stats dev/bench/scale.ts',
 ];
 

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { anchorAndPublish, readPublishedAnchors } from '../../relay/anchor.js';
-import { type AnchorCheck, auditStoreId, verifyAnchor, verifyChains } from '../../store/audit.js';
 import { createPool } from '../../store/db.js';
+import { type AnchorCheck, auditStoreId, verifyAnchor, verifyChains } from '../../store/events/audit.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 

@@ -4,7 +4,7 @@ import { anchorIntervalMs, runPeriodicAnchor } from '../../relay/anchor.js';
 import { relayMetrics } from '../../relay/metrics.js';
 import { defaultRoute, Relay } from '../../relay/relay.js';
 import { createPool } from '../../store/db.js';
-import type { Cursor } from '../../store/event-store.js';
+import type { Cursor } from '../../store/events/event-store.js';
 import { processRegistry, serveMetrics } from '../../util/metrics.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
@@ -89,7 +89,7 @@ export function register(program: Command): void {
         const onSignal = () => ac.abort();
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
-        // A running campaign is anchored without an operator (store/audit.ts, relay/anchor.ts).
+        // A running campaign is anchored without an operator (store/events/audit.ts, relay/anchor.ts).
         const anchorMs =
           opts.anchorMinutes !== undefined ? Math.round(opts.anchorMinutes * 60_000) : anchorIntervalMs();
         const anchoring =

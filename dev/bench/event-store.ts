@@ -1,4 +1,4 @@
-// Event store throughput: appends N events through store/event-store.ts (batches of --batch
+// Event store throughput: appends N events through store/events/event-store.ts (batches of --batch
 // events to --streams streams from --concurrency connections), reads them all back in the log's
 // order through the store's bulk reader (readLog, what replay and projection rebuilds use; pages
 // of --page events) and through its paged reader (readPage, one query per page, what the relay
@@ -24,7 +24,7 @@ import {
   readLog,
   readPage,
   START,
-} from '../../store/event-store.js';
+} from '../../store/events/event-store.js';
 import { MIGRATIONS_DIR } from '../../store/migrate.js';
 import type { BenchResult } from './result.js';
 

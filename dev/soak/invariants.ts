@@ -6,8 +6,8 @@ import { campaignStreamPrefixes } from '../../domain/ids.js';
 import { openKafka, readToEnd } from '../../kafka/client.js';
 import { DLQ_TOPIC } from '../../kafka/dlq.js';
 import { replayCampaign } from '../../replay/replay.js';
-import { verifyChains } from '../../store/audit.js';
 import { lastPlannedStep } from '../../store/campaign-plans.js';
+import { verifyChains } from '../../store/events/audit.js';
 import { queryStats } from '../../store/task-stats/view.js';
 import type { BatchLogEntry } from './trainer.js';
 

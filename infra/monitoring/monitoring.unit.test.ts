@@ -8,7 +8,7 @@ import { AggregatorService } from '../../aggregator/service.js';
 import { instrumentGateway } from '../../gateway/metrics.js';
 import { relayMetrics } from '../../relay/metrics.js';
 import { registerPipelineGauges } from '../../status/metrics.js';
-import { START } from '../../store/event-store.js';
+import { START } from '../../store/events/event-store.js';
 import { activityMetrics } from '../../temporal/activity-metrics.js';
 import { metricNames, processRegistry } from '../../util/metrics.js';
 import { dashboardQueries, queriedMetrics } from './dashboard.js';

@@ -3,7 +3,7 @@
 import type pg from 'pg';
 
 /**
- * Partition ownership for the length of the transaction (no write yet: see store/event-store.ts).
+ * Partition ownership for the length of the transaction (no write yet: see store/events/event-store.ts).
  * Two members briefly owning one partition during a rebalance serialise here.
  */
 export async function lockPartition(

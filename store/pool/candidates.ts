@@ -1,6 +1,6 @@
 // Reads of the candidates table: the validated candidates planning injects from, the exact
 // duplicate check of a new candidate, and every candidate of a campaign (what-if).
-import type { Queryable } from '../event-store.js';
+import type { Queryable } from '../events/event-store.js';
 
 /** A validated candidate as the candidates table holds it. */
 export interface CandidateRow {

@@ -1,6 +1,6 @@
 // Reads of the pool's members by id, for the gateway's check that rewards name pool tasks.
 import type pg from 'pg';
-import type { Queryable } from '../event-store.js';
+import type { Queryable } from '../events/event-store.js';
 import { taskKey } from '../task-stats/state.js';
 
 /** Which of `taskIds` are (or were) members of the campaign's pool. */

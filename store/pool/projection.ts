@@ -12,7 +12,7 @@ import type {
 } from '../../schemas/types.generated.js';
 import { reconfigurationPoint, setCampaignConfig, setCampaignStatus } from '../campaigns.js';
 import { inTransaction } from '../db.js';
-import { append, type NewEvent } from '../event-store.js';
+import { append, type NewEvent } from '../events/event-store.js';
 
 export const POOL_EVENT_TYPES = [
   'CampaignPaused',

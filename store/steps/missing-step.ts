@@ -8,7 +8,7 @@
 // retried skip records nothing twice).
 import type pg from 'pg';
 import { eventIds, streams } from '../../domain/ids.js';
-import { append, type NewEvent, typedEvent } from '../event-store.js';
+import { append, type NewEvent, typedEvent } from '../events/event-store.js';
 import { lockCampaignSteps } from './close.js';
 
 export interface MissingStep {

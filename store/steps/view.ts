@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import { lastPlannedStep } from '../campaign-plans.js';
 import { countsOf } from '../db.js';
-import type { Queryable } from '../event-store.js';
+import type { Queryable } from '../events/event-store.js';
 
 /** The latest step the aggregator closed for the campaign (0 when none). */
 export async function lastClosedStep(db: Queryable, campaignId: string): Promise<number> {

@@ -4,12 +4,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { readPublishedAnchors } from '../relay/anchor.js';
+import { readPublishedAnchors } from '../../relay/anchor.js';
+import { createPool, inTransaction } from '../db.js';
+import { newEvent } from '../test-helpers.js';
 import { type AnchorCheck, type AuditResult, auditStoreId, verifyChains } from './audit.js';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
-import { createPool, inTransaction } from './db.js';
 import { append, readStream } from './event-store.js';
-import { newEvent } from './test-helpers.js';
 
 // The application's role (DATABASE_URL) and the owner of the tables, the attacker here: only the
 // owner can switch the append-only trigger's bypass on (test/global-setup.ts hands its URL).

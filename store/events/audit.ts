@@ -19,7 +19,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import pg from 'pg';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
-import './db.js';
+import '../db.js';
 
 export type AuditProblem =
   | 'version-gap'

@@ -1,4 +1,4 @@
-// An event as the store returns it (store/event-store.ts reads it, store/copy-binary.ts decodes it
+// An event as the store returns it (store/events/event-store.ts reads it, store/events/copy-binary.ts decodes it
 // from COPY's binary rows): the fields its hash covers, and where and when it was stored.
 import type { HashedFields } from './canonical.js';
 

@@ -1,5 +1,5 @@
 // A parser of PostgreSQL's binary COPY format for the event store's bulk reader
-// (store/event-store.ts readLog): rows of the columns in EVENTS_COPY_COLUMNS, fed in chunks that
+// (store/events/event-store.ts readLog): rows of the columns in EVENTS_COPY_COLUMNS, fed in chunks that
 // may cut a row anywhere. Binary rather than text: integers, ids and timestamps arrive as fixed
 // width fields that need no text parsing, and jsonb arrives as its JSON text behind a version
 // byte, which JSON.parse reads exactly as pg parses the text protocol's jsonb.

@@ -15,7 +15,7 @@
 // rods.allow_event_mutation = 'on' (use SET LOCAL inside a transaction; for maintenance such as
 // removing test data, and for tamper tests playing a privileged attacker). Anyone who can write
 // the table can do that, or disable the trigger: tampering is detected by the hash chain
-// (store/audit.ts, `rods audit verify`), not prevented by the trigger.
+// (store/events/audit.ts, `rods audit verify`), not prevented by the trigger.
 //
 // Idempotency. Event ids are unique across the store. A batch whose event ids are all already
 // stored in this stream is a no-op: it reports their existing positions, bumps nothing and skips
@@ -48,12 +48,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { defaultRegistry, type SchemaRegistry } from '../codec/registry.js';
-import type { EventName, EventPayloads } from '../schemas/types.generated.js';
+import { defaultRegistry, type SchemaRegistry } from '../../codec/registry.js';
+import type { EventName, EventPayloads } from '../../schemas/types.generated.js';
 import { CanonicalJsonError, canonicalEventJson, canonicalJson, chainHash } from './canonical.js';
 import { EVENTS_COPY_COLUMNS, EventCopyParser } from './copy-binary.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
-import './db.js';
+import '../db.js';
 import type { EventMetadata, RecordedEvent } from './recorded-event.js';
 
 export type { EventMetadata, RecordedEvent };

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { createPool, inTransaction } from '../db.js';
+import { eventually, FINGERPRINT, newEvent, readEverything, uniqueStream } from '../test-helpers.js';
 import { verifyChains } from './audit.js';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
-import { createPool, inTransaction } from './db.js';
 import {
   append,
   ConcurrencyError,
@@ -20,7 +21,6 @@ import {
   streamVersion,
   subscribeAll,
 } from './event-store.js';
-import { eventually, FINGERPRINT, newEvent, readEverything, uniqueStream } from './test-helpers.js';
 
 const pool = createPool({ application: 'rods-test-event-store', max: 8 });
 afterAll(() => pool.end());

@@ -11,7 +11,7 @@
 // honoured, undefined object members are dropped and undefined array items become null.
 // The encoder itself is the pure core's (domain/canonical-json.ts); this adds jsonb's limits.
 import { createHash } from 'node:crypto';
-import { CanonicalJsonError, canonicalJson as domainCanonicalJson } from '../domain/canonical-json.js';
+import { CanonicalJsonError, canonicalJson as domainCanonicalJson } from '../../domain/canonical-json.js';
 
 export { CanonicalJsonError };
 
