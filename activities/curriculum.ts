@@ -16,6 +16,7 @@ import { planStep, type StepCandidate, type StepDecisions } from '../domain/step
 import type { TaskStats } from '../schemas/types.generated.js';
 import { insertPlan, latestPlanState, recordedPlan } from '../store/campaign-plans.js';
 import { inTransaction } from '../store/db.js';
+import { latestOutcomesPerSeed } from '../store/events/campaign-reads.js';
 import type { NewEvent } from '../store/events/event-store.js';
 import { type CandidateRow, validatedCandidates } from '../store/pool/candidates.js';
 import { memberTask } from '../store/pool/members.js';
@@ -245,16 +246,7 @@ export async function rejectionStreaks(
   streak: number,
 ): Promise<Record<string, RejectionStreak>> {
   if (streak === 0) return {};
-  const { rows } = await c.query<{ seed: string; rejected: boolean; reason: string | null }>(
-    `select seed, rejected, reason from (
-       select payload->>'seedTaskId' as seed, type = 'CandidateRejected' as rejected,
-              payload->>'reasonCode' as reason,
-              row_number() over (partition by payload->>'seedTaskId' order by transaction_id desc, position desc) as rn
-         from events
-        where payload->>'campaignId' = $1 and type in ('CandidateValidated', 'CandidateRejected')
-     ) latest where rn <= $2 order by seed, rn`,
-    [campaignId, streak],
-  );
+  const rows = await latestOutcomesPerSeed(c, campaignId, streak);
   const out: Record<string, RejectionStreak> = {};
   const broken = new Set<string>();
   for (const r of rows) {

@@ -11,6 +11,7 @@ import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync, type Writ
 import path from 'node:path';
 import type pg from 'pg';
 import { redactCampaignConfig } from '../domain/campaign-config.js';
+import { campaignEventPage, type EventRow, payloadKeysByType } from '../store/events/campaign-reads.js';
 import { DEFAULT_PRODUCER, openLineageEvents, type SynthesisEvent } from './openlineage.js';
 
 export const EXPORT_FORMATS = ['jsonl', 'csv', 'openlineage'] as const;
@@ -94,19 +95,6 @@ class TableWriter {
 
 const safeName = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_');
 
-interface EventRow {
-  position: number;
-  transaction_id: string;
-  stream_id: string;
-  stream_version: number;
-  event_id: string;
-  type: string;
-  fingerprint: string;
-  recorded_at: Date;
-  payload: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-}
-
 const EVENT_ENVELOPE = [
   'position',
   'transaction_id',
@@ -135,16 +123,7 @@ async function* campaignEvents(
 ): AsyncGenerator<EventRow> {
   let after = { tx: '0', pos: 0 };
   for (;;) {
-    const { rows } = await c.query<EventRow>(
-      `select position, transaction_id::text as transaction_id, stream_id, stream_version, event_id, type,
-              fingerprint, recorded_at, payload, metadata
-         from events
-        where payload->>'campaignId' = $1 and (transaction_id, position) > ($2::xid8, $3::bigint)
-          and ($4::text[] is null or type = any($4::text[]))
-        order by events.transaction_id, events.position
-        limit 2000`,
-      [campaignId, after.tx, after.pos, types ?? null],
-    );
+    const rows = await campaignEventPage(c, campaignId, after, types);
     for (const r of rows) yield shown(r);
     const last = rows[rows.length - 1];
     if (!last || rows.length < 2000) return;
@@ -161,13 +140,7 @@ async function writeTables(
   const files: { file: string; rows: number }[] = [];
   // Events: one file per type; CSV columns are the envelope, payload.<key> per top-level payload
   // key seen for that type, and the metadata.
-  const keys = await c.query<{ type: string; keys: string[] }>(
-    `select type, array_agg(distinct k order by k) as keys
-       from events, jsonb_object_keys(case jsonb_typeof(payload) when 'object' then payload else '{}'::jsonb end) k
-      where payload->>'campaignId' = $1 group by type`,
-    [campaignId],
-  );
-  const payloadKeys = new Map(keys.rows.map((r) => [r.type, r.keys]));
+  const payloadKeys = await payloadKeysByType(c, campaignId);
   const writers = new Map<string, TableWriter>();
   for await (const e of campaignEvents(c, campaignId)) {
     let w = writers.get(e.type);

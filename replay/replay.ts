@@ -8,6 +8,8 @@ import { lastPlannedStep, planState } from '../store/campaign-plans.js';
 import { isRegistered } from '../store/campaigns.js';
 import {
   type Cursor,
+  campaignEventCount,
+  campaignHeadCursor,
   compareCursors,
   cursorOf,
   type RecordedEvent,
@@ -176,22 +178,12 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
     setup.release();
   }
   const resumedFrom = events;
-  const total = (
-    await pool.query<{ n: number }>(
-      `select count(*)::int as n from events where payload->>'campaignId' = $1`,
-      [campaignId],
-    )
-  ).rows[0]!.n;
+  const total = await campaignEventCount(pool, campaignId);
   // Replay reaches at least every event of the campaign committed now. A reader sees an event
   // only once every transaction older than its own has ended (store/events/event-store.ts), so an empty
   // page before that point means "not visible yet", not "done": the live projections already
   // hold those events' effects.
-  const head = await pool.query<{ transactionId: string; position: number }>(
-    `select transaction_id::text as "transactionId", position from events where payload->>'campaignId' = $1
-      order by transaction_id desc, position desc limit 1`,
-    [campaignId],
-  );
-  const target: Cursor | undefined = head.rows[0];
+  const target: Cursor | undefined = await campaignHeadCursor(pool, campaignId);
   const hiddenSince = { at: 0 };
   // The campaign row itself comes from CampaignStarted (registerCampaign writes it beside the event).
   for (;;) {

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import { lastPlannedSteps, planSummaries } from '../store/campaign-plans.js';
 import { listCampaignRows } from '../store/campaigns.js';
+import { synthesisLatencyRows } from '../store/events/campaign-reads.js';
 import { readCampaignEventsOf } from '../store/events/event-store.js';
 import {
   type CompositionRow,
@@ -66,34 +67,7 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
     stepSummaries(db, campaignId),
     planSummaries(db, campaignId),
     poolComposition(db, campaignId),
-    db.query<{
-      synthesis_id: string;
-      seed: string | null;
-      step: string | null;
-      type: string;
-      reason: string | null;
-      ms: number;
-    }>(
-      // Each run's first outcome (an Augment variant's outcomes come later under its own id).
-      `with started as (
-         select payload->>'synthesisId' as id, payload->>'seedTaskId' as seed, recorded_at,
-                case when payload->>'selectionEventId' ~* '^[0-9a-f-]{36}$'
-                     then (payload->>'selectionEventId')::uuid end as selection
-           from events where payload->>'campaignId' = $1 and type = 'SynthesisStarted'
-       ), outcomes as (
-         select distinct on (payload->>'synthesisId') payload->>'synthesisId' as id, type,
-                payload->>'reasonCode' as reason, recorded_at
-           from events
-          where payload->>'campaignId' = $1 and type in ('CandidateValidated', 'CandidateRejected')
-          order by payload->>'synthesisId', transaction_id, position
-       )
-       select s.id as synthesis_id, s.seed, sel.payload->>'step' as step, o.type, o.reason,
-              (extract(epoch from (o.recorded_at - s.recorded_at)) * 1000)::float8 as ms
-         from started s join outcomes o on o.id = s.id
-         left join events sel on sel.event_id = s.selection
-        order by o.recorded_at`,
-      [campaignId],
-    ),
+    synthesisLatencyRows(db, campaignId),
     synthesisFunnel(db, campaignId),
   ]);
   const band = (s: Record<string, unknown> | null, b: string) =>
@@ -129,7 +103,7 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
       retired: generated.reduce((a, r) => a + r.retired, 0),
       pruned: generated.reduce((a, r) => a + r.pruned, 0),
     },
-    latency: latency.rows.map((r) => ({
+    latency: latency.map((r) => ({
       synthesisId: r.synthesis_id,
       seedTaskId: r.seed,
       step: r.step === null ? null : Number(r.step),

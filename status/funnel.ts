@@ -3,6 +3,7 @@
 // report shows it; it reads only the event store, so it holds for any campaign.
 import type pg from 'pg';
 import { promptVersion } from '../activities/llm/prompts.js';
+import { synthesisFunnelRows } from '../store/events/campaign-reads.js';
 
 export interface SynthesisFunnel {
   /** Seeds selected for synthesis (one run each). */
@@ -28,33 +29,7 @@ export async function synthesisFunnel(
   db: pg.Pool | pg.PoolClient,
   campaignId: string,
 ): Promise<SynthesisFunnel> {
-  const { rows } = await db.query<{ type: string; stage: string | null; key: string | null; n: number }>(
-    // A run is a SynthesisStarted; an Augment variant has none and counts for the run its id
-    // extends (a seed task id may itself end in ~miss_param, so the suffix alone cannot tell).
-    `with campaign_events as (
-       select type, payload from events
-        where payload->>'campaignId' = $1
-          and type in ('SynthesisStarted', 'SeedSelected', 'StageCompleted', 'CandidateValidated',
-                       'CandidateRejected', 'TaskInjected')
-     ), runs as (
-       select payload->>'synthesisId' as id from campaign_events where type = 'SynthesisStarted'
-     )
-     select type,
-            payload->>'stage' as stage,
-            case when type = 'StageCompleted' then
-              case when payload->>'promptVersionHash' = $2 then 'repair'
-                   when payload->>'model' is null then 'no-model' else 'model' end
-                 when type = 'CandidateRejected' then payload->>'reasonCode' end as key,
-            (case when type = 'StageCompleted'
-                  then count(distinct case when payload->>'synthesisId' in (select id from runs)
-                                           then payload->>'synthesisId'
-                                           else regexp_replace(payload->>'synthesisId', '~(miss_func|miss_param)$', '') end)
-                  else count(*) end)::int as n
-       from campaign_events
-      where type <> 'SynthesisStarted'
-      group by 1, 2, 3`,
-    [campaignId, promptVersion('config-patch')],
-  );
+  const rows = await synthesisFunnelRows(db, campaignId, promptVersion('config-patch'));
   const count = (type: string, stage?: string, key?: string) =>
     rows
       .filter(

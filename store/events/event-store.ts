@@ -683,6 +683,25 @@ export async function campaignsOfTask(db: Queryable, taskId: string): Promise<st
   return rows.map((r) => r.campaign_id);
 }
 
+/** How many events of the campaign the store holds. */
+export async function campaignEventCount(db: Queryable, campaignId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `select count(*)::int as n from events where payload->>'campaignId' = $1`,
+    [campaignId],
+  );
+  return rows[0]!.n;
+}
+
+/** The cursor of the campaign's newest event (undefined: none). */
+export async function campaignHeadCursor(db: Queryable, campaignId: string): Promise<Cursor | undefined> {
+  const { rows } = await db.query<{ transactionId: string; position: number }>(
+    `select transaction_id::text as "transactionId", position from events where payload->>'campaignId' = $1
+      order by transaction_id desc, position desc limit 1`,
+    [campaignId],
+  );
+  return rows[0];
+}
+
 /** The stream's current version (0 when it does not exist). */
 export async function streamVersion(db: Queryable, streamId: string): Promise<number> {
   const { rows } = await db.query<{ version: number }>('select version from streams where stream_id = $1', [
