@@ -18,6 +18,9 @@ import { type SynthesisFunnel, synthesisFunnel } from '../../status/funnel.js';
 import { bounded } from '../../status/temporal.js';
 import { recordedPlan } from '../../store/campaign-plans.js';
 import { retryOnConnectionLoss } from '../../store/db.js';
+import { eventCountsByType, synthesisLatencyRows } from '../../store/events/campaign-reads.js';
+import { poolComposition } from '../../store/pool/view.js';
+import { stepSummaries } from '../../store/steps/view.js';
 import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
 import { freePort } from '../../util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
@@ -114,30 +117,26 @@ async function waitHttp(url: string, what: string, child: ChildProcess, timeoutM
 }
 
 async function stepRow(db: pg.Pool, campaignId: string, report: StepReport): Promise<StepRow> {
-  const s = await db.query<{
-    summary: Record<string, { tasks: number; meanVariance: number | null }> & {
-      boundaryVarianceRatio: number | null;
-    };
-  }>('select summary from steps where campaign_id = $1 and step = $2', [campaignId, report.step]);
+  const summaries = await stepSummaries(db, campaignId);
+  const sum = summaries.find((x) => x.step === report.step)?.summary as
+    | (Record<string, { tasks: number; meanVariance: number | null }> & {
+        boundaryVarianceRatio: number | null;
+      })
+    | undefined;
   const plan = await recordedPlan<{ poolVersion: number; activeSize: number; generated: number }>(
     db,
     campaignId,
     report.step,
   );
-  const counts = await db.query<{ type: string; n: number }>(
-    `select type, count(*)::int as n from events where payload->>'campaignId' = $1
-       and type in ('CandidateValidated', 'CandidateRejected', 'TaskInjected', 'TaskRetired', 'SeedSelected') group by 1`,
-    [campaignId],
-  );
-  const lat = await db.query<{ ms: number | null }>(
-    `select avg(extract(epoch from (o.recorded_at - s.recorded_at)) * 1000)::float8 as ms
-       from events s join events o on o.type in ('CandidateValidated', 'CandidateRejected')
-        and o.payload->>'synthesisId' = s.payload->>'synthesisId'
-      where s.type = 'SynthesisStarted' and s.payload->>'campaignId' = $1`,
-    [campaignId],
-  );
-  const c = Object.fromEntries(counts.rows.map((r) => [r.type, r.n]));
-  const sum = s.rows[0]?.summary;
+  const c = await eventCountsByType(db, campaignId, [
+    'CandidateValidated',
+    'CandidateRejected',
+    'TaskInjected',
+    'TaskRetired',
+    'SeedSelected',
+  ]);
+  const latencies = (await synthesisLatencyRows(db, campaignId)).map((r) => r.ms);
+  const meanLatencyMs = latencies.length ? latencies.reduce((a, b) => a + b, 0) / latencies.length : null;
   const p = plan;
   return {
     step: report.step,
@@ -157,7 +156,7 @@ async function stepRow(db: pg.Pool, campaignId: string, report: StepReport): Pro
     injected: c.TaskInjected ?? 0,
     retired: c.TaskRetired ?? 0,
     selected: c.SeedSelected ?? 0,
-    synthesisLatencyMs: lat.rows[0]?.ms ?? null,
+    synthesisLatencyMs: meanLatencyMs,
     zeroVarianceGroups: report.zeroVarianceGroups,
     meanReward: report.meanReward,
   };
@@ -319,12 +318,12 @@ export async function runDemo(
     } finally {
       await close();
     }
-    const depths = await db.query<{ depth: number; n: number }>(
-      'select depth, count(*)::int as n from pool_members where campaign_id = $1 group by 1 order by 1',
-      [campaignId],
-    );
+    const byDepth = new Map<number, number>();
+    for (const r of await poolComposition(db, campaignId))
+      byDepth.set(r.depth, (byDepth.get(r.depth) ?? 0) + r.active + r.retired + r.pruned);
+    const depths = [...byDepth].sort(([a], [b]) => a - b).map(([depth, n]) => ({ depth, n }));
     const funnel = await synthesisFunnel(db, campaignId);
-    const summary = writeReport(out, campaignId, rows, depths.rows, seconds, funnel, opts.ablation ?? {});
+    const summary = writeReport(out, campaignId, rows, depths, seconds, funnel, opts.ablation ?? {});
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
       dashboard.stopScript = path.join(out, 'stop-gateway.sh');

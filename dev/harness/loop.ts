@@ -11,10 +11,13 @@ import { AggregatorService } from '../../aggregator/service.js';
 import { freshRewardTopic } from '../../aggregator/trace.js';
 import { encode } from '../../codec/registry.js';
 import { parseNewCampaignConfig } from '../../domain/campaign-config.js';
-import { eventIds, workflowIds } from '../../domain/ids.js';
+import { eventIds, streams, workflowIds } from '../../domain/ids.js';
 import { openKafka, type RecordProducer, withAdmin } from '../../kafka/client.js';
 import { registerCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
+import { readStreamOf } from '../../store/events/event-store.js';
+import { type ActiveMemberRow, activeMemberRows } from '../../store/pool/members.js';
+import { batchWorkflowIds } from '../../store/steps/batches.js';
 import { executeUpdateWithRetry, temporalClient, workflowEnd } from '../../temporal/connect.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
@@ -43,12 +46,7 @@ export interface LoopOptions {
   taskQueue?: string;
 }
 
-export interface MemberRow {
-  task_id: string;
-  origin: string;
-  parents: string[];
-  task: { involved_classes?: string[]; ground_truth?: unknown[] };
-}
+export type MemberRow = ActiveMemberRow<{ involved_classes?: string[]; ground_truth?: unknown[] }>;
 
 export class LoopHarness {
   readonly campaignId: string;
@@ -145,11 +143,7 @@ export class LoopHarness {
   }
 
   async activeMembers(): Promise<MemberRow[]> {
-    const { rows } = await this.pool.query<MemberRow>(
-      'select task_id, origin, parents, task from pool_members where campaign_id = $1 and active order by task_id',
-      [this.campaignId],
-    );
-    return rows;
+    return activeMemberRows(this.pool, this.campaignId);
   }
 
   private simTask(m: MemberRow): SimTask {
@@ -235,11 +229,7 @@ export class LoopHarness {
 
   /** Terminates the ingestion workflows of the campaign's rollout batches (tests that post batches). */
   async terminateIngestions(): Promise<void> {
-    const { rows } = await this.pool.query<{ workflow_id: string }>(
-      'select workflow_id from ingestion_batches where campaign_id = $1',
-      [this.campaignId],
-    );
-    await this.terminate(rows.map((r) => r.workflow_id));
+    await this.terminate(await batchWorkflowIds(this.pool, this.campaignId));
   }
 
   /** Waits until the campaign's running set no longer holds this synthesis (its slot is free). */
@@ -256,12 +246,8 @@ export class LoopHarness {
 
   /** The reason codes of the CandidateRejected events of one synthesis, with their seeds. */
   async rejections(synthesisId: string): Promise<{ reason_code: string; seed: string }[]> {
-    const { rows } = await this.pool.query<{ reason_code: string; seed: string }>(
-      `select payload->>'reasonCode' as reason_code, payload->>'seedTaskId' as seed from events
-        where type = 'CandidateRejected' and payload->>'synthesisId' = $1`,
-      [synthesisId],
-    );
-    return rows;
+    const rejected = await readStreamOf(this.pool, streams.synthesis(synthesisId), ['CandidateRejected']);
+    return rejected.map((e) => ({ reason_code: e.payload.reasonCode, seed: e.payload.seedTaskId }));
   }
 
   /**

@@ -8,6 +8,10 @@ import { DLQ_TOPIC } from '../../kafka/dlq.js';
 import { replayCampaign } from '../../replay/replay.js';
 import { lastPlannedStep } from '../../store/campaign-plans.js';
 import { verifyChains } from '../../store/events/audit.js';
+import { candidateEventCounts } from '../../store/events/campaign-reads.js';
+import { candidateStatuses } from '../../store/pool/candidates.js';
+import { acceptedBatches } from '../../store/steps/batches.js';
+import { stepRows } from '../../store/steps/view.js';
 import { queryStats } from '../../store/task-stats/view.js';
 import type { BatchLogEntry } from './trainer.js';
 
@@ -28,11 +32,7 @@ export async function acceptedGroups(
   campaignId: string,
   log: BatchLogEntry[],
 ): Promise<{ groups: TraceGroup[]; unknownCommitted: number; unknownLost: number }> {
-  const { rows } = await db.query<{ step: string; batch_id: string }>(
-    'select step, batch_id from ingestion_batches where campaign_id = $1',
-    [campaignId],
-  );
-  const stored = new Set(rows.map((r) => `${r.step}/${r.batch_id}`));
+  const stored = new Set((await acceptedBatches(db, campaignId)).map((b) => `${b.step}/${b.batchId}`));
   const seen = new Set<string>();
   const groups: TraceGroup[] = [];
   let unknownCommitted = 0;
@@ -86,10 +86,7 @@ export async function exactlyOnce(db: pg.Pool, campaignId: string, groups: Trace
 
 /** Steps 1..N all closed, each no earlier than the one before, and step N planned. */
 export async function stepsClosedInOrder(db: pg.Pool, campaignId: string, steps: number): Promise<Invariant> {
-  const { rows } = await db.query<{ step: string; closed_at: Date | null }>(
-    'select step, closed_at from steps where campaign_id = $1 and step <= $2 order by step',
-    [campaignId, steps],
-  );
+  const rows = (await stepRows(db, campaignId, steps)).map((r) => ({ step: r.step, closed_at: r.closedAt }));
   const planned = await lastPlannedStep(db, campaignId);
   const problems: string[] = [];
   const byStep = new Map(rows.map((r) => [Number(r.step), r.closed_at]));
@@ -114,24 +111,10 @@ export async function stepsClosedInOrder(db: pg.Pool, campaignId: string, steps:
 
 /** Every validated candidate validated once, injected at most once, and injected or still queued. */
 export async function candidatesOnce(db: pg.Pool, campaignId: string): Promise<Invariant> {
-  const { rows } = await db.query<{
-    candidate_id: string;
-    validated: number;
-    injected: number;
-    status: string | null;
-  }>(
-    `with v as (
-       select payload->>'candidateId' as candidate_id, count(*)::int as n from events
-        where type = 'CandidateValidated' and payload->>'campaignId' = $1 group by 1),
-     i as (
-       select payload->>'candidateId' as candidate_id, count(*)::int as n from events
-        where type = 'TaskInjected' and payload->>'campaignId' = $1 and payload->>'candidateId' is not null group by 1)
-     select coalesce(v.candidate_id, i.candidate_id) as candidate_id, coalesce(v.n, 0) as validated,
-            coalesce(i.n, 0) as injected, c.status
-       from v full join i on i.candidate_id = v.candidate_id
-       left join candidates c on c.campaign_id = $1 and c.candidate_id = coalesce(v.candidate_id, i.candidate_id)`,
-    [campaignId],
-  );
+  // Validations and injections per candidate from the log, statuses from the pool's table.
+  const counts = await candidateEventCounts(db, campaignId);
+  const statuses = await candidateStatuses(db, campaignId);
+  const rows = counts.map((c) => ({ ...c, status: statuses.get(c.candidate_id) ?? null }));
   const problems: string[] = [];
   let injected = 0;
   let queued = 0;

@@ -150,3 +150,37 @@ export async function payloadKeysByType(
   );
   return new Map(keys.rows.map((r) => [r.type, r.keys]));
 }
+
+/** How many events of each of these types the campaign has (types without any are left out). */
+export async function eventCountsByType(
+  db: Queryable,
+  campaignId: string,
+  types: readonly string[],
+): Promise<Record<string, number>> {
+  const { rows } = await db.query<{ type: string; n: number }>(
+    `select type, count(*)::int as n from events where payload->>'campaignId' = $1
+       and type = any($2::text[]) group by 1`,
+    [campaignId, types],
+  );
+  return Object.fromEntries(rows.map((r) => [r.type, r.n]));
+}
+
+/** Per candidate of the campaign: how many CandidateValidated and TaskInjected events name it. */
+export async function candidateEventCounts(
+  db: Queryable,
+  campaignId: string,
+): Promise<{ candidate_id: string; validated: number; injected: number }[]> {
+  const { rows } = await db.query<{ candidate_id: string; validated: number; injected: number }>(
+    `with v as (
+       select payload->>'candidateId' as candidate_id, count(*)::int as n from events
+        where type = 'CandidateValidated' and payload->>'campaignId' = $1 group by 1),
+     i as (
+       select payload->>'candidateId' as candidate_id, count(*)::int as n from events
+        where type = 'TaskInjected' and payload->>'campaignId' = $1 and payload->>'candidateId' is not null group by 1)
+     select coalesce(v.candidate_id, i.candidate_id) as candidate_id, coalesce(v.n, 0) as validated,
+            coalesce(i.n, 0) as injected
+       from v full join i on i.candidate_id = v.candidate_id`,
+    [campaignId],
+  );
+  return rows;
+}

@@ -102,3 +102,12 @@ export async function knownTaskTexts(
   );
   return rows;
 }
+
+/** Each candidate's status (validated, injected, rejected, ...). */
+export async function candidateStatuses(db: Queryable, campaignId: string): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ candidate_id: string; status: string }>(
+    'select candidate_id, status from candidates where campaign_id = $1',
+    [campaignId],
+  );
+  return new Map(rows.map((r) => [r.candidate_id, r.status]));
+}

@@ -63,3 +63,20 @@ export async function everPoolMembers(db: Queryable, campaignId: string): Promis
   );
   return rows.map((r) => r.task_id);
 }
+
+/** An active member's row: id, origin, parents and task record. */
+export interface ActiveMemberRow<T> {
+  task_id: string;
+  origin: string;
+  parents: string[];
+  task: T;
+}
+
+/** The campaign's active pool members, by task id. */
+export async function activeMemberRows<T>(db: Queryable, campaignId: string): Promise<ActiveMemberRow<T>[]> {
+  const { rows } = await db.query<ActiveMemberRow<T>>(
+    'select task_id, origin, parents, task from pool_members where campaign_id = $1 and active order by task_id',
+    [campaignId],
+  );
+  return rows;
+}

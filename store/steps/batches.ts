@@ -221,3 +221,24 @@ export const unpublishedBatchCounts = (db: pg.Pool, campaignIds: readonly string
       where campaign_id = any($1) and status = 'accepted' group by 1`,
     campaignIds,
   );
+
+/** The ingestion workflow ids of the campaign's accepted batches. */
+export async function batchWorkflowIds(db: pg.Pool, campaignId: string): Promise<string[]> {
+  const { rows } = await db.query<{ workflow_id: string }>(
+    'select workflow_id from ingestion_batches where campaign_id = $1',
+    [campaignId],
+  );
+  return rows.map((r) => r.workflow_id);
+}
+
+/** The step and id of each batch the gateway accepted for the campaign. */
+export async function acceptedBatches(
+  db: pg.Pool,
+  campaignId: string,
+): Promise<{ step: number; batchId: string }[]> {
+  const { rows } = await db.query<{ step: string; batch_id: string }>(
+    'select step, batch_id from ingestion_batches where campaign_id = $1',
+    [campaignId],
+  );
+  return rows.map((r) => ({ step: Number(r.step), batchId: r.batch_id }));
+}

@@ -132,3 +132,16 @@ export async function stepSummaries(
   );
   return rows.map((r) => ({ step: Number(r.step), closedAt: r.closed_at, summary: r.summary }));
 }
+
+/** The campaign's steps up to `upTo`, in order, with when each closed (null: open). */
+export async function stepRows(
+  db: Queryable,
+  campaignId: string,
+  upTo: number,
+): Promise<{ step: number; closedAt: Date | null }[]> {
+  const { rows } = await db.query<{ step: string; closed_at: Date | null }>(
+    'select step, closed_at from steps where campaign_id = $1 and step <= $2 order by step',
+    [campaignId, upTo],
+  );
+  return rows.map((r) => ({ step: Number(r.step), closedAt: r.closed_at }));
+}
