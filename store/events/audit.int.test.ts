@@ -62,7 +62,7 @@ async function eventAt(streamId: string, version: number) {
   return e;
 }
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string }> {
   try {

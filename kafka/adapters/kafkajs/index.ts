@@ -25,22 +25,39 @@ import type { TopicSpec } from '../../topology.js';
 import { routedLogCreator } from './log.js';
 import { partitionerFor, sendAll } from './send.js';
 
-/** Partition counts per topic, read with an admin once per client. */
+/**
+ * Partition counts per topic, read with an admin once per client. A count is taken only from
+ * complete metadata (partitions 0..n-1, each with a leader): a partial or empty answer (a topic
+ * still being created) would send a key to another partition than every other client does, and
+ * the aggregator relies on one task, one partition.
+ */
 function partitionCounts(k: Kafka): (topic: string) => Promise<number> {
   const cache = new Map<string, Promise<number>>();
+  const read = async (topic: string): Promise<number> => {
+    const admin = k.admin();
+    await admin.connect();
+    try {
+      for (let attempt = 0; ; attempt++) {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+        const parts = topics.find((t) => t.name === topic)?.partitions ?? [];
+        const ids = parts.map((p) => p.partitionId).sort((a, b) => a - b);
+        const complete =
+          ids.length > 0 && ids.every((id, i) => id === i) && parts.every((p) => p.leader >= 0);
+        if (complete) return ids.length;
+        if (attempt >= 50)
+          throw new Error(
+            `topic ${topic}: no complete partition metadata after 10 s (${ids.length} partitions, ${parts.filter((p) => p.leader < 0).length} without a leader)`,
+          );
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    } finally {
+      await admin.disconnect();
+    }
+  };
   return (topic) => {
     let n = cache.get(topic);
     if (!n) {
-      n = (async () => {
-        const admin = k.admin();
-        await admin.connect();
-        try {
-          const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-          return topics[0]?.partitions.length ?? 0;
-        } finally {
-          await admin.disconnect();
-        }
-      })();
+      n = read(topic);
       n.catch(() => cache.delete(topic)); // a failed read is tried again by the next send
       cache.set(topic, n);
     }

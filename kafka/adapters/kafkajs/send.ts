@@ -58,7 +58,10 @@ export async function sendAll(
   const count = await partitions.count(topic);
   let pending = records.map((r) => {
     const m = toMessage(r);
-    return { ...m, partition: partitions.choose(topic, count, m) };
+    const partition = partitions.choose(topic, count, m);
+    if (!Number.isInteger(partition) || partition < 0 || partition >= count)
+      throw new RangeError(`${topic}: partition ${partition} is not one of its ${count} partitions`);
+    return { ...m, partition };
   });
   const out: SentBatch[] = [];
   for (let resend = 0; ; resend++) {

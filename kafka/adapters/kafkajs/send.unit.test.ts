@@ -143,4 +143,12 @@ describe('kafkajs send', () => {
     await expect(sendAll(sender as never, 't', records(20), -1, three)).rejects.toThrow(PartialSendError);
     expect(calls).toBe(MAX_RESENDS + 1);
   });
+
+  it('refuses to send to a partition the topic does not have (no partition count read yet: 0)', async () => {
+    const sender = { send: async () => [] };
+    const none = { count: async () => 0, choose: partitionerFor() };
+    await expect(sendAll(sender as never, 't', records(3), -1, none)).rejects.toThrow(
+      /is not one of its 0 partitions/,
+    );
+  });
 });
