@@ -18,6 +18,7 @@ import { insertPlan, latestPlanState, recordedPlan } from '../store/campaign-pla
 import { inTransaction } from '../store/db.js';
 import { latestOutcomesPerSeed } from '../store/events/campaign-reads.js';
 import type { NewEvent } from '../store/events/event-store.js';
+import { lockForTransaction } from '../store/locks.js';
 import { type CandidateRow, validatedCandidates } from '../store/pool/candidates.js';
 import { memberTask } from '../store/pool/members.js';
 import { recordEventsIn } from '../store/pool/projection.js';
@@ -265,7 +266,7 @@ export async function rejectionStreaks(
 }
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
-  await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-plan:${campaignId}`]);
+  await lockForTransaction(c, `rods-plan:${campaignId}`);
 }
 
 export function createCurriculumActivities(deps: CurriculumDeps) {

@@ -13,7 +13,6 @@
 // a time, each failure tried again with backoff. Exactly-once holds as for a batch: every
 // record commits with the row that says it was applied, parked or dead-lettered.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type pg from 'pg';
 import type pino from 'pino';
 import { addRecordFailures, clearRecordFailures } from '../store/aggregator/failures.js';
 import { backoffMs, databaseStatus, isConnectionError } from '../store/db.js';

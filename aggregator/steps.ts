@@ -8,6 +8,7 @@ import { defaultRegistry } from '../codec/registry.js';
 import { BANDS } from '../domain/band.js';
 import { streams } from '../domain/ids.js';
 import { bandSummary, boundaryVarianceRatio } from '../domain/step-tally.js';
+import { inTransaction } from '../store/db.js';
 import { append } from '../store/events/event-store.js';
 import {
   campaignsWithOpenSteps,
@@ -51,28 +52,15 @@ async function tryClose(
   now: () => number,
 ): Promise<'closed' | 'already' | 'incomplete'> {
   const registry = defaultRegistry();
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  // A step found not closable yet commits nothing: the transaction only held the step lock.
+  return inTransaction(pool, async (client) => {
     await lockCampaignSteps(client, campaignId);
     const row = await stepRow(client, campaignId, step);
-    if (row?.closed) {
-      await client.query('rollback');
-      return 'already';
-    }
-    if (!row || row.declared === null) {
-      await client.query('rollback');
-      return 'incomplete';
-    }
-    if (await earlierStepComing(client, campaignId, step)) {
-      await client.query('rollback');
-      return 'incomplete';
-    }
+    if (row?.closed) return 'already';
+    if (!row || row.declared === null) return 'incomplete';
+    if (await earlierStepComing(client, campaignId, step)) return 'incomplete';
     const { rejected, tally } = await stepCounts(client, campaignId, step);
-    if (tally.groups + rejected < row.declared) {
-      await client.query('rollback');
-      return 'incomplete';
-    }
+    if (tally.groups + rejected < row.declared) return 'incomplete';
     await append(client, streams.steps(campaignId), 'any', [
       stepAggregated(registry, campaignId, step, tally, now),
     ]);
@@ -84,12 +72,6 @@ async function tryClose(
       boundaryVarianceRatio: boundaryVarianceRatio(tally),
     };
     await markStepClosed(client, campaignId, step, summary);
-    await client.query('commit');
     return 'closed';
-  } catch (e) {
-    await client.query('rollback').catch(() => {});
-    throw e;
-  } finally {
-    client.release();
-  }
+  });
 }

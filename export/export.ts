@@ -11,13 +11,15 @@ import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync, type Writ
 import path from 'node:path';
 import type pg from 'pg';
 import { redactCampaignConfig } from '../domain/campaign-config.js';
+import { inSnapshot } from '../store/db.js';
 import { campaignEventPage, type EventRow, payloadKeysByType } from '../store/events/campaign-reads.js';
+import { campaignRows, type Table } from '../store/tables.js';
 import { DEFAULT_PRODUCER, openLineageEvents, type SynthesisEvent } from './openlineage.js';
 
 export const EXPORT_FORMATS = ['jsonl', 'csv', 'openlineage'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
-export const PROJECTIONS: Record<string, string> = {
+export const PROJECTIONS: Partial<Record<Table, string>> = {
   task_stats: 'task_id',
   pool_members: 'task_id',
   candidates: 'candidate_id, candidate_hash',
@@ -178,13 +180,9 @@ async function writeTables(
   }
   // Projections: every column, in table order.
   for (const [table, order] of Object.entries(PROJECTIONS)) {
-    const r = await c.query(`select * from ${table} where campaign_id = $1 order by ${order}`, [campaignId]);
-    const w = new TableWriter(
-      path.join(dir, 'projections', `${table}.${format}`),
-      format,
-      r.fields.map((f) => f.name),
-    );
-    for (const row of r.rows as Record<string, unknown>[]) await w.add(row);
+    const { columns, rows } = await campaignRows(c, table as Table, campaignId, order);
+    const w = new TableWriter(path.join(dir, 'projections', `${table}.${format}`), format, columns);
+    for (const row of rows) await w.add(row);
     await w.close();
     files.push({ file: path.relative(dir, w.file), rows: w.rows });
   }
@@ -227,23 +225,17 @@ export async function exportCampaign(
   mkdirSync(parent, { recursive: true });
   const tmp = path.join(parent, `.${path.basename(out)}.tmp-${randomUUID().slice(0, 8)}`);
   mkdirSync(tmp);
-  const c = await pool.connect();
   try {
-    await c.query('begin isolation level repeatable read read only');
-    let files: { file: string; rows: number }[];
-    try {
-      files =
-        opts.format === 'openlineage'
-          ? await writeOpenLineage(
-              c,
-              opts.campaignId,
-              tmp,
-              opts.producer ?? process.env.RODS_OPENLINEAGE_PRODUCER ?? DEFAULT_PRODUCER,
-            )
-          : await writeTables(c, opts.campaignId, opts.format, tmp);
-    } finally {
-      await c.query('rollback').catch(() => {});
-    }
+    const files = await inSnapshot(pool, (c) =>
+      opts.format === 'openlineage'
+        ? writeOpenLineage(
+            c,
+            opts.campaignId,
+            tmp,
+            opts.producer ?? process.env.RODS_OPENLINEAGE_PRODUCER ?? DEFAULT_PRODUCER,
+          )
+        : writeTables(c, opts.campaignId, opts.format, tmp),
+    );
     const result: ExportResult = { campaignId: opts.campaignId, format: opts.format, out, files };
     const manifest = new TableWriter(path.join(tmp, 'manifest.json'), 'jsonl', []);
     await manifest.add({ campaignId: opts.campaignId, format: opts.format, files });
@@ -255,7 +247,5 @@ export async function exportCampaign(
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
     throw e;
-  } finally {
-    c.release();
   }
 }

@@ -53,6 +53,7 @@ import {
   readPage,
   START,
 } from '../store/events/event-store.js';
+import { lockForSession, unlockSession } from '../store/locks.js';
 
 export interface Route {
   topic: string;
@@ -222,7 +223,7 @@ export class Relay {
         const c = await this.pool.connect();
         c.on('error', this.onLockError);
         try {
-          await c.query('select pg_advisory_lock(hashtextextended($1, 0))', [`rods-relay:${this.name}`]);
+          await lockForSession(c, `rods-relay:${this.name}`);
         } catch (e) {
           c.off('error', this.onLockError);
           c.release(e as Error);
@@ -452,7 +453,7 @@ export class Relay {
     const c = this.lockClient;
     if (c) {
       this.lockClient = undefined;
-      await c.query('select pg_advisory_unlock_all()').catch(() => {});
+      await unlockSession(c).catch(() => {});
       c.off('error', this.onLockError);
       c.release(this.lockLost ? new Error('relay lock connection lost') : undefined);
     }

@@ -19,6 +19,7 @@ import { canonicalJson } from '../domain/canonical-json.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { inTransaction } from './db.js';
 import { append, typedEvent } from './events/event-store.js';
+import { lockForTransaction } from './locks.js';
 import { highestCountedStep } from './steps/progress.js';
 
 export interface CampaignRow {
@@ -179,7 +180,7 @@ export async function reconfigurationPoint(
   tx: pg.PoolClient,
   campaignId: string,
 ): Promise<{ configVersion: number; fromStep: number }> {
-  await tx.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [configLock(campaignId)]);
+  await lockForTransaction(tx, configLock(campaignId));
   const { rows } = await tx.query<{ version: number | null }>(
     'select config_version as version from campaigns where campaign_id = $1',
     [campaignId],

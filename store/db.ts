@@ -274,6 +274,24 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => 
   }
 }
 
+/**
+ * Runs fn on one connection inside a read-only repeatable-read transaction (one snapshot for all
+ * its reads, as an export needs), rolled back at the end.
+ */
+export async function inSnapshot<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query('begin isolation level repeatable read read only');
+    try {
+      return await fn(c);
+    } finally {
+      await c.query('rollback').catch(() => {});
+    }
+  } finally {
+    c.release();
+  }
+}
+
 /** A count per campaign (and per `key`, a band or status, where the count is split), for gauges. */
 export interface CampaignCount {
   campaign_id: string;

@@ -13,6 +13,7 @@ import { runner } from 'node-pg-migrate';
 import type pg from 'pg';
 import { loadEndpoints } from '../config/endpoints.js';
 import { backoffMs, createClient, isConnectionError } from './db.js';
+import { lockForSession } from './locks.js';
 
 export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const MIGRATIONS_TABLE = 'rods_migrations';
@@ -115,7 +116,7 @@ export async function migrate(
       );
       if (owner.rows[0] && !owner.rows[0].mine) throw new MigrationsPendingError(pending);
     }
-    await client.query("select pg_advisory_lock(hashtextextended('rods-migrate', 0))");
+    await lockForSession(client, 'rods-migrate');
     let ran: { name: string }[];
     try {
       ran = await runner({

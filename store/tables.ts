@@ -4,6 +4,8 @@
 // this map (and that every table the migrations create has an owner).
 // A folder owner (store/steps/, store/pool/, ...) keeps the SQL of related tables in small
 // modules named after what they do; joins stay inside one owner.
+import type pg from 'pg';
+
 export const TABLE_OWNERS = {
   // The event log: events and stream heads (event-store.ts), and its audit (audit.ts: hash-chain
   // verification, anchors, and the store's identity the anchors name).
@@ -41,3 +43,14 @@ export const TABLE_OWNERS = {
 } as const;
 
 export type Table = keyof typeof TABLE_OWNERS;
+
+/** Every row of a campaign in `table` (all columns, in `order`), for a full export. */
+export async function campaignRows(
+  c: pg.ClientBase,
+  table: Table,
+  campaignId: string,
+  order: string,
+): Promise<{ columns: string[]; rows: Record<string, unknown>[] }> {
+  const r = await c.query(`select * from ${table} where campaign_id = $1 order by ${order}`, [campaignId]);
+  return { columns: r.fields.map((f) => f.name), rows: r.rows };
+}

@@ -1,6 +1,7 @@
 // The aggregator's offsets (aggregator_offsets: where each partition resumes, written in the
 // batch's transaction with the statistics) and the groups it refused (aggregator_rejections).
 import type pg from 'pg';
+import { lockForTransaction } from '../locks.js';
 
 /**
  * Partition ownership for the length of the transaction (no write yet: see store/events/event-store.ts).
@@ -12,9 +13,7 @@ export async function lockPartition(
   topic: string,
   partition: number,
 ): Promise<void> {
-  await client.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [
-    `rods-aggregator:${groupId}:${topic}:${partition}`,
-  ]);
+  await lockForTransaction(client, `rods-aggregator:${groupId}:${topic}:${partition}`);
 }
 
 /** The partition's next offset to apply; records below it were applied already (-1: none stored). */

@@ -20,6 +20,7 @@ import pg from 'pg';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
 import '../db.js';
+import { lockForTransaction } from '../locks.js';
 
 export type AuditProblem =
   | 'version-gap'
@@ -394,7 +395,7 @@ export async function recordAnchor(
   try {
     await c.query('begin isolation level repeatable read');
     // One anchor at a time: the onlyIfChanged comparison sees the previous one.
-    await c.query("select pg_advisory_xact_lock(hashtextextended('rods-audit-anchor', 0))");
+    await lockForTransaction(c, 'rods-audit-anchor');
     const pos = await c.query<{ p: number }>(
       `select coalesce(max(position), 0)::bigint as p from events ${prefix === null ? '' : 'where starts_with(stream_id, $1)'}`,
       prefix === null ? [] : [prefix],

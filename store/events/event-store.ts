@@ -54,6 +54,7 @@ import { CanonicalJsonError, canonicalEventJson, canonicalJson, chainHash } from
 import { EVENTS_COPY_COLUMNS, EventCopyParser } from './copy-binary.js';
 // For its side effect: bigint columns (positions, versions) parse as numbers.
 import '../db.js';
+import { lockForTransaction } from '../locks.js';
 import type { EventMetadata, RecordedEvent } from './recorded-event.js';
 
 export type { EventMetadata, RecordedEvent };
@@ -225,7 +226,7 @@ interface Head {
 // the lock, after the previous appender committed: its id is then newer, as the readers' order
 // needs. The head is read in a separate statement, whose snapshot is taken after the wait.
 async function lockStream(c: pg.ClientBase, streamId: string): Promise<Head | undefined> {
-  await c.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [streamId]);
+  await lockForTransaction(c, streamId);
   return readHead(c, streamId);
 }
 

@@ -1,6 +1,8 @@
 // Reads of the candidates table: the validated candidates planning injects from, the exact
 // duplicate check of a new candidate, and every candidate of a campaign (what-if).
+import type pg from 'pg';
 import type { Queryable } from '../events/event-store.js';
+import { lockForTransaction } from '../locks.js';
 
 /** A validated candidate as the candidates table holds it. */
 export interface CandidateRow {
@@ -42,12 +44,12 @@ export async function allCandidates(
 
 /** Another candidate of the campaign with this content hash, if any (under the candidates lock). */
 export async function candidateWithHash(
-  db: Queryable,
+  db: pg.PoolClient,
   campaignId: string,
   hash: string,
   exceptId: string,
 ): Promise<string | undefined> {
-  await db.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-candidates:${campaignId}`]);
+  await lockForTransaction(db, `rods-candidates:${campaignId}`);
   const { rows } = await db.query<{ candidate_id: string }>(
     'select candidate_id from candidates where campaign_id = $1 and candidate_hash = $2 and candidate_id <> $3',
     [campaignId, hash, exceptId],

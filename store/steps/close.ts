@@ -3,10 +3,11 @@
 // closed. Closing and skipping a step hold the same per-campaign lock.
 import type pg from 'pg';
 import { emptyTally, type StepTally } from '../../domain/step-tally.js';
+import { lockForTransaction } from '../locks.js';
 
 /** Takes the campaign's step lock until the transaction ends (one closer or skipper at a time). */
 export async function lockCampaignSteps(client: pg.PoolClient, campaignId: string): Promise<void> {
-  await client.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`rods-steps:${campaignId}`]);
+  await lockForTransaction(client, `rods-steps:${campaignId}`);
 }
 
 /** Campaigns with a step not closed yet. */
