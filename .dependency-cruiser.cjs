@@ -86,6 +86,14 @@ module.exports = {
       to: { path: '^activities/', dependencyTypesNot: ['type-only'] },
     },
     {
+      name: 'workflow-code-does-no-io',
+      severity: 'error',
+      comment:
+        'Workflow code runs in the deterministic sandbox: no database, broker, client or file I/O. workflows/start-campaign.ts is the one client-side file (the campaign service the CLI and the gateway call), and no workflow code imports it.',
+      from: { path: '^workflows/', pathNot: [TESTS, '^workflows/start-campaign\\.ts$'] },
+      to: { path: [...IO_MODULES, '^workflows/start-campaign\\.ts$'] },
+    },
+    {
       name: 'stages-import-no-analysis-or-entry',
       severity: 'error',
       comment: 'Stages do not reach up into analysis tools or entry points.',

@@ -10,24 +10,22 @@ import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolic
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import {
-  NewCampaignConfigSchema,
-  parseCampaignConfig,
-  redactCampaignConfig,
-} from '../domain/campaign-config.js';
-import { workflowIds } from '../domain/ids.js';
+import { NewCampaignConfigSchema, redactCampaignConfig } from '../domain/campaign-config.js';
 import type { OutgoingRecord } from '../kafka/port.js';
 import { REWARDS_TOPIC } from '../kafka/topology.js';
 import { campaignStatus, type StatusOptions } from '../status/campaign-status.js';
 import { campaignOf } from '../status/kafka.js';
 import { StatusKafka } from '../status/kafka-shared.js';
-import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaigns.js';
+import { loadCampaign } from '../store/campaigns.js';
 import { databaseStatus, isConnectionError, isDatabaseUnavailable, ping } from '../store/db.js';
 import { activePool, poolVersion } from '../store/pool/active.js';
-import { workflowExists } from '../temporal/connect.js';
-import { campaignWorkflow } from '../workflows/campaign.js';
 import type { IngestionInput } from '../workflows/ingestion.js';
 import { ingestionWorkflow } from '../workflows/ingestion.js';
+import {
+  CampaignExistsError,
+  startCampaign,
+  UnknownGeneratorEndpointError,
+} from '../workflows/start-campaign.js';
 import {
   bearerToken,
   describeMissing,
@@ -322,47 +320,30 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     const body = parseOr422(CampaignCreate, req.body, 'campaign');
     // Valid, and naming an operator endpoint instead of carrying a URL, key or header.
     parseOr422(NewCampaignConfigSchema, body.config, 'campaign config', 'config');
-    const endpoint = parseCampaignConfig(body.config).generator.endpoint;
-    if (opts.generatorEndpoints && !opts.generatorEndpoints.includes(endpoint)) {
-      const message = `${JSON.stringify(endpoint)} is not among the operator's generator endpoints (${opts.generatorEndpoints.join(', ')})`;
-      throw new ProblemError(422, `invalid campaign config: config.generator.endpoint: ${message}`, [
-        { field: 'config.generator.endpoint', message },
-      ]);
-    }
-    const workflowId = workflowIds.campaign(body.campaignId);
-    const exists = () =>
-      new ProblemError(409, `campaign ${body.campaignId} already exists`, undefined, 'campaign-exists');
-    let registered = await loadCampaign(db, body.campaignId);
-    if (registered) {
-      // Registered but its workflow never started (the start failed): the same request starts it.
-      if (!isAsRegistered(registered, body.config)) throw exists();
-      if (await workflowExists(opts.temporal, workflowId)) throw exists();
-    } else {
-      registered = await registerCampaign(db, {
-        campaignId: body.campaignId,
-        name: body.name,
-        config: body.config,
-        actor: 'gateway',
-      });
-    }
     try {
-      const handle = await opts.temporal.workflow.start(campaignWorkflow, {
-        taskQueue: opts.taskQueue,
-        workflowId,
-        args: [
-          {
-            campaignId: body.campaignId,
-            // The config as recorded (with what a new campaign records explicitly).
-            config: registered.rawConfig,
-            ...(body.untilStep !== undefined ? { untilStep: body.untilStep } : {}),
-          },
-        ],
-      });
-      return reply
-        .code(201)
-        .send({ campaignId: body.campaignId, workflowId, runId: handle.firstExecutionRunId });
+      const started = await startCampaign(
+        {
+          db,
+          temporal: opts.temporal,
+          taskQueue: opts.taskQueue,
+          ...(opts.generatorEndpoints ? { generatorEndpoints: opts.generatorEndpoints } : {}),
+        },
+        {
+          campaignId: body.campaignId,
+          name: body.name,
+          config: body.config,
+          untilStep: body.untilStep,
+          actor: 'gateway',
+        },
+      );
+      return reply.code(201).send(started);
     } catch (e) {
-      if (e instanceof WorkflowExecutionAlreadyStartedError) throw exists();
+      if (e instanceof CampaignExistsError)
+        throw new ProblemError(409, e.message, undefined, 'campaign-exists');
+      if (e instanceof UnknownGeneratorEndpointError)
+        throw new ProblemError(422, `invalid campaign config: config.generator.endpoint: ${e.message}`, [
+          { field: 'config.generator.endpoint', message: e.message },
+        ]);
       throw e;
     }
   });

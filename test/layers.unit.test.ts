@@ -57,6 +57,9 @@ describe('the layer rules', () => {
       'status/report.ts': "import { fold } from '../aggregator/fold.js';\nexport const r = fold;\n",
       'config/endpoints.ts': "import { up } from '../infra/stack/up.js';\nexport const e = up;\n",
       'infra/stack/up.ts': 'export const up = 1;\n',
+      'workflows/synthesis.ts':
+        "import pg from 'pg';\nimport { startCampaign } from './start-campaign.js';\nexport const s = [pg, startCampaign];\n",
+      'workflows/start-campaign.ts': "import pg from 'pg';\nexport const startCampaign = pg;\n",
       'kafka/a.ts': "import { b } from './b.js';\nexport const a = () => b;\n",
       'kafka/b.ts': "import { a } from './a.js';\nexport const b = () => a;\n",
     });
@@ -71,6 +74,8 @@ describe('the layer rules', () => {
         'platform-imports-no-stage: config/endpoints.ts → infra/stack/up.ts',
         'product-imports-no-operations: config/endpoints.ts → infra/stack/up.ts',
         'no-cycle: kafka/a.ts → kafka/b.ts',
+        'workflow-code-does-no-io: workflows/synthesis.ts → pg',
+        'workflow-code-does-no-io: workflows/synthesis.ts → workflows/start-campaign.ts',
       ].sort(),
     );
   }, 60_000);

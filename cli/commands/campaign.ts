@@ -3,11 +3,7 @@ import { readFileSync } from 'node:fs';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Command } from 'commander';
 import { loadGeneratorEndpoints } from '../../activities/llm/endpoints.js';
-import {
-  campaignConfigSizeError,
-  parseNewCampaignConfig,
-  redactCampaignConfig,
-} from '../../domain/campaign-config.js';
+import { campaignConfigSizeError, redactCampaignConfig } from '../../domain/campaign-config.js';
 import { workflowIds } from '../../domain/ids.js';
 import {
   type CampaignStatusReport,
@@ -16,14 +12,23 @@ import {
 } from '../../status/campaign-status.js';
 import { diagnose, renderFindings } from '../../status/diagnose.js';
 import { bounded } from '../../status/temporal.js';
-import { isAsRegistered, loadCampaign, registerCampaign } from '../../store/campaigns.js';
+import { loadCampaign } from '../../store/campaigns.js';
 import { createPool, type Pool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
 import { type PoolView, poolView } from '../../store/pool/view.js';
-import { executeUpdateWithRetry, taskQueue, temporalClient, workflowExists } from '../../temporal/connect.js';
-import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
+import { executeUpdateWithRetry, taskQueue, temporalClient } from '../../temporal/connect.js';
+import type { CampaignStatus } from '../../workflows/campaign.js';
+import {
+  CampaignExistsError,
+  checkNewCampaignConfig,
+  startCampaign,
+} from '../../workflows/start-campaign.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
+
+/** The operator's endpoint names, when the CLI has the endpoints file (else no check here). */
+const generatorEndpointNames = () =>
+  process.env.RODS_GENERATOR_ENDPOINTS_FILE ? loadGeneratorEndpoints().names() : undefined;
 
 function readConfigFile(file: string): { campaignId?: string; name?: string; config: unknown } {
   let raw: unknown;
@@ -37,16 +42,10 @@ function readConfigFile(file: string): { campaignId?: string; name?: string; con
   const { campaignId, name, ...config } = raw as Record<string, unknown>;
   const tooLarge = campaignConfigSizeError(config);
   if (tooLarge) throw new UsageError(`${file}: ${tooLarge}`);
+  // Refused before anything connects, with the operator's endpoints file when there is one
+  // (startCampaign runs the same checks).
   try {
-    const parsed = parseNewCampaignConfig(config);
-    // With the operator's endpoints file at hand, an unknown endpoint is refused here already.
-    if (process.env.RODS_GENERATOR_ENDPOINTS_FILE) {
-      const endpoints = loadGeneratorEndpoints();
-      if (!endpoints.has(parsed.generator.endpoint))
-        throw new Error(
-          `generator.endpoint: ${JSON.stringify(parsed.generator.endpoint)} is not among the operator's endpoints (${endpoints.names().join(', ')})`,
-        );
-    }
+    checkNewCampaignConfig(config, generatorEndpointNames());
   } catch (e) {
     throw new UsageError(`${file}: ${(e as Error).message}`);
   }
@@ -185,50 +184,35 @@ export function register(program: Command): void {
           );
         }
         await migrate();
-        const pool = createPool({ application: 'rods-cli', max: 2 });
-        let registered: Awaited<ReturnType<typeof loadCampaign>>;
-        let recorded: unknown;
-        try {
-          registered = await loadCampaign(pool, campaignId);
-          if (registered && !isAsRegistered(registered, file.config))
-            throw new UsageError(`campaign ${campaignId} already exists`);
-          recorded = registered
-            ? registered.rawConfig
-            : (
-                await registerCampaign(pool, {
-                  campaignId,
-                  name: opts.name ?? file.name,
-                  config: file.config,
-                  actor: 'cli',
-                })
-              ).rawConfig;
-        } finally {
-          await pool.end();
-        }
+        const db = createPool({ application: 'rods-cli', max: 2 });
         const { client, close } = await temporalClient();
         try {
-          // Registered before but its workflow never started (the start failed): start it now.
-          if (registered && (await workflowExists(client, workflowIds.campaign(campaignId))))
-            throw new UsageError(`campaign ${campaignId} already exists`);
-          const handle = await client.workflow.start(campaignWorkflow, {
-            taskQueue: taskQueue(),
-            workflowId: workflowIds.campaign(campaignId),
-            args: [
-              {
-                campaignId,
-                config: recorded,
-                ...(opts.untilStep !== undefined ? { untilStep: opts.untilStep } : {}),
-              },
-            ],
+          const out = await startCampaign(
+            {
+              db,
+              temporal: client,
+              taskQueue: taskQueue(),
+              generatorEndpoints: generatorEndpointNames(),
+            },
+            {
+              campaignId,
+              name: opts.name ?? file.name,
+              config: file.config,
+              untilStep: opts.untilStep,
+              actor: 'cli',
+            },
+          ).catch((e: unknown) => {
+            if (e instanceof CampaignExistsError) throw new UsageError(e.message);
+            throw e;
           });
-          const out = { campaignId, workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
           if (opts.json) printJson(out);
           else
             console.log(
-              `started campaign ${campaignId} (workflow ${handle.workflowId}); run \`rods worker\` to drive it`,
+              `started campaign ${campaignId} (workflow ${out.workflowId}); run \`rods worker\` to drive it`,
             );
         } finally {
           await close();
+          await db.end();
         }
       },
     );

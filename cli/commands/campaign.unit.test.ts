@@ -63,8 +63,6 @@ describe('rods campaign start', () => {
       vi.unstubAllEnvs();
     }
     expect(process.exitCode).toBe(2);
-    expect(err.join('\n')).toContain(
-      `generator.endpoint: "other" is not among the operator's endpoints (default)`,
-    );
+    expect(err.join('\n')).toContain(`"other" is not among the operator's generator endpoints (default)`);
   });
 });
