@@ -19,9 +19,10 @@ import { campaignStatus, type StatusOptions } from '../status/campaign-status.js
 import { dashboardSeries, findTasks, listCampaigns, rewardHistory } from '../status/dashboard.js';
 import { diagnose } from '../status/diagnose.js';
 import type { StatusKafka } from '../status/kafka-shared.js';
-import { loadCampaign } from '../store/campaigns.js';
 import { temporalUiUrl } from '../temporal/ui.js';
+import { ACCESS } from './access.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
+import { requireCampaign } from './routes/context.js';
 import { CampaignParams } from './schemas.js';
 
 /** Where `npm run build:dashboard` writes the page (vite, dashboard/vite.config.ts). */
@@ -76,9 +77,7 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
       ? opts.temporalUiUrl
       : temporalUiUrl(process.env.TEMPORAL_ADDRESS || DEFAULT_TEMPORAL_ADDRESS);
   const namespace = opts.namespace ?? (process.env.TEMPORAL_NAMESPACE || DEFAULT_TEMPORAL_NAMESPACE);
-  const open = { config: { access: 'open' as const } };
-  const authenticated = { config: { access: 'authenticated' as const } };
-  const campaignRead = { config: { access: 'campaign-read' as const } };
+  const { open, authenticated, campaignRead } = ACCESS;
 
   if (built) app.register(fastifyStatic, { root: dir, serve: false, decorateReply: true });
   const page = (reply: FastifyReply, file: string) => {
@@ -116,16 +115,9 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
     return sendTagged(req, reply, { temporalUi: ui, namespace, campaigns });
   });
 
-  const requireCampaign = async (id: string) => {
-    const c = await loadCampaign(db, id);
-    if (!c)
-      throw new ProblemError(404, `unknown campaign ${JSON.stringify(id)}`, undefined, 'unknown-campaign');
-    return c;
-  };
-
   app.get('/v1/campaigns/:id/dashboard/series', campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
-    await requireCampaign(id);
+    await requireCampaign(db, id);
     return sendTagged(req, reply, await dashboardSeries(db, id));
   });
 
@@ -137,7 +129,7 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
       queryTimeoutMs: opts.status.queryTimeoutMs ?? 5000,
       ...opts.status,
     });
-    if (!r) return requireCampaign(id);
+    if (!r) return requireCampaign(db, id);
     const { workflow, checkedAt: _c, ...rest } = r;
     const workflowId = workflowIds.campaign(id);
     return sendTagged(req, reply, {
@@ -154,14 +146,14 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
   app.get('/v1/campaigns/:id/dashboard/tasks', campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
     const { q } = parseOr422(TaskQuery, req.query, 'query');
-    await requireCampaign(id);
+    await requireCampaign(db, id);
     return sendTagged(req, reply, { campaignId: id, q, tasks: await findTasks(db, id, q) });
   });
 
   // A task's ancestry to its human seed (lineage/), with the reward history of every task in it.
   app.get('/v1/campaigns/:id/dashboard/lineage/:taskId', campaignRead, async (req, reply) => {
     const { id, taskId } = parseOr422(LineageParams, req.params, 'path');
-    await requireCampaign(id);
+    await requireCampaign(db, id);
     const index = await loadLineageIndex(db, id, taskId);
     const lineage = index.lineage(taskId);
     if (!lineage) {

@@ -1,7 +1,9 @@
 // RFC 9457 problem details: every error the gateway returns is application/problem+json with
 // type, title, status, detail and, for validation, errors [{field, message}].
-import type { FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type pg from 'pg';
 import type { z } from 'zod';
+import { databaseStatus, isConnectionError, isDatabaseUnavailable } from '../store/db.js';
 
 export interface FieldError {
   field: string;
@@ -99,4 +101,58 @@ export function parseOr422<T>(schema: z.ZodType<T>, value: unknown, what: string
     );
   }
   return r.data;
+}
+
+/**
+ * Answers every error as a problem: a ProblemError as it says, PostgreSQL away or refusing work
+ * as a 503 with Retry-After, other client errors with their status, anything else a 500 naming
+ * the request id (the log has the error). An unknown route is a 404 problem.
+ */
+export function registerProblemHandlers(app: FastifyInstance, db: pg.Pool, bodyLimit: number): void {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof ProblemError)
+      return sendProblem(reply, problem(err.status, err.message, err.errors, err.slug, err.extensions));
+    // PostgreSQL restarting or away: a 503 the client retries, not a 500.
+    if (isConnectionError(err)) {
+      databaseStatus(db).lost(err);
+      return sendProblem(
+        reply.header('Retry-After', '1'),
+        problem(
+          503,
+          'the database is unreachable; retry the same request',
+          undefined,
+          'database-unavailable',
+        ),
+      );
+    }
+    // Disk full, read-only, a statement or lock timeout: the request is fine, retry it later.
+    if (isDatabaseUnavailable(err)) {
+      req.log.warn(
+        { err: (err as Error).message, code: (err as { code?: string }).code },
+        'database refused the work',
+      );
+      return sendProblem(
+        reply.header('Retry-After', '5'),
+        problem(
+          503,
+          `the database cannot take the request now (${(err as { code?: string }).code}: ${(err as Error).message}); retry the same request`,
+          undefined,
+          'database-unavailable',
+        ),
+      );
+    }
+    const status = err.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      const detail = status === 413 ? `request body exceeds the limit of ${bodyLimit} bytes` : err.message;
+      return sendProblem(reply, problem(status, detail));
+    }
+    req.log.error({ err }, 'request failed');
+    return sendProblem(
+      reply,
+      problem(status >= 500 && status < 600 ? status : 500, `internal error (request ${req.id})`),
+    );
+  });
+  app.setNotFoundHandler((req, reply) =>
+    sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split('?')[0]}`)),
+  );
 }
