@@ -33,6 +33,7 @@ import {
   validateReconfiguration,
 } from '../domain/campaign-config.js';
 import { legacySynthesisId, streams, synthesisId, workflowIds } from '../domain/ids.js';
+import { untilDone } from './activity-options.js';
 import { type SynthesisInput, type SynthesisOutcome, synthesisWorkflow } from './synthesis.js';
 
 export type CampaignStatusName = 'seeding' | 'running' | 'paused' | 'stopped';
@@ -82,21 +83,14 @@ export const stopUpdate = defineUpdate<CampaignStatus, [{ reason?: string }]>('s
 export const reconfigureUpdate = defineUpdate<CampaignStatus, [{ config: unknown }]>('reconfigure');
 export const synthesisFinished = defineSignal<[SynthesisOutcome]>('synthesisFinished');
 
-const plan = proxyActivities<CurriculumActivities>({
-  startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const plan = proxyActivities<CurriculumActivities>(untilDone('2 minutes'));
 // Planning heartbeats every few seconds: a worker killed mid-plan costs the heartbeat timeout,
 // not the 2-minute start-to-close (seen in the soak as a 125 s step).
 const planning = proxyActivities<CurriculumActivities>({
-  startToCloseTimeout: '2 minutes',
+  ...untilDone('2 minutes'),
   heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
-const camp = proxyActivities<CampaignActivities>({
-  startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const camp = proxyActivities<CampaignActivities>(untilDone('1 minute'));
 const waiting = proxyActivities<CampaignActivities>({
   startToCloseTimeout: '30 days',
   heartbeatTimeout: '10 seconds',

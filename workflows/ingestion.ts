@@ -8,15 +8,13 @@
 // only its id.
 import { proxyActivities } from '@temporalio/workflow';
 import type { IngestionActivities, IngestionInput, IngestionResult } from '../activities/ingestion.js';
+import { untilDone } from './activity-options.js';
 
 export type { IngestionInput, IngestionResult };
 
 // Publishing one batch takes well under a second; a worker killed mid-publish is noticed only
 // when the attempt times out, so the timeout is short (a step waits for it) and retries are endless.
-const act = proxyActivities<IngestionActivities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const act = proxyActivities<IngestionActivities>(untilDone('30 seconds'));
 
 export async function ingestionWorkflow(input: IngestionInput): Promise<IngestionResult> {
   return act.publishRolloutBatch(input);

@@ -21,6 +21,7 @@ import type { SynthesisActivities } from '../activities/synthesis.js';
 import { type VariantKind, variantKinds } from '../domain/augment.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import * as ids from '../domain/ids.js';
+import { TEN_MINUTES_OF_RETRIES } from './activity-options.js';
 
 export interface SynthesisInput {
   campaignId: string;
@@ -48,11 +49,7 @@ const llm = proxyActivities<SynthesisActivities>({
 });
 // The executor may be restarting or briefly overloaded (503 with Retry-After): keep trying for
 // ten minutes before the candidate is rejected as executor-unavailable; refusals are not retried.
-const env = proxyActivities<SynthesisActivities>({
-  startToCloseTimeout: '1 minute',
-  scheduleToCloseTimeout: '10 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const env = proxyActivities<SynthesisActivities>(TEN_MINUTES_OF_RETRIES);
 
 // The run's bookkeeping (SynthesisStarted, StageCompleted, the gates, the outcome): short
 // database writes and pure checks, run as local activities in the worker that runs the workflow.
@@ -60,11 +57,7 @@ const env = proxyActivities<SynthesisActivities>({
 // a synthesis' wall time on a loaded machine. A local activity that completed but whose workflow
 // task did not runs again on replay: each writes under a deterministic event id, so a second
 // run records nothing new.
-const local = proxyLocalActivities<SynthesisActivities>({
-  startToCloseTimeout: '1 minute',
-  scheduleToCloseTimeout: '10 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
-});
+const local = proxyLocalActivities<SynthesisActivities>(TEN_MINUTES_OF_RETRIES);
 const LOCAL_BOOKKEEPING = 'local-bookkeeping-activities';
 type Bookkeeping = typeof env;
 
@@ -211,36 +204,18 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
     // Rounds where the judge's verdict contradicted its scores (the rule decided): lineage.
     const disagreements: { round: number; judge: string; rule: string }[] = [];
     for (let round = 0; ; round++) {
-      const gates = await book.gateCandidate({ candidate: cand, config: input.config, seed: seed.task });
-      if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, cand.id);
-      const again = await env.executeCandidate({ candidate: cand });
-      if (!again.ok) {
-        throw new Rejection(
-          'critique',
-          'reexecution-failed',
-          `fresh re-execution failed: ${again.failure?.reason}`,
-          cand.id,
-        );
-      }
-      if (!cfg.ablation.judge) {
+      const judged = await critique(book, input, cfg.ablation.judge, ref(round), cand);
+      if (!judged) {
         judgement = JUDGE_OFF;
         judgeModel = 'none';
         break;
       }
-      const judged = await llm.judgeCandidate({ ...ref(round), candidate: cand, execution: { ok: true } });
       note(round === 0 ? 'judge' : `judge-${round}`, judged);
       judgement = judged.value;
       judgeModel = judged.model;
       if (judged.disagreement) disagreements.push({ round, ...judged.disagreement });
       if (judgement.verdict === 'accept') break;
-      if (round >= cfg.synthesis.maxRefinements) {
-        throw new Rejection(
-          'critique',
-          'judge-rejected',
-          `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`,
-          cand.id,
-        );
-      }
+      if (round >= cfg.synthesis.maxRefinements) throw judgeRejection(judgement, cand.id);
       stage = 'refine';
       const r = await llm.refineCandidate({ ...ref(round), candidate: cand, judgement });
       note('refine', r);
@@ -305,6 +280,46 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
 const AUGMENT_STAGE = 'augment-stage';
 
 /**
+ * Critique, the same for a candidate and an Augment variant: the deterministic gates and a fresh
+ * re-execution (a Rejection when either fails), then the quality judge's answer (null when the
+ * judge is ablated). What a verdict other than accept means is the caller's: refine, or reject.
+ */
+async function critique(
+  book: Bookkeeping,
+  input: SynthesisInput,
+  judge: boolean,
+  ref: { campaignId: string; synthesisId: string; attempt: number; config: unknown },
+  candidate: Candidate,
+  variant = false,
+) {
+  const gates = await book.gateCandidate({
+    candidate,
+    config: input.config,
+    seed: input.seed.task,
+    ...(variant ? { variant: true } : {}),
+  });
+  if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, candidate.id);
+  const again = await env.executeCandidate({ candidate });
+  if (!again.ok)
+    throw new Rejection(
+      'critique',
+      'reexecution-failed',
+      `fresh re-execution failed: ${again.failure?.reason}`,
+      candidate.id,
+    );
+  if (!judge) return null;
+  return llm.judgeCandidate({ ...ref, candidate, execution: { ok: true } });
+}
+
+const judgeRejection = (judgement: Judgement, candidateId: string) =>
+  new Rejection(
+    'critique',
+    'judge-rejected',
+    `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`,
+    candidateId,
+  );
+
+/**
  * One Augment variant: the generator's choice, the variant built from it (domain/augment.ts), then
  * the Critique as for any candidate (gates, fresh re-execution, judge; no refinement, which could
  * undo the variant's shape), and its own outcome. Lineage: variant -> base candidate -> seed.
@@ -336,41 +351,18 @@ async function augmentVariant(
       outputs.augment = a.outputHash;
       variant = a.variant;
       stage = 'critique';
-      const gates = await book.gateCandidate({
-        candidate: variant,
-        config: input.config,
-        seed: seed.task,
-        variant: true,
-      });
-      if (!gates.ok) throw new Rejection('critique', gates.code, gates.reason, variant.id);
-      const again = await env.executeCandidate({ candidate: variant });
-      if (!again.ok) {
-        throw new Rejection(
-          'critique',
-          'reexecution-failed',
-          `fresh re-execution failed: ${again.failure?.reason}`,
-          variant.id,
-        );
-      }
+      const judged = await critique(book, input, cfg.ablation.judge, ref(0), variant, true);
       let judgement: Judgement | typeof JUDGE_OFF = JUDGE_OFF;
       let judgeModel = 'none';
       let disagreement: { judge: string; rule: string } | undefined;
-      if (cfg.ablation.judge) {
-        const judged = await llm.judgeCandidate({ ...ref(0), candidate: variant, execution: { ok: true } });
+      if (judged) {
         models.judge = judged.model;
         prompts.judge = judged.promptHash;
         outputs.judge = judged.outputHash;
         judgement = judged.value;
         judgeModel = judged.model;
         disagreement = judged.disagreement;
-        if (judgement.verdict !== 'accept') {
-          throw new Rejection(
-            'critique',
-            'judge-rejected',
-            `quality judge: ${judgement.reasons.join('; ') || 'rejected'}`,
-            variant.id,
-          );
-        }
+        if (judgement.verdict !== 'accept') throw judgeRejection(judgement, variant.id);
       }
       await book.stageCompleted({ ...ref(0), stage: 'critique', output: judgement });
       await book.recordOutcome({
