@@ -132,7 +132,7 @@ export function describeUnreachable(u: Unreachable): string {
   const how =
     u.service === 'the generator'
       ? local
-        ? 'start vLLM (or `npx rods standin-generator` for tests) there, or point RODS_GENERATOR_BASE_URL at a running one'
+        ? 'start vLLM (or `npm run dev -- standin-generator` for tests) there, or point RODS_GENERATOR_BASE_URL at a running one'
         : `check that it runs and is reachable from here, or point ${u.variable} at a running one`
       : local
         ? `start the local stack with \`npm run stack:up\` (\`npm run stack:status\` shows what runs), or point ${u.variable} at a running one`

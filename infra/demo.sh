@@ -14,4 +14,4 @@ fi
 npm run --silent build:dashboard
 npx tsx infra/stack/cli.ts up
 npx rods doctor
-npx rods demo "$@"
+node bin/rods-dev.mjs demo "$@"

@@ -339,7 +339,7 @@ export function describeKafkaPort(adapter: string, open: (opts: KafkaOptions) =>
     });
 
     it('a probe with no retries against a port where no broker listens fails instead of waiting', async () => {
-      // What `rods stack status` does before the broker is up: it must get an answer, not hang.
+      // What `npm run stack:status` does before the broker is up: it must get an answer, not hang.
       const probe = open({
         clientId: 'rods-contract-probe',
         brokers: ['127.0.0.1:1'],

@@ -42,7 +42,7 @@ export function diagnose(r: CampaignStatusReport): Finding[] {
       'stall',
       'temporal-unreachable',
       `Temporal did not answer: ${r.errors.temporal}`,
-      'check the Temporal server and TEMPORAL_ADDRESS (`rods stack status`); the campaign waits until it is back',
+      'check the Temporal server and TEMPORAL_ADDRESS (`npm run stack:status`); the campaign waits until it is back',
     );
   } else if (!exec) {
     add(

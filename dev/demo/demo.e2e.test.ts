@@ -12,7 +12,7 @@ import { temporalClient } from '../../temporal/connect.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
 
-describe('rods demo', () => {
+describe('npm run dev -- demo', () => {
   it('runs a short campaign and writes report.md, four valid SVG charts and summary.json', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'rods-demo-'));
     const out = path.join(dir, 'report');
@@ -20,7 +20,7 @@ describe('rods demo', () => {
       const run = await execFileP(
         process.execPath,
         [
-          path.join(ROOT, 'bin/rods.mjs'),
+          path.join(ROOT, 'bin/rods-dev.mjs'),
           'demo',
           '--steps',
           '4',
@@ -88,7 +88,7 @@ describe('rods demo', () => {
       // An existing output folder is refused with exit 2.
       const again = await execFileP(
         process.execPath,
-        [path.join(ROOT, 'bin/rods.mjs'), 'demo', '--out', out],
+        [path.join(ROOT, 'bin/rods-dev.mjs'), 'demo', '--out', out],
         { cwd: ROOT },
       ).catch((e: { code: number }) => e);
       expect((again as { code: number }).code).toBe(2);

@@ -1,4 +1,4 @@
-// `rods demo --keep`: after the report, the gateway stays up serving the dashboard of the demo
+// `npm run dev -- demo --keep`: after the report, the gateway stays up serving the dashboard of the demo
 // campaign with the read-only token the demo wrote, the printed URL and hint lead there, and the
 // stop script it wrote stops exactly that gateway.
 import { execFile } from 'node:child_process';
@@ -22,13 +22,13 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe('rods demo --keep', () => {
+describe('npm run dev -- demo --keep', () => {
   it('leaves the gateway serving the dashboard, says how to open it and how to stop it', async () => {
     const out = path.join(dir, 'report');
     const run = await execFileP(
       process.execPath,
       [
-        path.join(ROOT, 'bin/rods.mjs'),
+        path.join(ROOT, 'bin/rods-dev.mjs'),
         'demo',
         '--steps',
         '2',

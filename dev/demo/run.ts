@@ -79,9 +79,10 @@ function startProcess(
   logDir: string,
   env: NodeJS.ProcessEnv = {},
   detached = false,
+  bin: 'rods' | 'rods-dev' = 'rods',
 ): ChildProcess {
   const fd = openSync(path.join(logDir, `${name}.log`), 'a');
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/rods.mjs'), ...args], {
+  const child = spawn(process.execPath, [path.join(ROOT, `bin/${bin}.mjs`), ...args], {
     cwd: ROOT,
     stdio: ['ignore', fd, fd],
     env: { ...process.env, RODS_LOG_LEVEL: 'warn', ...env },
@@ -213,6 +214,8 @@ export async function runDemo(
       ['standin-generator', '--port', String(standinPort), '--seed', '1', '--quiet'],
       logDir,
       env,
+      false,
+      'rods-dev',
     );
     children.push(standin);
     children.push(startProcess('worker', ['worker', '--task-queue', taskQueue], logDir, env));
@@ -329,7 +332,7 @@ export async function runDemo(
       dashboard.stopScript = path.join(out, 'stop-gateway.sh');
       writeFileSync(
         dashboard.stopScript,
-        `#!/bin/sh\n# Stops the gateway \`rods demo --keep\` left running (pid ${keptGateway.pid}), if it is still that process.\n` +
+        `#!/bin/sh\n# Stops the gateway \`npm run dev -- demo --keep\` left running (pid ${keptGateway.pid}), if it is still that process.\n` +
           `if tr '\\0' ' ' < /proc/${keptGateway.pid}/cmdline 2>/dev/null | grep -q 'gateway --port ${gatewayPort}'; then kill ${keptGateway.pid}; fi\n`,
         { mode: 0o755 },
       );

@@ -19,7 +19,7 @@ export async function startStandin(flags: string[] = []): Promise<StandinProcess
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [path.join(ROOT, 'bin/rods.mjs'), 'standin-generator', '--port', String(port), ...flags],
+    [path.join(ROOT, 'bin/rods-dev.mjs'), 'standin-generator', '--port', String(port), ...flags],
     {
       cwd: ROOT,
       stdio: ['ignore', 'ignore', 'pipe'],

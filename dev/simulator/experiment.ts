@@ -1,4 +1,4 @@
-// A SIMULATED comparison of pool policies (`rods experiment`): the simulated GRPO trainer of
+// A SIMULATED comparison of pool policies (`npm run dev -- experiment`): the simulated GRPO trainer of
 // model.ts trained under each policy on the same BFCL-like tasks, with the same rollout budget,
 // scored on held-out tasks never trained on. Every policy is a campaign config's `ablation` and
 // runs through the live pipeline's step decider (planStep, domain/step-plan.ts), so what is

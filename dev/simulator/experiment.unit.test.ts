@@ -6,9 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
-import { register } from '../../cli/commands/experiment.js';
 import { UsageError } from '../../cli/errors.js';
 import { AblationConfigSchema, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { register } from '../commands/experiment.js';
 import {
   BFCL_CLASSES,
   CATEGORIES,
@@ -178,7 +178,7 @@ describe('runExperiment', () => {
   });
 });
 
-describe('rods experiment (CLI)', () => {
+describe('npm run dev -- experiment (CLI)', () => {
   const dirs: string[] = [];
   afterAll(() => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
@@ -229,7 +229,7 @@ describe('rods experiment (CLI)', () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
       [
-        'bin/rods.mjs',
+        'bin/rods-dev.mjs',
         'experiment',
         '--seeds',
         '2',

@@ -1,4 +1,4 @@
-// A SIMULATED GRPO trainer's policy, for the demo and `rods experiment` only — not a trainer and
+// A SIMULATED GRPO trainer's policy, for the demo and `npm run dev -- experiment` only — not a trainer and
 // no evidence about a real model. Assumptions (dev/simulator/README.md), values with reasons in
 // parameters.ts. In short:
 // - a task's per-turn success is sigmoid(z), z = shared skill (mean over its API classes + its

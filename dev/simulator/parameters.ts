@@ -1,4 +1,4 @@
-// Every parameter of the SIMULATED trainer (model.ts) and of `rods experiment` (experiment.ts),
+// Every parameter of the SIMULATED trainer (model.ts) and of `npm run dev -- experiment` (experiment.ts),
 // in one place, each with the reason for its value. They were set from the assumptions stated in
 // dev/simulator/README.md before any experiment was run, and are not tuned on its results.
 // Logit units: a task's per-turn success is sigmoid(z); z = shared skill + memorisation − difficulty.

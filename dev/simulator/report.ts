@@ -1,4 +1,4 @@
-// The report of `rods experiment`: markdown tables, SVG charts (dev/demo/charts.ts) and the JSON.
+// The report of `npm run dev -- experiment`: markdown tables, SVG charts (dev/demo/charts.ts) and the JSON.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { barChart, lineChart } from '../demo/charts.js';

@@ -1,4 +1,4 @@
-// Means and 95% confidence intervals over independent runs (Student's t), for `rods experiment`.
+// Means and 95% confidence intervals over independent runs (Student's t), for `npm run dev -- experiment`.
 
 /** Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom. */
 const T975 = [

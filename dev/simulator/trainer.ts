@@ -1,4 +1,4 @@
-// The SIMULATED GRPO trainer (simulator/model.ts, the model `rods experiment` uses): it talks to
+// The SIMULATED GRPO trainer (simulator/model.ts, the model `npm run dev -- experiment` uses): it talks to
 // rods only through the gateway's HTTP API, like a real trainer — fetch the pool (ETag), sample a
 // batch of B tasks, roll K=16 rollouts per task, post the step's scored groups and close the step.
 import {

@@ -8,6 +8,8 @@ import path from 'node:path';
 export interface ProcessSpec {
   name: string;
   args: string[];
+  /** The entry point: `rods` (bin/rods.mjs, the default) or the development commands (bin/rods-dev.mjs). */
+  bin?: 'rods' | 'rods-dev';
   env?: Record<string, string>;
 }
 
@@ -48,11 +50,15 @@ export class Supervisor {
     this.specs.set(spec.name, spec);
     this.held.delete(spec.name);
     const fd = openSync(path.join(this.logDir, `${spec.name}.log`), 'a');
-    const child = spawn(process.execPath, [path.join(this.root, 'bin/rods.mjs'), ...spec.args], {
-      cwd: this.root,
-      stdio: ['ignore', fd, fd],
-      env: { ...process.env, RODS_LOG_LEVEL: 'warn', ...this.env, ...spec.env },
-    });
+    const child = spawn(
+      process.execPath,
+      [path.join(this.root, `bin/${spec.bin ?? 'rods'}.mjs`), ...spec.args],
+      {
+        cwd: this.root,
+        stdio: ['ignore', fd, fd],
+        env: { ...process.env, RODS_LOG_LEVEL: 'warn', ...this.env, ...spec.env },
+      },
+    );
     this.children.set(spec.name, child);
     this.starts.set(spec.name, (this.starts.get(spec.name) ?? 0) + 1);
     child.once('exit', (code, signal) => {

@@ -147,6 +147,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     // The generator answers some requests with 503, 429 or malformed JSON, as a loaded vLLM would.
     sup.start({
       name: 'standin',
+      bin: 'rods-dev',
       args: [
         'standin-generator',
         '--port',

@@ -59,6 +59,7 @@ export async function startLiveLoop(opts: {
   });
   supervisor.start({
     name: 'standin-generator',
+    bin: 'rods-dev',
     args: [
       'standin-generator',
       '--port',

@@ -1,6 +1,9 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
+import { UsageError } from '../../cli/errors.js';
+import { positiveInt } from '../../cli/options.js';
+import { printJson } from '../../cli/output.js';
 import {
   CONFIG_POLICY,
   DEFAULT_POLICIES,
@@ -15,9 +18,6 @@ import { PARAMETERS } from '../../dev/simulator/parameters.js';
 import { fmtInterval, resultTable, sweepTable, writeReport } from '../../dev/simulator/report.js';
 import { parseAblationSwitches } from '../../domain/ablation.js';
 import { type CampaignConfigInput, parseCampaignConfig } from '../../domain/campaign-config.js';
-import { UsageError } from '../errors.js';
-import { positiveInt } from '../options.js';
-import { printJson } from '../output.js';
 
 const KNOWN = [...Object.keys(POLICY_SPECS), CONFIG_POLICY];
 

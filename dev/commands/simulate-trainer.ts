@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
+import { UsageError } from '../../cli/errors.js';
+import { printJson } from '../../cli/output.js';
 import { SimulatedTrainer } from '../../dev/simulator/trainer.js';
-import { UsageError } from '../errors.js';
-import { printJson } from '../output.js';
 
 export function register(program: Command): void {
   program
