@@ -3,10 +3,10 @@
 import avsc from 'avsc';
 import { describe, expect, it } from 'vitest';
 import { mapBomb, rewardsArrayBomb, stringBomb, varint } from '../test/support/codec/bombs.js';
+import { SAMPLE_EVENTS } from '../test/support/codec/samples.js';
 import { DeclaredLengthError, lengthChecker } from './bounded.js';
 import { DecodeError } from './errors.js';
 import { decode, defaultRegistry, encode } from './registry.js';
-import { SAMPLE_EVENTS } from './samples.js';
 
 /** A RolloutGroupScored whose rewards array declares `count` items but holds one. */
 function rewardsBomb(count: number): Buffer {

@@ -1,8 +1,8 @@
 // The reusable encoder of one event gives encode()'s bytes and errors (no services).
 import { describe, expect, it } from 'vitest';
 import type { EventName } from '../schemas/types.generated.js';
+import { SAMPLE_EVENTS } from '../test/support/codec/samples.js';
 import { decode, encode, encoderFor } from './registry.js';
-import { SAMPLE_EVENTS } from './samples.js';
 
 describe('encoderFor', () => {
   it('gives the bytes encode() gives, for every event', () => {

@@ -1,10 +1,10 @@
 import avsc from 'avsc';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { EVENT_NAMES } from '../schemas/types.generated.js';
+import { SAMPLE_EVENTS } from '../test/support/codec/samples.js';
 import { fingerprintHex } from './crc64avro.js';
 import { DecodeError, EncodeError } from './errors.js';
 import { decode, defaultRegistry, encode, listSchemas, SchemaRegistry } from './registry.js';
-import { SAMPLE_EVENTS } from './samples.js';
 import type { SchemaSource } from './schema-files.js';
 
 afterEach(() => {

@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import proto from '@temporalio/proto';
 import { bundleWorkflowCode, DefaultLogger, type InjectedSinks, Runtime, Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import { idSamples } from './testing/id-samples.js';
-import type { ProbeSinks } from './testing/sandbox-probe.workflow.js';
-import { runScenario } from './testing/sandbox-scenario.js';
+import { idSamples } from '../test/support/domain/id-samples.js';
+import type { ProbeSinks } from '../test/support/domain/sandbox-probe.workflow.js';
+import { runScenario } from '../test/support/domain/sandbox-scenario.js';
 
 const { temporal } = proto;
 
@@ -67,7 +67,9 @@ describe('the domain core in the workflow sandbox', () => {
   it('computes in the sandbox exactly what it computes in Node', async () => {
     quietRuntime();
     const workflowBundle = await bundleWorkflowCode({
-      workflowsPath: fileURLToPath(new URL('./testing/sandbox-probe.workflow.ts', import.meta.url)),
+      workflowsPath: fileURLToPath(
+        new URL('../test/support/domain/sandbox-probe.workflow.ts', import.meta.url),
+      ),
       logger: new DefaultLogger('WARN'),
     });
     const reports: string[] = [];

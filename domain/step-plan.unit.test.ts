@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { statsOf } from '../test/support/domain/task-stats.js';
 import { type CampaignConfig, type CampaignConfigInput, parseCampaignConfig } from './campaign-config.js';
 import type { PoolDecision } from './pool/decisions.js';
 import { applyDecisions } from './pool/evolve.js';
 import { type RankedSeed, seedTasks } from './pool/policy.js';
 import { EMPTY_POOL, findMember, type PoolState } from './pool/state.js';
 import { planStep, type StepCandidate } from './step-plan.js';
-import { statsOf } from './testing/task-stats.js';
 
 const config = (over: CampaignConfigInput = {}): CampaignConfig => parseCampaignConfig(over);
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode, encode } from '../codec/registry.js';
-import { SAMPLE_EVENTS } from '../codec/samples.js';
 import type { DeadLettered } from '../schemas/types.generated.js';
+import { SAMPLE_EVENTS } from '../test/support/codec/samples.js';
 import { ensureTopics, openKafka, readUntil, withAdmin } from './client.js';
 import { DLQ_TOPIC, decodeOrDeadLetter } from './dlq.js';
 import { topology } from './topology.js';

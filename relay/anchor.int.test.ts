@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createPool } from '../store/db.js';
 import { latestAnchorId, verifyAnchor } from '../store/events/audit.js';
 import { append } from '../store/events/event-store.js';
-import { newEvent } from '../store/test-helpers.js';
+import { newEvent } from '../test/support/store/events.js';
 import { waitUntil } from '../test/support/wait.js';
 import { readPublishedAnchors, runPeriodicAnchor } from './anchor.js';
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { eventually, newEvent } from '../test/support/store/events.js';
 import { createPool } from './db.js';
 import { append, compareCursors, cursorAt, headCursor, type RecordedEvent } from './events/event-store.js';
 import {
@@ -11,7 +12,6 @@ import {
   rebuild,
   setCheckpoint,
 } from './projections.js';
-import { eventually, newEvent } from './test-helpers.js';
 
 const pool = createPool({ application: 'rods-test-projections', max: 8 });
 // The example projection's tables are made and dropped by the owner role (the application's role

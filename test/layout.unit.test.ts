@@ -47,4 +47,26 @@ describe('layout', () => {
     );
     expect(offenders).toEqual([]);
   });
+
+  it('keeps test support in test/support: no product module is imported by tests alone', () => {
+    // Modules with no importer but tests that are product all the same, each with its reason.
+    const PRODUCT_ALL_THE_SAME: Record<string, string> = {
+      'store/projections.ts': 'the projection runner over the event log (its own int test covers it)',
+      'infra/stack/temporal-test-server.ts': 'a script: .ci/run installs the time-skipping server with it',
+      'vitest.unit.config.ts': "the unit tier's config (its isolation list is checked by a test)",
+    };
+    const files = sourceFiles().filter((f) => f.endsWith('.ts'));
+    const importers = new Map<string, string[]>();
+    for (const f of files)
+      for (const t of relativeImportTargets(f, readFileSync(path.join(ROOT, f), 'utf8'))) {
+        const target = t.replace(/\.js$/, '.ts');
+        importers.set(target, [...(importers.get(target) ?? []), f]);
+      }
+    const testOnly = files
+      .filter((f) => !isTestFile(f) && !f.startsWith('test/') && !f.startsWith('dev/'))
+      .filter((f) => (importers.get(f) ?? []).length > 0)
+      .filter((f) => importers.get(f)!.every((i) => isTestFile(i) || i.startsWith('test/')))
+      .filter((f) => !(f in PRODUCT_ALL_THE_SAME));
+    expect(testOnly).toEqual([]);
+  });
 });

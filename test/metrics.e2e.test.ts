@@ -11,12 +11,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshRewardTopic } from '../aggregator/trace.js';
 import { workflowIds } from '../domain/ids.js';
-import { dashboardQueries, queriedMetrics } from '../infra/monitoring/dashboard.js';
 import { withAdmin } from '../kafka/client.js';
 import { createPool } from '../store/db.js';
 import { committedHeadCursor } from '../store/events/event-store.js';
 import { temporalClient } from '../temporal/connect.js';
 import { freePort } from '../util/free-port.js';
+import { dashboardQueries, queriedMetrics } from './support/monitoring/dashboard.js';
 import { waitUntil } from './support/wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -15,7 +15,7 @@ import {
   type GatewayWithWorker,
   startGatewayWithWorker,
 } from '../../test/support/gateway/gateway-with-worker.js';
-import { clientPython, installClientVenv } from './venv.js';
+import { clientPython, installClientVenv } from '../../test/support/python/venv.js';
 
 const execFileP = promisify(execFile);
 const TOKEN = `tok-${randomUUID()}`;

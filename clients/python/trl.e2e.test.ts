@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paths } from '../../infra/stack/paths.js';
 import { type LiveLoop, startLiveLoop } from '../../test/support/live-loop.js';
+import { installVenv } from '../../test/support/python/venv.js';
 import {
   expectCountedOnce,
   expectStepsClosedInOrder,
@@ -18,7 +19,6 @@ import {
   LIVE_CAMPAIGN,
 } from '../../test/support/trainer-checks.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { installVenv } from './venv.js';
 
 const G = LIVE_CAMPAIGN.rolloutsPerTask; // num_generations in train.py
 const CONFIG = LIVE_CAMPAIGN;

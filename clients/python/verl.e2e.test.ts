@@ -11,13 +11,13 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { paths } from '../../infra/stack/paths.js';
 import { type LiveLoop, startLiveLoop } from '../../test/support/live-loop.js';
+import { installVenv } from '../../test/support/python/venv.js';
 import {
   expectCountedOnce,
   expectStepsClosedInOrder,
   injections,
   LIVE_CAMPAIGN,
 } from '../../test/support/trainer-checks.js';
-import { installVenv } from './venv.js';
 
 const TESTS = fileURLToPath(new URL('./tests/verl', import.meta.url));
 const STEPS = 30;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { TaskStats } from '../../schemas/types.generated.js';
+import { statsOf } from '../../test/support/domain/task-stats.js';
 import { type CampaignConfig, type CampaignConfigInput, parseCampaignConfig } from '../campaign-config.js';
 import { childLineage, LineageError } from '../lineage.js';
-import { statsOf } from '../testing/task-stats.js';
 import { type InjectDecision, type PoolDecision, PoolDecisionError } from './decisions.js';
 import { applyDecisions } from './evolve.js';
 import {

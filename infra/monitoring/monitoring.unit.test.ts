@@ -10,8 +10,8 @@ import { relayMetrics } from '../../relay/metrics.js';
 import { registerPipelineGauges } from '../../status/metrics.js';
 import { START } from '../../store/events/event-store.js';
 import { activityMetrics } from '../../temporal/activity-metrics.js';
+import { dashboardQueries, queriedMetrics } from '../../test/support/monitoring/dashboard.js';
 import { metricNames, processRegistry } from '../../util/metrics.js';
-import { dashboardQueries, queriedMetrics } from './dashboard.js';
 
 const noDb = {} as pg.Pool;
 

@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import {
+  eventually,
+  FINGERPRINT,
+  newEvent,
+  readEverything,
+  uniqueStream,
+} from '../../test/support/store/events.js';
 import { createPool, inTransaction } from '../db.js';
-import { eventually, FINGERPRINT, newEvent, readEverything, uniqueStream } from '../test-helpers.js';
 import { verifyChains } from './audit.js';
 import { canonicalEventJson, chainHash, GENESIS_HASH } from './canonical.js';
 import {

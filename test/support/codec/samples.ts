@@ -1,7 +1,7 @@
 // One valid sample payload per event, for tests and demos. The mapped type makes tsc fail when
 // an event schema is added without a sample.
-import { streams } from '../domain/ids.js';
-import type { EventName, EventPayloads, TaskStats } from '../schemas/types.generated.js';
+import { streams } from '../../../domain/ids.js';
+import type { EventName, EventPayloads, TaskStats } from '../../../schemas/types.generated.js';
 
 const campaignId = 'campaign-7b1f';
 const at = Date.UTC(2026, 5, 1, 12, 0, 0);

@@ -8,7 +8,7 @@
 //   ~/.cache/rods/venvs/trl-<hash> ($RODS_VENV_CACHE): CI in a fresh clone finds it built.
 // - `verl`: verl 0.9.1 with its verl-core extra (TransferQueue, ray): ~6.5 GB, cached the same way.
 //
-// `npx tsx clients/python/venv.ts [client|trl|verl ...]` builds them (.ci/run does, before the tests).
+// `npx tsx test/support/python/venv.ts [client|trl|verl ...]` builds them (.ci/run does, before the tests).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,7 +16,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { paths } from '../../infra/stack/paths.js';
+import { paths } from '../../../infra/stack/paths.js';
 
 const execFileP = promisify(execFile);
 const CLIENT_DIR = path.join(paths.root, 'clients', 'python');

@@ -3,7 +3,13 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
-import { type Cursor, cursorOf, type NewEvent, type RecordedEvent, readPage } from './events/event-store.js';
+import {
+  type Cursor,
+  cursorOf,
+  type NewEvent,
+  type RecordedEvent,
+  readPage,
+} from '../../../store/events/event-store.js';
 
 export const FINGERPRINT = 'a1b2c3d4e5f60718';
 

@@ -2,13 +2,13 @@
 // sandbox by domain/sandbox.unit.test.ts: the two results must be identical, which shows the core
 // imports nothing the sandbox lacks and computes the same decisions in either place.
 
-import { parseCampaignConfig } from '../campaign-config.js';
-import { type CandidateTask, candidateHash, checkCandidate, gateLimits } from '../candidate.js';
-import type { PoolDecision, SelectDecision } from '../pool/decisions.js';
-import { applyDecisions } from '../pool/evolve.js';
-import { seedTasks } from '../pool/policy.js';
-import { EMPTY_POOL } from '../pool/state.js';
-import { planStep } from '../step-plan.js';
+import { parseCampaignConfig } from '../../../domain/campaign-config.js';
+import { type CandidateTask, candidateHash, checkCandidate, gateLimits } from '../../../domain/candidate.js';
+import type { PoolDecision, SelectDecision } from '../../../domain/pool/decisions.js';
+import { applyDecisions } from '../../../domain/pool/evolve.js';
+import { seedTasks } from '../../../domain/pool/policy.js';
+import { EMPTY_POOL } from '../../../domain/pool/state.js';
+import { planStep } from '../../../domain/step-plan.js';
 import { statsOf } from './task-stats.js';
 
 // count stays one group's 16 rollouts while groupCount follows the step (as the scenario always had it).

@@ -1,8 +1,8 @@
-// Reads the Grafana dashboard's queries and the metric names they use (its tests check those
+// Reads the Grafana dashboard's queries (infra/monitoring/grafana-dashboard.json) and the metric names they use (its tests check those
 // names against what the processes register and serve).
 import { readFileSync } from 'node:fs';
 
-export const DASHBOARD_FILE = new URL('grafana-dashboard.json', import.meta.url);
+export const DASHBOARD_FILE = new URL('../../../infra/monitoring/grafana-dashboard.json', import.meta.url);
 
 /** Metric names a PromQL expression reads (histogram series map to their family). */
 export function queriedMetrics(expr: string): string[] {

@@ -8,7 +8,7 @@ import {
   streams,
   synthesisId,
   workflowIds,
-} from '../ids.js';
+} from '../../../domain/ids.js';
 
 export function idSamples(): Record<string, unknown> {
   const sid = synthesisId('demo-1', 3, 'multi_turn_base_17');

@@ -1,5 +1,5 @@
 // TaskStats fixtures for the domain's tests and the sandbox scenario.
-import type { TaskStats } from '../../schemas/types.generated.js';
+import type { TaskStats } from '../../../schemas/types.generated.js';
 
 /**
  * TaskStats of a task whose detector signal is m after `groups` groups of 16 rollouts, as the

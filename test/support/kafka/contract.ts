@@ -2,8 +2,14 @@
 // broker (kafka/README.md). Every test uses its own topics and groups and deletes the topics.
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureTopics, TopicSettingsError } from './client.js';
-import type { BatchConsumerOptions, ConsumedRecord, KafkaClient, KafkaOptions, TopicAdmin } from './port.js';
+import { ensureTopics, TopicSettingsError } from '../../../kafka/client.js';
+import type {
+  BatchConsumerOptions,
+  ConsumedRecord,
+  KafkaClient,
+  KafkaOptions,
+  TopicAdmin,
+} from '../../../kafka/port.js';
 
 interface Seen {
   partition: number;
