@@ -282,10 +282,11 @@ describe('outbox relay', () => {
     const stream = `relay-${name}`;
     const start = await headCursor(pool);
     const bad: NewEvent = { ...taskSeeded(stream, 1), fingerprint: '00000000deadbeef' };
-    const worse: NewEvent = {
+    // A payload its schema refuses, on purpose (the write path's types would not allow it).
+    const worse = {
       ...taskSeeded(stream, 2),
       payload: { campaignId: stream, poolVersion: 'not a number' },
-    };
+    } as unknown as NewEvent;
     const good = taskSeeded(stream, 3);
     const r = await append(pool, stream, 'no-stream', [bad, worse, good]);
 

@@ -38,16 +38,17 @@ async function eventStoreDdl(): Promise<string> {
 }
 
 function batchOf(stream: number, round: number, size: number): NewEvent[] {
-  const producedAt = new Date().toISOString();
+  const producedAt = Date.now();
   return Array.from({ length: size }, (_, i) => ({
     eventId: randomUUID(),
-    type: 'RolloutGroupScored',
+    type: 'RolloutGroupScored' as const,
     fingerprint: FINGERPRINT,
     payload: {
-      campaign: 'bench',
-      task: `bfcl-multi-turn-base-${stream}`,
+      eventId: randomUUID(),
+      campaignId: 'bench',
+      taskId: `bfcl-multi-turn-base-${stream}`,
       step: round * size + i,
-      policyVersion: 7,
+      policyVersion: '7',
       rewards: Array.from({ length: 16 }, (_, k) => ((stream + i + k) % 8) / 8),
       producedAt,
     },

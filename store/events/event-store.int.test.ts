@@ -18,6 +18,7 @@ import {
   headCursor,
   IdempotencyConflictError,
   InvalidEventError,
+  type NewEvent,
   type RecordedEvent,
   readAll,
   readLog,
@@ -159,7 +160,9 @@ describe('append', () => {
     const foreign = await append(pool, other, 'any', [a]).catch((e: unknown) => e);
     expect(foreign).toBeInstanceOf(IdempotencyConflictError);
     expect((foreign as Error).message).toContain(s);
-    const retyped = await append(pool, s, 'any', [{ ...a, type: 'Other' }]).catch((e: unknown) => e);
+    const retyped = await append(pool, s, 'any', [{ ...a, type: 'Other' } as unknown as NewEvent]).catch(
+      (e: unknown) => e,
+    );
     expect(retyped).toBeInstanceOf(IdempotencyConflictError);
     expect(await streamVersion(pool, s)).toBe(1);
     expect(await readStream(pool, other)).toEqual([]);

@@ -62,21 +62,23 @@ export type { EventMetadata, RecordedEvent };
 /** Anything that runs queries: a pool (each call on some connection) or one client. */
 export type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
-export interface NewEvent {
+/** A new event of a known type: its payload is that type's generated interface. */
+export interface TypedNewEvent<N extends EventName> {
   /** UUID, chosen by the producer (deterministic ids make retries idempotent). */
   eventId: string;
-  type: string;
+  type: N;
   /** CRC-64-AVRO fingerprint of the writer schema, 16 hex digits. */
   fingerprint: string;
-  payload: unknown;
+  payload: EventPayloads[N];
   metadata?: EventMetadata;
 }
 
-/** A new event of a known type: its payload is that type's generated interface. */
-export interface TypedNewEvent<N extends EventName> extends NewEvent {
-  type: N;
-  payload: EventPayloads[N];
-}
+/**
+ * A new event of a known type with one of the generated payloads: the write path takes nothing
+ * else, so no payload reaches append as `unknown`. typedEvent builds one with its payload
+ * checked against its own type's interface.
+ */
+export type NewEvent = TypedNewEvent<EventName>;
 
 /**
  * A new event of type `type` (its id is the payload's, its fingerprint the type's current

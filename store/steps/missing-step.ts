@@ -129,7 +129,7 @@ export async function skipMissingStep(
       [campaignId, step, JSON.stringify({ skipped: true, reason: payload.reason, groupCount: 0 })],
     );
     await client.query('commit');
-    return event.payload as Record<string, unknown>;
+    return { ...event.payload };
   } catch (e) {
     await client.query('rollback').catch(() => {});
     throw e;

@@ -18,8 +18,12 @@ export function uniqueStream(prefix: string): string {
   return `${prefix}-${randomUUID()}`;
 }
 
+/**
+ * An event of any type and payload with a fixed fingerprint: the store's tests write what the
+ * product's typed write path never would, so the type is asserted here, not checked.
+ */
 export function newEvent(type: string, payload: unknown, metadata: NewEvent['metadata'] = {}): NewEvent {
-  return { eventId: randomUUID(), type, fingerprint: FINGERPRINT, payload, metadata };
+  return { eventId: randomUUID(), type, fingerprint: FINGERPRINT, payload, metadata } as NewEvent;
 }
 
 /** Every event readable now after `after`, paging until an empty page. */
