@@ -4,22 +4,22 @@
 // known ones (.dependency-cruiser-known-violations.json, which may only shrink).
 //
 //   domain      pure rules: no I/O, imports only domain/ and the generated schema types
-//   wire        schemas/, codec/: the Avro format
-//   platform    kafka/, store/, temporal/, config/, util/: ports and adapters, no stage
-//   stages      aggregator/, workflows/, activities/, relay/, prompts/, executor/
-//   analysis    replay/, lineage/, export/, status/
-//   entry       cli/, bin/, gateway/ (the HTTP routes), dashboard/, clients/: compose the rest;
+//   wire        schemas/, platform/codec/: the Avro format
+//   platform    platform/kafka/, platform/store/, platform/temporal/, platform/config/, platform/util/: ports and adapters, no stage
+//   stages      stages/aggregator/, workflows/, activities/, stages/relay/, prompts/, executor/
+//   analysis    analysis/replay/, analysis/lineage/, analysis/export/, analysis/status/
+//   entry       entry/cli/, bin/, entry/gateway/ (the HTTP routes), entry/dashboard/, clients/: compose the rest;
 //               the gateway starts workflows through the Temporal client and reads through the
 //               platform's owners and the analysis modules, never a stage's internals
 //   operations  infra/: the local stack (used by entry points and development tools only)
 //   development dev/, test/ and tests
 const TESTS = '\\.(unit|int|e2e|soak)\\.test\\.ts$';
 const DOMAIN = '^domain/';
-const WIRE = '^(schemas|codec)/';
-const PLATFORM = '^(kafka|store|temporal|config|util)/';
-const STAGE_FOLDERS = ['aggregator', 'workflows', 'activities', 'relay', 'prompts', 'executor'];
-const ANALYSIS = '^(replay|lineage|export|status)/';
-const ENTRY = '^(cli|bin|gateway|dashboard|clients)/';
+const WIRE = '^(schemas|platform/codec)/';
+const PLATFORM = '^platform/';
+const STAGE_FOLDERS = ['stages/aggregator', 'workflows', 'activities', 'stages/relay', 'prompts', 'executor'];
+const ANALYSIS = '^analysis/';
+const ENTRY = '^(entry|bin|clients)/';
 const DEV = '^(dev|test)/';
 const INFRA = '^infra/';
 
@@ -55,19 +55,20 @@ module.exports = {
     {
       name: 'wire-imports-no-stage',
       severity: 'error',
-      comment: 'The wire format (schemas/, codec/) stands below every stage and the platform.',
+      comment: 'The wire format (schemas/, platform/codec/) stands below every stage and the platform.',
       from: { path: WIRE, pathNot: TESTS },
       to: { pathNot: [DOMAIN, WIRE, '^node_modules/'], dependencyTypesNot: ['core'] },
     },
     {
       name: 'platform-imports-no-stage',
       severity: 'error',
-      comment: 'The platform (kafka/, store/, temporal/, config/, util/) serves the stages and imports none.',
+      comment:
+        'The platform (platform/kafka/, platform/store/, platform/temporal/, platform/config/, platform/util/) serves the stages and imports none.',
       from: { path: PLATFORM, pathNot: TESTS },
       to: { path: [`^(${STAGE_FOLDERS.join('|')})/`, ANALYSIS, ENTRY, INFRA] },
     },
     ...STAGE_FOLDERS.map((stage) => ({
-      name: `stage-${stage}-imports-no-other-stage`,
+      name: `stage-${stage.split('/').pop()}-imports-no-other-stage`,
       severity: 'error',
       comment: `A stage (${stage}/) imports domain/, the wire format and the platform, not another stage: what two stages share belongs below them.`,
       from: { path: `^${stage}/`, pathNot: TESTS },
@@ -112,8 +113,8 @@ module.exports = {
       name: 'gateway-imports-no-stage-internals',
       severity: 'error',
       comment:
-        'The gateway starts workflows (by their function, through the client) and reads through the owners in store/ and the analysis modules: it imports no activity, aggregator, relay or executor code.',
-      from: { path: '^gateway/', pathNot: TESTS },
+        'The gateway starts workflows (by their function, through the client) and reads through the owners in platform/store/ and the analysis modules: it imports no activity, aggregator, relay or executor code.',
+      from: { path: '^entry/gateway/', pathNot: TESTS },
       to: { path: '^(activities|aggregator|relay|executor|prompts)/' },
     },
     {
@@ -135,7 +136,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: ['^node_modules/', '^dashboard/dist/', '^\\.stack/', '^reports/'] },
+    exclude: { path: ['^node_modules/', '^entry/dashboard/dist/', '^\\.stack/', '^reports/'] },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
     enhancedResolveOptions: {

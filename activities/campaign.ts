@@ -7,22 +7,22 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
-import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
-import { loadCampaign } from '../store/campaigns.js';
-import { inTransaction } from '../store/db.js';
-import { type NewEvent, readStreamOf } from '../store/events/event-store.js';
-import { activePool } from '../store/pool/active.js';
-import { recordEvents, recordEventsIn } from '../store/pool/projection.js';
+import { loadCampaign } from '../platform/store/campaigns.js';
+import { inTransaction } from '../platform/store/db.js';
+import { type NewEvent, readStreamOf } from '../platform/store/events/event-store.js';
+import { activePool } from '../platform/store/pool/active.js';
+import { recordEvents, recordEventsIn } from '../platform/store/pool/projection.js';
 import {
   describeMissingStep,
   type MissingStep,
   missingStep,
   skipMissingStep,
-} from '../store/steps/missing-step.js';
-import { lastClosedStep } from '../store/steps/view.js';
-import { WatermarkTimeout, waitForWatermark } from '../store/steps/watermark.js';
-import { loadTaskStats } from '../store/task-stats/view.js';
-import { type WorkflowEnd, workflowEnd } from '../temporal/connect.js';
+} from '../platform/store/steps/missing-step.js';
+import { lastClosedStep } from '../platform/store/steps/view.js';
+import { WatermarkTimeout, waitForWatermark } from '../platform/store/steps/watermark.js';
+import { loadTaskStats } from '../platform/store/task-stats/view.js';
+import { type WorkflowEnd, workflowEnd } from '../platform/temporal/connect.js';
+import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 

@@ -1,7 +1,8 @@
 // Building the events activities append: the payload carries its own event id, the schema
 // fingerprint comes from the event's current schema, the producer goes into the metadata.
+
+import { type TypedNewEvent, typedEvent } from '../platform/store/events/event-store.js';
 import type { EventName, EventPayloads } from '../schemas/types.generated.js';
-import { type TypedNewEvent, typedEvent } from '../store/events/event-store.js';
 
 export function workerEvent<N extends EventName>(
   type: N,

@@ -4,8 +4,8 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executorPython } from '../infra/stack/executor.js';
 import { paths } from '../infra/stack/paths.js';
+import { freePort } from '../platform/util/free-port.js';
 import { waitUntil } from '../test/support/wait.js';
-import { freePort } from '../util/free-port.js';
 import {
   type ExecuteRequest,
   ExecutorClient,

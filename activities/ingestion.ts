@@ -2,23 +2,23 @@
 // PostgreSQL) to the rewards topic, one RolloutGroupScored per group (key = task id) and, for
 // the batch that closes its step, a StepClosed with the step's total group count (summed over
 // the step's batches in ingestion_batches). It is the fallback of the gateway's direct publish
-// (gateway/publish.ts), which sends the same records (kafka/rollout-records.ts) with the same ids.
+// (entry/gateway/publish.ts), which sends the same records (platform/kafka/rollout-records.ts) with the same ids.
 // Event ids derive from (campaign, step, batch id, task id), so a retried activity, or one
 // that repeats a direct publish cut short, re-sends the same ids and the aggregator counts each
 // group once; a batch already marked published is not sent again.
 import { ApplicationFailure } from '@temporalio/activity';
 import type pg from 'pg';
-import { openKafka } from '../kafka/client.js';
-import { rolloutBatchRecords } from '../kafka/rollout-records.js';
-import { SharedProducer } from '../kafka/shared-producer.js';
-import { REWARDS_TOPIC } from '../kafka/topology.js';
+import { openKafka } from '../platform/kafka/client.js';
+import { rolloutBatchRecords } from '../platform/kafka/rollout-records.js';
+import { SharedProducer } from '../platform/kafka/shared-producer.js';
+import { REWARDS_TOPIC } from '../platform/kafka/topology.js';
 import {
   batchPublication,
   markPublished,
   readClaimCheck,
   readStoredRolloutBatch,
   stepGroupTotal,
-} from '../store/steps/batches.js';
+} from '../platform/store/steps/batches.js';
 
 export interface IngestionInput {
   claimId: string;

@@ -6,7 +6,7 @@
 // campaign that grows by thousands of candidates over weeks.
 import type pg from 'pg';
 import { type TaskFeatures, taskFeatures } from '../domain/near-duplicate.js';
-import { knownTaskIds, knownTaskTexts } from '../store/pool/candidates.js';
+import { knownTaskIds, knownTaskTexts } from '../platform/store/pool/candidates.js';
 import type { Candidate } from './llm/schemas.js';
 
 export interface KnownTask {

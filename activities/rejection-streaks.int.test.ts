@@ -3,8 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { streams } from '../domain/ids.js';
-import { createPool, inTransaction } from '../store/db.js';
-import { recordEventsIn } from '../store/pool/projection.js';
+import { createPool, inTransaction } from '../platform/store/db.js';
+import { recordEventsIn } from '../platform/store/pool/projection.js';
 import { rejectionStreaks } from './curriculum.js';
 import { workerEvent } from './events.js';
 

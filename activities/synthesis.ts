@@ -14,11 +14,11 @@ import { eventIds, streams } from '../domain/ids.js';
 import { settleVerdict } from '../domain/judge-rule.js';
 import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
 import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
-import { loadCampaign } from '../store/campaigns.js';
-import { inTransaction } from '../store/db.js';
-import type { NewEvent } from '../store/events/event-store.js';
-import { candidateWithHash } from '../store/pool/candidates.js';
-import { recordEventsIn } from '../store/pool/projection.js';
+import { loadCampaign } from '../platform/store/campaigns.js';
+import { inTransaction } from '../platform/store/db.js';
+import type { NewEvent } from '../platform/store/events/event-store.js';
+import { candidateWithHash } from '../platform/store/pool/candidates.js';
+import { recordEventsIn } from '../platform/store/pool/projection.js';
 import { workerEvent } from './events.js';
 import {
   type ExecuteResponse,

@@ -5,10 +5,10 @@ import { Client } from '@temporalio/client';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import { openKafka } from '../kafka/client.js';
-import { SharedProducer } from '../kafka/shared-producer.js';
-import { activityMetrics } from '../temporal/activity-metrics.js';
-import { taskQueue, temporalNamespace, workerConnection } from '../temporal/connect.js';
+import { openKafka } from '../platform/kafka/client.js';
+import { SharedProducer } from '../platform/kafka/shared-producer.js';
+import { activityMetrics } from '../platform/temporal/activity-metrics.js';
+import { taskQueue, temporalNamespace, workerConnection } from '../platform/temporal/connect.js';
 import { createCampaignActivities } from './campaign.js';
 import { createCurriculumActivities } from './curriculum.js';
 import * as doctorActivities from './doctor.js';
@@ -28,7 +28,7 @@ export interface RodsWorkerOptions {
   /** The operator's generator endpoints (default: from the worker's environment, activities/llm/endpoints.ts). */
   generatorEndpoints?: GeneratorEndpoints;
   maxConcurrentActivityTaskExecutions?: number;
-  /** Where activity executions, failures and duration are counted (temporal/activity-metrics.ts). */
+  /** Where activity executions, failures and duration are counted (platform/temporal/activity-metrics.ts). */
   metrics?: Registry;
 }
 

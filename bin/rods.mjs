@@ -4,5 +4,5 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { main } = await import('../cli/main.ts');
+const { main } = await import('../entry/cli/main.ts');
 await main(process.argv);

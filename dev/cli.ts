@@ -3,7 +3,7 @@
 // its policy experiment, and the stand-in generator (the local stack has its own commands, `npm run
 // stack:up|down|status`).
 import { Command } from 'commander';
-import { run } from '../cli/main.js';
+import { run } from '../entry/cli/main.js';
 import { register as demoCommand } from './commands/demo.js';
 import { register as experimentCommand } from './commands/experiment.js';
 import { register as simulateTrainerCommand } from './commands/simulate-trainer.js';

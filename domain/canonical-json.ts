@@ -1,5 +1,5 @@
 // Canonical JSON and SHA-256 for the pure core, usable in Temporal's workflow sandbox (no
-// node:crypto, no Buffer, no TextEncoder needed). The encoding is the one store/events/canonical.ts uses
+// node:crypto, no Buffer, no TextEncoder needed). The encoding is the one platform/store/events/canonical.ts uses
 // for the event hash chain: object keys sorted by UTF-16 code units (Array.prototype.sort), no
 // whitespace, numbers and strings as JSON.stringify writes them; undefined object members are
 // dropped and undefined array items become null; toJSON() is honoured. Non-finite numbers,

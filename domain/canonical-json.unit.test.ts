@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { canonicalJson as storeCanonicalJson } from '../store/events/canonical.js';
+import { canonicalJson as storeCanonicalJson } from '../platform/store/events/canonical.js';
 import {
   CanonicalJsonError,
   canonicalJson,
@@ -91,7 +91,7 @@ describe('canonicalJson', () => {
     expect(canonicalJson(ok)).toBe(`${'['.repeat(MAX_CANONICAL_DEPTH)}1${']'.repeat(MAX_CANONICAL_DEPTH)}`);
   });
 
-  it('is the encoding of the event store hash chain (store/events/canonical.ts) on any JSON value', () => {
+  it('is the encoding of the event store hash chain (platform/store/events/canonical.ts) on any JSON value', () => {
     const rnd = mulberry32(42);
     for (let i = 0; i < 2000; i++) {
       const v = randomJson(rnd);

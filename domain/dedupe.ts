@@ -1,6 +1,6 @@
 // Each task's dedupe window: the event ids of its last N applied groups, stored in the task's
 // row with its statistics (same transaction), so a group a retrying producer sent again later
-// (another offset, same id, same task) is recognised and skipped. See aggregator/README.md.
+// (another offset, same id, same task) is recognised and skipped. See stages/aggregator/README.md.
 
 export const DEFAULT_DEDUPE_WINDOW = 64;
 

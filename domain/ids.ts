@@ -4,7 +4,7 @@
 // These strings are recorded data (stream names, Temporal histories, idempotent appends,
 // consumer dedupe): a builder's output must never change; domain/ids.unit.test.ts pins them.
 // Pure and sandbox-safe (SHA-256 from @noble/hashes): workflow code imports it too. Processes
-// install node:crypto's SHA-256 at start (util/node-sha256.ts): the same bytes, about 5x faster
+// install node:crypto's SHA-256 at start (platform/util/node-sha256.ts): the same bytes, about 5x faster
 // on the aggregator's hot path.
 import { sha256 } from '@noble/hashes/sha2.js';
 import { utf8Bytes } from './canonical-json.js';
@@ -52,7 +52,7 @@ export function derivationKey(parts: readonly (string | number)[]): string {
     .join('\u001f');
 }
 
-// Campaign and batch ids are letters, digits, '.', '_' and '-' (gateway/schemas.ts ID_PATTERN),
+// Campaign and batch ids are letters, digits, '.', '_' and '-' (entry/gateway/schemas.ts ID_PATTERN),
 // Kafka topics the same: ':' separates such parts injectively, where '-' did not (campaign `a`,
 // step 1, batch `2-x` and campaign `a-1`, step 2, batch `x` were one id). The '-' forms stay for
 // what was recorded with them (streams and workflow histories of running campaigns).
@@ -145,7 +145,7 @@ export const workflowIds = {
 
 /** Name-based event ids, one builder per kind of event and producer. */
 export const eventIds = {
-  // store/campaigns.ts
+  // platform/store/campaigns.ts
   campaignStarted: (campaignId: string) => derivedUuid('CampaignStarted', campaignId),
   // the step planner (activities/curriculum.ts)
   taskSeeded: (campaignId: string, taskId: string) => derivedUuid('TaskSeeded', campaignId, taskId),
@@ -181,10 +181,10 @@ export const eventIds = {
   /** A task's statistics after the last RolloutGroupScored of a campaign applied to it. */
   taskStatsUpdated: (campaignId: string, lastGroupEventId: string) =>
     derivedUuid('TaskStatsUpdated', campaignId, lastGroupEventId),
-  // the dead-letter path (kafka/dlq.ts): derived from the source position
+  // the dead-letter path (platform/kafka/dlq.ts): derived from the source position
   deadLettered: (topic: string, partition: number, offset: string | number, code: string) =>
     derivedUuid('DeadLettered', topic, partition, String(offset), code),
-  // synthetic reward streams (aggregator/trace.ts) and the simulated trainer loop (dev/harness)
+  // synthetic reward streams (stages/aggregator/trace.ts) and the simulated trainer loop (dev/harness)
   traceRolloutGroup: (campaignId: string, seed: number, step: number, task: number) =>
     derivedUuid('trace', campaignId, seed, step, task),
   traceStepClosed: (campaignId: string, step: number) => derivedUuid('StepClosed', campaignId, step),
@@ -193,10 +193,10 @@ export const eventIds = {
   simulatedStepClosed: (campaignId: string, step: number) => derivedUuid('sim-close', campaignId, step),
 };
 
-/** The claim check of an accepted rollout batch (gateway/ingest.ts): one per (campaign, step, batch). */
+/** The claim check of an accepted rollout batch (entry/gateway/ingest.ts): one per (campaign, step, batch). */
 export const rolloutBatchClaimId = (campaignId: string, step: number, batchId: string) =>
   derivedUuid('claim', 'rollout-batch', campaignId, step, batchId);
 
-/** The OpenLineage run of a synthesis (export/openlineage.ts). */
+/** The OpenLineage run of a synthesis (analysis/export/openlineage.ts). */
 export const openLineageRunId = (campaignId: string, synthesisId: string) =>
   derivedUuid('openlineage-run', campaignId, synthesisId);

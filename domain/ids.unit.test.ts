@@ -1,4 +1,4 @@
-// Regression vectors: the values the code produced before the ids moved here (util/ids.ts with
+// Regression vectors: the values the code produced before the ids moved here (platform/util/ids.ts with
 // node:crypto, domain/streams.ts, the aggregator's and CLI's own builders). Recorded streams,
 // Temporal histories and idempotent appends depend on them, so they must never change. The ones
 // made injective (synthesis, stats and ingestion ids, the aggregator's derived event ids) changed

@@ -63,7 +63,11 @@ describe('the step-plan boundary', () => {
 
   it('no source outside domain/ imports or calls them; the planners go through planStep', () => {
     const files = sources();
-    for (const f of ['activities/curriculum.ts', 'replay/whatif.ts', 'dev/simulator/experiment.ts']) {
+    for (const f of [
+      'activities/curriculum.ts',
+      'analysis/replay/whatif.ts',
+      'dev/simulator/experiment.ts',
+    ]) {
       expect(files).toContain(f);
       expect(readFileSync(join(ROOT, f), 'utf8')).toMatch(
         /import\s*\{[^}]*\bplanStep\b[^}]*\}\s*from\s*'[./]*domain\/step-plan\.js'/,

@@ -6,9 +6,9 @@
 
 import { describe, expect, it, vi } from 'vitest';
 import { type CandidateRow, decideStep } from '../activities/curriculum.js';
-import type { RecordedGroup } from '../replay/reward-stream.js';
-import { foldGroups } from '../replay/reward-stream.js';
-import { type RecordedPlan, whatIfReport } from '../replay/whatif.js';
+import type { RecordedGroup } from '../analysis/replay/reward-stream.js';
+import { foldGroups } from '../analysis/replay/reward-stream.js';
+import { type RecordedPlan, whatIfReport } from '../analysis/replay/whatif.js';
 import type { TaskStats } from '../schemas/types.generated.js';
 import { parseCampaignConfig } from './campaign-config.js';
 import { DedupeWindows } from './dedupe.js';

@@ -1,5 +1,5 @@
 // One training step of the curriculum, decided in one place: the live planner
-// (activities/curriculum.ts), what-if replay (replay/whatif.ts), the simulated experiment
+// (activities/curriculum.ts), what-if replay (analysis/replay/whatif.ts), the simulated experiment
 // (dev/simulator/experiment.ts) and the sandbox scenario all call planStep, so they take the same
 // decisions in the same order. Pure and deterministic, like the policy it sequences
 // (pool/policy.ts); it runs in the workflow sandbox too.

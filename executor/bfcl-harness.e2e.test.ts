@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executorPython } from '../infra/stack/executor.js';
 import { paths } from '../infra/stack/paths.js';
-import { activePool } from '../store/pool/active.js';
+import { activePool } from '../platform/store/pool/active.js';
 import { ONE_SEED_PER_CATEGORY, standinCampaigns } from '../test/support/standin-campaign.js';
 import { waitUntil } from '../test/support/wait.js';
 

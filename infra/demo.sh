@@ -10,7 +10,7 @@ bash infra/bootstrap.sh
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 fi
-# The dashboard's page (dashboard/dist, not committed), which the demo's gateway serves.
+# The dashboard's page (entry/dashboard/dist, not committed), which the demo's gateway serves.
 npm run --silent build:dashboard
 npx tsx infra/stack/cli.ts up
 npx rods doctor

@@ -1,16 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseSchema, parsingCanonicalForm } from '../codec/canonical.js';
-import { crc64Avro, fingerprintHex } from '../codec/crc64avro.js';
-import { SchemaRegistry } from '../codec/registry.js';
+import { parseSchema, parsingCanonicalForm } from '../platform/codec/canonical.js';
+import { crc64Avro, fingerprintHex } from '../platform/codec/crc64avro.js';
+import { SchemaRegistry } from '../platform/codec/registry.js';
 import {
   loadSchemaSources,
   NAMESPACE,
   parseSchemaFileName,
   type SchemaSource,
   VERSION_ATTRIBUTE,
-} from '../codec/schema-files.js';
-import { GENERATED_TYPES_FILE, generateTypes } from '../codec/typegen.js';
+} from '../platform/codec/schema-files.js';
+import { GENERATED_TYPES_FILE, generateTypes } from '../platform/codec/typegen.js';
 
 const { published, current } = loadSchemaSources();
 

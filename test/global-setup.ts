@@ -1,9 +1,9 @@
 // Starts the real stack once for the whole test run (reusing a running one) and hands the
 // endpoints to tests through vitest's provide/inject.
 import type { TestProject } from 'vitest/node';
-import { type Endpoints, loadEndpoints } from '../config/endpoints.js';
 import { up } from '../infra/stack/cli.js';
-import { migrate } from '../store/migrate.js';
+import { type Endpoints, loadEndpoints } from '../platform/config/endpoints.js';
+import { migrate } from '../platform/store/migrate.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -31,9 +31,9 @@ function adHocIds(file: string, source: string): string[] {
 /** Relative imports of the CLI from outside it (the CLI is a composition root, not a library). */
 function cliImports(file: string, source: string): string[] {
   // The development commands (dev/commands/) share the CLI's errors and output helpers.
-  if (file.startsWith('cli/') || file.startsWith('bin/') || file.startsWith('dev/') || isTestFile(file))
+  if (file.startsWith('entry/cli/') || file.startsWith('bin/') || file.startsWith('dev/') || isTestFile(file))
     return [];
-  return relativeImportTargets(file, source).filter((target) => target.startsWith('cli/'));
+  return relativeImportTargets(file, source).filter((target) => target.startsWith('entry/cli/'));
 }
 
 /** Source text with `$(name)` standing for a template placeholder. */
@@ -42,26 +42,26 @@ const src = (text: string) =>
 
 describe('ids in one place', () => {
   it('finds an id built outside domain/ids.ts', () => {
-    expect(adHocIds('gateway/x.ts', src('const id = `campaign-$(c)`;'))).toEqual([
+    expect(adHocIds('entry/gateway/x.ts', src('const id = `campaign-$(c)`;'))).toEqual([
       'stream name or workflow id',
     ]);
     expect(adHocIds('workflows/x.ts', src('const c = `$(seed)~s$(step)`;'))).toEqual(['candidate id']);
-    expect(adHocIds('aggregator/x.ts', "derivedUuid('StepAggregated', c, s)")).toEqual(['derived id']);
+    expect(adHocIds('stages/aggregator/x.ts', "derivedUuid('StepAggregated', c, s)")).toEqual(['derived id']);
     expect(adHocIds('workflows/x.ts', "await startChild('synthesisWorkflow', {})")).toEqual([
       'workflow type by name',
     ]);
-    expect(adHocIds('gateway/x.ts', "client.workflow.start('campaignWorkflow', {})")).toEqual([
+    expect(adHocIds('entry/gateway/x.ts', "client.workflow.start('campaignWorkflow', {})")).toEqual([
       'workflow type by name',
     ]);
     // allowed: the builders themselves, tests, fixtures, start by reference
     expect(adHocIds('domain/ids.ts', src('campaign: (c: string) => `campaign-$(c)`'))).toEqual([]);
-    expect(adHocIds('gateway/x.int.test.ts', src('expect(id).toBe(`campaign-$(c)`)'))).toEqual([]);
-    expect(adHocIds('gateway/x.ts', 'client.workflow.start(campaignWorkflow, {})')).toEqual([]);
-    expect(cliImports('gateway/server.ts', "import { x } from '../cli/commands/campaign.js';")).toEqual([
-      'cli/commands/campaign.js',
-    ]);
-    expect(cliImports('cli/commands/demo.ts', "import { x } from '../output.js';")).toEqual([]);
-    expect(cliImports('dev/commands/demo.ts', "import { x } from '../../cli/output.js';")).toEqual([]);
+    expect(adHocIds('entry/gateway/x.int.test.ts', src('expect(id).toBe(`campaign-$(c)`)'))).toEqual([]);
+    expect(adHocIds('entry/gateway/x.ts', 'client.workflow.start(campaignWorkflow, {})')).toEqual([]);
+    expect(cliImports('entry/gateway/server.ts', "import { x } from '../cli/commands/campaign.js';")).toEqual(
+      ['entry/cli/commands/campaign.js'],
+    );
+    expect(cliImports('entry/cli/commands/demo.ts', "import { x } from '../output.js';")).toEqual([]);
+    expect(cliImports('dev/commands/demo.ts', "import { x } from '../../entry/cli/output.js';")).toEqual([]);
   });
 
   it('no module builds an id itself, starts a workflow by name or imports the CLI', () => {

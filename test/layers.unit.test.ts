@@ -49,31 +49,34 @@ describe('the layer rules', () => {
   it('name each forbidden import: I/O or a stage in the core, a stage in the platform, stage to stage, a cycle, the stack manager', async () => {
     const found = await violations({
       'domain/band.ts':
-        "import { readFileSync } from 'node:fs';\nimport { q } from '../store/q.js';\nexport const b = [readFileSync, q];\n",
-      'store/q.ts': "import { fold } from '../aggregator/fold.js';\nexport const q = fold;\n",
-      'aggregator/fold.ts': "import { plan } from '../activities/plan.js';\nexport const fold = plan;\n",
+        "import { readFileSync } from 'node:fs';\nimport { q } from '../platform/store/q.js';\nexport const b = [readFileSync, q];\n",
+      'platform/store/q.ts':
+        "import { fold } from '../../stages/aggregator/fold.js';\nexport const q = fold;\n",
+      'stages/aggregator/fold.ts':
+        "import { plan } from '../../activities/plan.js';\nexport const fold = plan;\n",
       'activities/plan.ts': 'export const plan = 1;\n',
       'workflows/campaign.ts': "import { plan } from '../activities/plan.js';\nexport const w = plan;\n",
-      'status/report.ts': "import { fold } from '../aggregator/fold.js';\nexport const r = fold;\n",
-      'config/endpoints.ts': "import { up } from '../infra/stack/up.js';\nexport const e = up;\n",
+      'analysis/status/report.ts':
+        "import { fold } from '../../stages/aggregator/fold.js';\nexport const r = fold;\n",
+      'platform/config/endpoints.ts': "import { up } from '../../infra/stack/up.js';\nexport const e = up;\n",
       'infra/stack/up.ts': 'export const up = 1;\n',
       'workflows/synthesis.ts':
         "import pg from 'pg';\nimport { startCampaign } from './start-campaign.js';\nexport const s = [pg, startCampaign];\n",
       'workflows/start-campaign.ts': "import pg from 'pg';\nexport const startCampaign = pg;\n",
-      'kafka/a.ts': "import { b } from './b.js';\nexport const a = () => b;\n",
-      'kafka/b.ts': "import { a } from './a.js';\nexport const b = () => a;\n",
+      'platform/kafka/a.ts': "import { b } from './b.js';\nexport const a = () => b;\n",
+      'platform/kafka/b.ts': "import { a } from './a.js';\nexport const b = () => a;\n",
     });
     expect(found).toEqual(
       [
         'domain-does-no-io: domain/band.ts → fs',
-        'domain-is-pure: domain/band.ts → store/q.ts',
-        'platform-imports-no-stage: store/q.ts → aggregator/fold.ts',
-        'stage-aggregator-imports-no-other-stage: aggregator/fold.ts → activities/plan.ts',
+        'domain-is-pure: domain/band.ts → platform/store/q.ts',
+        'platform-imports-no-stage: platform/store/q.ts → stages/aggregator/fold.ts',
+        'stage-aggregator-imports-no-other-stage: stages/aggregator/fold.ts → activities/plan.ts',
         'workflows-import-activity-types-only: workflows/campaign.ts → activities/plan.ts',
-        'analysis-imports-no-stage: status/report.ts → aggregator/fold.ts',
-        'platform-imports-no-stage: config/endpoints.ts → infra/stack/up.ts',
-        'product-imports-no-operations: config/endpoints.ts → infra/stack/up.ts',
-        'no-cycle: kafka/a.ts → kafka/b.ts',
+        'analysis-imports-no-stage: analysis/status/report.ts → stages/aggregator/fold.ts',
+        'platform-imports-no-stage: platform/config/endpoints.ts → infra/stack/up.ts',
+        'product-imports-no-operations: platform/config/endpoints.ts → infra/stack/up.ts',
+        'no-cycle: platform/kafka/a.ts → platform/kafka/b.ts',
         'workflow-code-does-no-io: workflows/synthesis.ts → pg',
         'workflow-code-does-no-io: workflows/synthesis.ts → workflows/start-campaign.ts',
       ].sort(),
@@ -84,14 +87,14 @@ describe('the layer rules', () => {
     const found = await violations({
       'domain/band.ts': "import { w } from './window.js';\nexport const b = w;\n",
       'domain/window.ts': 'export const w = 1;\n',
-      'store/q.ts': "import { b } from '../domain/band.js';\nexport const q = b;\n",
-      'aggregator/fold.ts':
-        "import { q } from '../store/q.js';\nimport { b } from '../domain/band.js';\nexport const fold = [q, b];\n",
+      'platform/store/q.ts': "import { b } from '../../domain/band.js';\nexport const q = b;\n",
+      'stages/aggregator/fold.ts':
+        "import { q } from '../../platform/store/q.js';\nimport { b } from '../../domain/band.js';\nexport const fold = [q, b];\n",
       'activities/plan.ts': 'export interface Plan { step: number }\n',
       'workflows/campaign.ts':
         "import type { Plan } from '../activities/plan.js';\nexport const w = (p: Plan) => p.step;\n",
-      'cli/main.ts':
-        "import { fold } from '../aggregator/fold.js';\nimport { up } from '../infra/stack/up.js';\nexport const m = [fold, up];\n",
+      'entry/cli/main.ts':
+        "import { fold } from '../../stages/aggregator/fold.js';\nimport { up } from '../../infra/stack/up.js';\nexport const m = [fold, up];\n",
       'infra/stack/up.ts': 'export const up = 1;\n',
     });
     expect(found).toEqual([]);

@@ -22,15 +22,15 @@ describe('layout', () => {
     expect(devImports('activities/synthesis.ts', "import { x } from '../dev/standin/catalog.js';")).toEqual([
       'dev/standin/catalog.js',
     ]);
-    expect(devImports('aggregator/service.ts', "const m = await import('../test/support/wait.js');")).toEqual(
-      ['test/support/wait.js'],
-    );
-    expect(devImports('kafka/x.ts', "export { y } from '../dev/bench/run.js';")).toEqual([
+    expect(
+      devImports('stages/aggregator/service.ts', "const m = await import('../../test/support/wait.js');"),
+    ).toEqual(['test/support/wait.js']);
+    expect(devImports('platform/kafka/x.ts', "export { y } from '../../dev/bench/run.js';")).toEqual([
       'dev/bench/run.js',
     ]);
-    expect(devImports('cli/commands/demo.ts', "import { runDemo } from '../../dev/demo/run.js';")).toEqual([
-      'dev/demo/run.js',
-    ]);
+    expect(
+      devImports('entry/cli/commands/demo.ts', "import { runDemo } from '../../../dev/demo/run.js';"),
+    ).toEqual(['dev/demo/run.js']);
     // allowed: tests, the development entry point, dev itself, and product-to-product imports
     expect(devImports('workflows/campaign.e2e.test.ts', "import '../dev/harness/loop.js';")).toEqual([]);
     expect(devImports('dev/commands/demo.ts', "import { runDemo } from '../demo/run.js';")).toEqual([]);
@@ -51,7 +51,8 @@ describe('layout', () => {
   it('keeps test support in test/support: no product module is imported by tests alone', () => {
     // Modules with no importer but tests that are product all the same, each with its reason.
     const PRODUCT_ALL_THE_SAME: Record<string, string> = {
-      'store/projections.ts': 'the projection runner over the event log (its own int test covers it)',
+      'platform/store/projections.ts':
+        'the projection runner over the event log (its own int test covers it)',
       'infra/stack/temporal-test-server.ts': 'a script: .ci/run installs the time-skipping server with it',
       'vitest.unit.config.ts': "the unit tier's config (its isolation list is checked by a test)",
     };

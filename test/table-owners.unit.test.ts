@@ -1,10 +1,10 @@
-// Every table has one owner (store/tables.ts): SQL that names a table appears only in its owner
+// Every table has one owner (platform/store/tables.ts): SQL that names a table appears only in its owner
 // module. Tests may read tables directly (they assert on rows); product code, analysis and the
 // development tools go through the owners.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TABLE_OWNERS } from '../store/tables.js';
+import { TABLE_OWNERS } from '../platform/store/tables.js';
 import { isTestFile, ROOT, sourceFiles } from './support/sources.js';
 
 const TABLES = Object.keys(TABLE_OWNERS) as (keyof typeof TABLE_OWNERS)[];
@@ -44,10 +44,10 @@ const KNOWN: string[] = [
   'task_stats dev/bench/scale.ts',
 ];
 
-// SQL outside store/: none in the product. The stack manager (infra/stack/) creates the database,
+// SQL outside platform/store/: none in the product. The stack manager (infra/stack/) creates the database,
 // its roles and owner before any owner can connect; Temporal handles have a `.query` of their own.
 const SQL_OUTSIDE_STORE_ALLOWED = (file: string) =>
-  file.startsWith('store/') || file.startsWith('infra/stack/') || file.startsWith('dev/');
+  file.startsWith('platform/store/') || file.startsWith('infra/stack/') || file.startsWith('dev/');
 
 /** The `.query(` calls in a source text that are not a Temporal workflow handle's. */
 const sqlCalls = (source: string) =>
@@ -55,19 +55,24 @@ const sqlCalls = (source: string) =>
 
 describe('table owners', () => {
   it('finds SQL naming a table outside its owner, and not prose or imports', () => {
-    expect(violations('status/x.ts', 'await db.query(`select n from steps where campaign_id = $1`)')).toEqual(
-      ['steps status/x.ts'],
-    );
-    expect(violations('gateway/x.ts', "await c.query('insert into claim_checks (id) values ($1)')")).toEqual([
-      'claim_checks gateway/x.ts',
-    ]);
+    expect(
+      violations('analysis/status/x.ts', 'await db.query(`select n from steps where campaign_id = $1`)'),
+    ).toEqual(['steps analysis/status/x.ts']);
+    expect(
+      violations('entry/gateway/x.ts', "await c.query('insert into claim_checks (id) values ($1)')"),
+    ).toEqual(['claim_checks entry/gateway/x.ts']);
     expect(violations('x.ts', "await c.query('UPDATE Campaigns set status = $2')")).toEqual([
       'campaigns x.ts',
     ]);
     expect(
-      violations('store/steps/close.ts', 'select 1 from steps join step_progress using (campaign_id)'),
+      violations(
+        'platform/store/steps/close.ts',
+        'select 1 from steps join step_progress using (campaign_id)',
+      ),
     ).toEqual([]);
-    expect(violations('store/stepsx.ts', 'select 1 from steps')).toEqual(['steps store/stepsx.ts']);
+    expect(violations('platform/store/stepsx.ts', 'select 1 from steps')).toEqual([
+      'steps platform/store/stepsx.ts',
+    ]);
     expect(violations('x.ts', "import { a } from './steps.js';\n// reads from steps, in prose\n")).toEqual(
       [],
     );
@@ -75,7 +80,7 @@ describe('table owners', () => {
   });
 
   it('gives every table the migrations create an owner that exists', () => {
-    const dir = path.join(ROOT, 'store/migrations');
+    const dir = path.join(ROOT, 'platform/store/migrations');
     const created = readdirSync(dir)
       .filter((f) => f.endsWith('.sql'))
       .flatMap((f) => [
@@ -111,7 +116,7 @@ describe('table owners', () => {
     expect(sqlCalls('await handle.query(statusQuery);\n// c.query(x) in prose')).toBe(0);
   });
 
-  it('runs no SQL in product code outside store/', () => {
+  it('runs no SQL in product code outside platform/store/', () => {
     const found = sourceFiles()
       .filter((f) => f.endsWith('.ts') && !isTestFile(f) && !f.startsWith('test/'))
       .filter((f) => !SQL_OUTSIDE_STORE_ALLOWED(f))

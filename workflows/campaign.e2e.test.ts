@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
-import { executeUpdateWithRetry } from '../temporal/connect.js';
+import { executeUpdateWithRetry } from '../platform/temporal/connect.js';
 import { standinCampaigns } from '../test/support/standin-campaign.js';
 import { staysFalse, waitUntil } from '../test/support/wait.js';
 

@@ -15,7 +15,7 @@ import {
   standinGenerator,
   startStandin,
 } from '../dev/harness/standin.js';
-import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
+import { installWorkerRuntime, workflowEnd } from '../platform/temporal/connect.js';
 import type { CampaignStatus } from './campaign.js';
 
 let server: PrivateTemporal | undefined;

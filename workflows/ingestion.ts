@@ -1,8 +1,8 @@
 // The ingestion workflow: the fallback publisher of an accepted rollout batch (id:
-// workflowIds.ingestion, domain/ids.ts). The gateway publishes a batch itself (gateway/publish.ts)
+// workflowIds.ingestion, domain/ids.ts). The gateway publishes a batch itself (entry/gateway/publish.ts)
 // and starts this workflow only when that send fails, with a reuse policy that rejects
 // duplicates, so a batch is published by one execution at a time; the gateway's reconciler,
-// gateway/reconcile.ts, starts it for a batch left unpublished (the gateway died, or that start
+// entry/gateway/reconcile.ts, starts it for a batch left unpublished (the gateway died, or that start
 // failed) and again after a failed or terminated run, harmless since the activity and the event
 // ids are idempotent. The batch itself stays in PostgreSQL (claim check); the workflow carries
 // only its id.

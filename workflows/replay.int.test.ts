@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, Runtime, Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import { installWorkerRuntime } from '../platform/temporal/connect.js';
 
 describe('workflow replay', () => {
   it('replays the recorded campaign and synthesis histories without determinism errors', async () => {

@@ -5,8 +5,8 @@ import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/c
 import type pg from 'pg';
 import { type CampaignConfig, parseNewCampaignConfig } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
-import { isAsRegistered, loadCampaign, registerCampaign } from '../store/campaigns.js';
-import { workflowExists } from '../temporal/connect.js';
+import { isAsRegistered, loadCampaign, registerCampaign } from '../platform/store/campaigns.js';
+import { workflowExists } from '../platform/temporal/connect.js';
 import { campaignWorkflow } from './campaign.js';
 
 /** A campaign of that id exists already (with another config, or with its workflow started). */

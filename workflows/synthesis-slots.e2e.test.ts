@@ -13,7 +13,7 @@ import {
   standinEndpoints,
   startStandin,
 } from '../dev/harness/standin.js';
-import { installWorkerRuntime, workflowEnd } from '../temporal/connect.js';
+import { installWorkerRuntime, workflowEnd } from '../platform/temporal/connect.js';
 import type { CampaignStatus } from './campaign.js';
 
 let bundle: WorkflowBundleWithSourceMap;

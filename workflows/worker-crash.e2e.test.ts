@@ -13,8 +13,8 @@ import {
   standinGenerator,
   startStandin,
 } from '../dev/harness/standin.js';
-import type { Pool } from '../store/db.js';
-import { installWorkerRuntime } from '../temporal/connect.js';
+import type { Pool } from '../platform/store/db.js';
+import { installWorkerRuntime } from '../platform/temporal/connect.js';
 import { waitUntil } from '../test/support/wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

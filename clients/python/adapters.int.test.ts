@@ -9,8 +9,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION } from '../../gateway/api-version.js';
-import type { Pool } from '../../store/db.js';
+import { API_VERSION } from '../../entry/gateway/api-version.js';
+import type { Pool } from '../../platform/store/db.js';
 import {
   type GatewayWithWorker,
   startGatewayWithWorker,

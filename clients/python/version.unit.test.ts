@@ -1,8 +1,8 @@
 // The Python client's version is the gateway's API version (no services: reads the files).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { API_VERSION } from '../../gateway/api-version.js';
-import { openApiDocument } from '../../gateway/openapi.js';
+import { API_VERSION } from '../../entry/gateway/api-version.js';
+import { openApiDocument } from '../../entry/gateway/openapi.js';
 
 const read = (p: string) => readFileSync(new URL(p, import.meta.url), 'utf8');
 

@@ -1,19 +1,19 @@
 // Training steps applied the way a live aggregator sees them once it has caught up: each step's
 // groups (one per task) arrive as one small batch per partition, so every batch touches each of
-// its tasks once. Measured with the task cache (aggregator/task-cache.ts) and, as the baseline in
+// its tasks once. Measured with the task cache (stages/aggregator/task-cache.ts) and, as the baseline in
 // the same run, with every task read in full from its stored row (`--task-cache 0`, the behaviour
 // before the cache). Alternating rounds, so load that comes and goes hits both. Options: --steps
 // per round (default 150), --tasks (800), --rounds (2 per side).
 import { randomUUID } from 'node:crypto';
-import { processBatch, type RewardRecord } from '../../aggregator/batch.js';
-import { CampaignCache } from '../../aggregator/campaign-cache.js';
-import { TaskStateCache } from '../../aggregator/task-cache.js';
-import { encodeRecord } from '../../aggregator/trace.js';
-import { defaultRegistry } from '../../codec/registry.js';
-import { registerCampaign } from '../../store/campaigns.js';
-import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
-import { installNodeSha256 } from '../../util/node-sha256.js';
+import { defaultRegistry } from '../../platform/codec/registry.js';
+import { registerCampaign } from '../../platform/store/campaigns.js';
+import { createPool } from '../../platform/store/db.js';
+import { migrate } from '../../platform/store/migrate.js';
+import { installNodeSha256 } from '../../platform/util/node-sha256.js';
+import { processBatch, type RewardRecord } from '../../stages/aggregator/batch.js';
+import { CampaignCache } from '../../stages/aggregator/campaign-cache.js';
+import { TaskStateCache } from '../../stages/aggregator/task-cache.js';
+import { encodeRecord } from '../../stages/aggregator/trace.js';
 import type { BenchResult } from './result.js';
 
 const PARTITIONS = 6;

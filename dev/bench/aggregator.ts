@@ -4,13 +4,13 @@
 // --groups, --tasks, --concurrency (partitions applied at once; the service's default 3),
 // --profile DIR (a CPU profile of the aggregator phase and its top frames).
 import { randomUUID } from 'node:crypto';
-import { AggregatorService } from '../../aggregator/service.js';
-import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
-import { decode } from '../../codec/registry.js';
-import { openKafka, withAdmin } from '../../kafka/client.js';
-import { registerCampaign } from '../../store/campaigns.js';
-import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
+import { decode } from '../../platform/codec/registry.js';
+import { openKafka, withAdmin } from '../../platform/kafka/client.js';
+import { registerCampaign } from '../../platform/store/campaigns.js';
+import { createPool } from '../../platform/store/db.js';
+import { migrate } from '../../platform/store/migrate.js';
+import { AggregatorService } from '../../stages/aggregator/service.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../stages/aggregator/trace.js';
 import { profiled } from './profile.js';
 import type { BenchResult } from './result.js';
 

@@ -1,4 +1,4 @@
-// Event store throughput: appends N events through store/events/event-store.ts (batches of --batch
+// Event store throughput: appends N events through platform/store/events/event-store.ts (batches of --batch
 // events to --streams streams from --concurrency connections), reads them all back in the log's
 // order through the store's bulk reader (readLog, what replay and projection rebuilds use; pages
 // of --page events) and through its paged reader (readPage, one query per page, what the relay
@@ -15,7 +15,7 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { loadEndpoints } from '../../config/endpoints.js';
+import { loadEndpoints } from '../../platform/config/endpoints.js';
 import {
   append,
   type Cursor,
@@ -24,8 +24,8 @@ import {
   readLog,
   readPage,
   START,
-} from '../../store/events/event-store.js';
-import { MIGRATIONS_DIR } from '../../store/migrate.js';
+} from '../../platform/store/events/event-store.js';
+import { MIGRATIONS_DIR } from '../../platform/store/migrate.js';
 import type { BenchResult } from './result.js';
 
 const FINGERPRINT = '5f3c2a1b0e9d8c7a';

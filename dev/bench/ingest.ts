@@ -6,12 +6,12 @@
 // ratio = raw_produce_p50_ms / p50_step_ms. --profile DIR: a CPU profile of the gateway steps (this
 // process runs the client and the gateway) and its top frames.
 import { randomUUID } from 'node:crypto';
-import { encode } from '../../codec/registry.js';
 import { workflowIds } from '../../domain/ids.js';
-import { openKafka } from '../../kafka/client.js';
-import { migrate } from '../../store/migrate.js';
+import { encode } from '../../platform/codec/registry.js';
+import { openKafka } from '../../platform/kafka/client.js';
+import { migrate } from '../../platform/store/migrate.js';
+import { installNodeSha256 } from '../../platform/util/node-sha256.js';
 import { startGatewayWithWorker } from '../../test/support/gateway/gateway-with-worker.js';
-import { installNodeSha256 } from '../../util/node-sha256.js';
 import { profiled } from './profile.js';
 import type { BenchResult } from './result.js';
 
@@ -25,7 +25,7 @@ export default async function ingestBench(opts: Record<string, string | boolean>
   const tasks = Number(opts.tasks ?? 800);
   const k = 16;
   await migrate();
-  // As in every rods process (cli/main.ts): node:crypto behind the derived event ids.
+  // As in every rods process (entry/cli/main.ts): node:crypto behind the derived event ids.
   installNodeSha256();
   const token = randomUUID();
   // The gateway with an in-process worker and a fresh 6-partition rewards topic, as its HTTP tests run it.

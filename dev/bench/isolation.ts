@@ -4,9 +4,9 @@
 // same run, alternating). The difference is the delay one campaign's failures cost another.
 // Options: --burst (default 5000), --tasks (healthy groups, 50), --rounds (1 per side).
 
-import { loadEndpoints } from '../../config/endpoints.js';
-import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
+import { loadEndpoints } from '../../platform/config/endpoints.js';
+import { createPool } from '../../platform/store/db.js';
+import { migrate } from '../../platform/store/migrate.js';
 import { runFailingBurst } from '../../test/support/aggregator/failing-burst.js';
 import type { BenchResult } from './result.js';
 

@@ -1,7 +1,7 @@
 // Smallest real benchmark, kept as the template for the others: idempotent, acks=all
 // production of N keyed messages against acks=1 production of the same messages.
 import { randomUUID } from 'node:crypto';
-import { ensureTopics, openKafka, withAdmin } from '../../kafka/client.js';
+import { ensureTopics, openKafka, withAdmin } from '../../platform/kafka/client.js';
 import type { BenchResult } from './result.js';
 
 export default async function kafkaProduce(opts: Record<string, string | boolean>): Promise<BenchResult> {

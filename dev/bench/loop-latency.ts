@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { createDoctorWorker } from '../../activities/worker.js';
-import { installWorkerRuntime, temporalClient } from '../../temporal/connect.js';
+import { installWorkerRuntime, temporalClient } from '../../platform/temporal/connect.js';
 import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { LoopHarness } from '../harness/loop.js';
 import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';

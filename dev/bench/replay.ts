@@ -5,12 +5,12 @@
 // the best of --rounds (default 2) alternating runs. Options: --groups, --tasks, --rounds.
 
 import { randomUUID } from 'node:crypto';
-import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../aggregator/trace.js';
+import { foldCampaignGroups, forEachCampaignGroup } from '../../analysis/replay/reward-stream.js';
 import { parseCampaignConfig } from '../../domain/campaign-config.js';
 import { DedupeWindows } from '../../domain/dedupe.js';
 import type { TaskState } from '../../domain/task-stats.js';
-import { withAdmin } from '../../kafka/client.js';
-import { foldCampaignGroups, forEachCampaignGroup } from '../../replay/reward-stream.js';
+import { withAdmin } from '../../platform/kafka/client.js';
+import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from '../../stages/aggregator/trace.js';
 import type { BenchResult } from './result.js';
 
 export default async function replayBench(opts: Record<string, string | boolean>): Promise<BenchResult> {

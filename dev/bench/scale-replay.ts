@@ -4,10 +4,10 @@
 // heap (the per-task states and the event ids seen) neither limits nor inflates the bench's.
 // argv: topic campaignId configJson. Prints one JSON object on stdout.
 
+import { foldCampaignGroups, forEachCampaignGroup } from '../../analysis/replay/reward-stream.js';
 import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
 import { DedupeWindows } from '../../domain/dedupe.js';
 import type { TaskState } from '../../domain/task-stats.js';
-import { foldCampaignGroups, forEachCampaignGroup } from '../../replay/reward-stream.js';
 
 const [topic, campaignId, configJson] = process.argv.slice(2);
 if (!topic || !campaignId) throw new Error('usage: scale-replay.ts TOPIC CAMPAIGN [CONFIG_JSON]');

@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { UsageError } from '../../cli/errors.js';
-import { printJson } from '../../cli/output.js';
 import { dashboardHint, runDemo } from '../../dev/demo/run.js';
 import { ABLATION_SWITCHES, parseAblationSwitches } from '../../domain/ablation.js';
-import { createPool } from '../../store/db.js';
-import { migrate } from '../../store/migrate.js';
+import { UsageError } from '../../entry/cli/errors.js';
+import { printJson } from '../../entry/cli/output.js';
+import { createPool } from '../../platform/store/db.js';
+import { migrate } from '../../platform/store/migrate.js';
 
 export function register(program: Command): void {
   program

@@ -1,9 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { UsageError } from '../../cli/errors.js';
-import { positiveInt } from '../../cli/options.js';
-import { printJson } from '../../cli/output.js';
 import {
   CONFIG_POLICY,
   DEFAULT_POLICIES,
@@ -18,6 +15,9 @@ import { PARAMETERS } from '../../dev/simulator/parameters.js';
 import { fmtInterval, resultTable, sweepTable, writeReport } from '../../dev/simulator/report.js';
 import { parseAblationSwitches } from '../../domain/ablation.js';
 import { type CampaignConfigInput, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { UsageError } from '../../entry/cli/errors.js';
+import { positiveInt } from '../../entry/cli/options.js';
+import { printJson } from '../../entry/cli/output.js';
 
 const KNOWN = [...Object.keys(POLICY_SPECS), CONFIG_POLICY];
 

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { UsageError } from '../../cli/errors.js';
-import { printJson } from '../../cli/output.js';
 import { SimulatedTrainer } from '../../dev/simulator/trainer.js';
+import { UsageError } from '../../entry/cli/errors.js';
+import { printJson } from '../../entry/cli/output.js';
 
 export function register(program: Command): void {
   program

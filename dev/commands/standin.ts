@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { UsageError } from '../../cli/errors.js';
-import { intOption } from '../../cli/options.js';
 import { DEFAULT_STANDIN_PORT, STANDIN_MODEL, startStandin } from '../../dev/standin/server.js';
+import { UsageError } from '../../entry/cli/errors.js';
+import { intOption } from '../../entry/cli/options.js';
 
 function share(name: string) {
   return (v: string): number => {

@@ -10,19 +10,19 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
+import { campaignStatus } from '../../analysis/status/campaign-status.js';
+import { diagnose, renderFindings } from '../../analysis/status/diagnose.js';
+import { type SynthesisFunnel, synthesisFunnel } from '../../analysis/status/funnel.js';
+import { bounded } from '../../analysis/status/temporal.js';
 import { workflowIds } from '../../domain/ids.js';
-import { DEFAULT_PORT } from '../../gateway/server.js';
-import { campaignStatus } from '../../status/campaign-status.js';
-import { diagnose, renderFindings } from '../../status/diagnose.js';
-import { type SynthesisFunnel, synthesisFunnel } from '../../status/funnel.js';
-import { bounded } from '../../status/temporal.js';
-import { recordedPlan } from '../../store/campaign-plans.js';
-import { retryOnConnectionLoss } from '../../store/db.js';
-import { eventCountsByType, synthesisLatencyRows } from '../../store/events/campaign-reads.js';
-import { poolComposition } from '../../store/pool/view.js';
-import { stepSummaries } from '../../store/steps/view.js';
-import { executeUpdateWithRetry, temporalClient } from '../../temporal/connect.js';
-import { freePort } from '../../util/free-port.js';
+import { DEFAULT_PORT } from '../../entry/gateway/server.js';
+import { recordedPlan } from '../../platform/store/campaign-plans.js';
+import { retryOnConnectionLoss } from '../../platform/store/db.js';
+import { eventCountsByType, synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
+import { poolComposition } from '../../platform/store/pool/view.js';
+import { stepSummaries } from '../../platform/store/steps/view.js';
+import { executeUpdateWithRetry, temporalClient } from '../../platform/temporal/connect.js';
+import { freePort } from '../../platform/util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
 import { barChart, lineChart } from './charts.js';
 
@@ -170,7 +170,7 @@ export async function runDemo(
   const out = path.resolve(opts.out);
   const logDir = path.join(out, 'logs');
   mkdirSync(logDir, { recursive: true });
-  // Scoped tokens (gateway/auth.ts): the operator's admin token creates the campaign; the
+  // Scoped tokens (entry/gateway/auth.ts): the operator's admin token creates the campaign; the
   // simulated trainer's token may only post to and read that campaign.
   const token = randomBytes(16).toString('hex');
   const trainerToken = randomBytes(16).toString('hex');

@@ -6,8 +6,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { probeTemporal } from '../../infra/stack/temporal.js';
+import { freePort } from '../../platform/util/free-port.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { freePort } from '../../util/free-port.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 

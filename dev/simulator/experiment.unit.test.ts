@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
-import { UsageError } from '../../cli/errors.js';
 import { AblationConfigSchema, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { UsageError } from '../../entry/cli/errors.js';
 import { register } from '../commands/experiment.js';
 import {
   BFCL_CLASSES,

@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort } from '../../util/free-port.js';
+import { freePort } from '../../platform/util/free-port.js';
 import { GatewayError, parentOf, SimulatedTrainer, type TaskRecord } from './trainer.js';
 
 const servers: http.Server[] = [];

@@ -1,6 +1,6 @@
 // The soak's fault plan: which fault strikes at which step, for how long. Pure and seeded, so a
 // soak run can be repeated fault for fault; the injector (run.ts) carries it out.
-import { xorshift32 } from '../../util/xorshift.js';
+import { xorshift32 } from '../../platform/util/xorshift.js';
 
 export const FAULT_KINDS = [
   'kill-worker',

@@ -1,18 +1,18 @@
 // What a soak run checks at the end, each as a named invariant with the evidence that decided it.
 import type pg from 'pg';
-import { referenceStats, type TraceGroup } from '../../aggregator/trace.js';
-import { decode } from '../../codec/registry.js';
+import { replayCampaign } from '../../analysis/replay/replay.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
-import { openKafka, readToEnd } from '../../kafka/client.js';
-import { DLQ_TOPIC } from '../../kafka/dlq.js';
-import { replayCampaign } from '../../replay/replay.js';
-import { lastPlannedStep } from '../../store/campaign-plans.js';
-import { verifyChains } from '../../store/events/audit.js';
-import { candidateEventCounts } from '../../store/events/campaign-reads.js';
-import { candidateStatuses } from '../../store/pool/candidates.js';
-import { acceptedBatches } from '../../store/steps/batches.js';
-import { stepRows } from '../../store/steps/view.js';
-import { queryStats } from '../../store/task-stats/view.js';
+import { decode } from '../../platform/codec/registry.js';
+import { openKafka, readToEnd } from '../../platform/kafka/client.js';
+import { DLQ_TOPIC } from '../../platform/kafka/dlq.js';
+import { lastPlannedStep } from '../../platform/store/campaign-plans.js';
+import { verifyChains } from '../../platform/store/events/audit.js';
+import { candidateEventCounts } from '../../platform/store/events/campaign-reads.js';
+import { candidateStatuses } from '../../platform/store/pool/candidates.js';
+import { acceptedBatches } from '../../platform/store/steps/batches.js';
+import { stepRows } from '../../platform/store/steps/view.js';
+import { queryStats } from '../../platform/store/task-stats/view.js';
+import { referenceStats, type TraceGroup } from '../../stages/aggregator/trace.js';
 import type { BatchLogEntry } from './trainer.js';
 
 export interface Invariant {

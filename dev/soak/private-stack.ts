@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
-import { freeServicePort } from '../../util/free-port.js';
+import { freeServicePort } from '../../platform/util/free-port.js';
 
 export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];

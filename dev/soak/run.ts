@@ -6,17 +6,17 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { encode } from '../../codec/registry.js';
 import { workflowIds } from '../../domain/ids.js';
 import { services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
 import { activeController, kafkaNodes } from '../../infra/stack/kafka.js';
-import { openKafka, withAdmin } from '../../kafka/client.js';
-import { REWARDS_TOPIC } from '../../kafka/topology.js';
-import { lastPlannedStep } from '../../store/campaign-plans.js';
-import { createPool } from '../../store/db.js';
-import { temporalClient } from '../../temporal/connect.js';
+import { encode } from '../../platform/codec/registry.js';
+import { openKafka, withAdmin } from '../../platform/kafka/client.js';
+import { REWARDS_TOPIC } from '../../platform/kafka/topology.js';
+import { lastPlannedStep } from '../../platform/store/campaign-plans.js';
+import { createPool } from '../../platform/store/db.js';
+import { temporalClient } from '../../platform/temporal/connect.js';
+import { freeServicePort } from '../../platform/util/free-port.js';
 import { mapBomb, rewardsArrayBomb, stringBomb } from '../../test/support/codec/bombs.js';
-import { freeServicePort } from '../../util/free-port.js';
 import type { CampaignStatus } from '../../workflows/campaign.js';
 import {
   CLUSTER_FAULT_KINDS,

@@ -5,7 +5,7 @@
 // batch always comes from a retrying client, after the others are answered. Every send and its
 // outcome goes into the trainer's log, from which the soak computes its offline reference.
 
-import { xorshift32 } from '../../util/xorshift.js';
+import { xorshift32 } from '../../platform/util/xorshift.js';
 import { GatewayError, SimulatedTrainer, type TaskRecord } from '../simulator/trainer.js';
 
 export type BatchOutcome = 'accepted' | 'duplicate' | 'refused' | 'unknown';

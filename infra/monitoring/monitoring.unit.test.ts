@@ -4,14 +4,14 @@ import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { AggregatorService } from '../../aggregator/service.js';
-import { instrumentGateway } from '../../gateway/metrics.js';
-import { relayMetrics } from '../../relay/metrics.js';
-import { registerPipelineGauges } from '../../status/metrics.js';
-import { START } from '../../store/events/event-store.js';
-import { activityMetrics } from '../../temporal/activity-metrics.js';
+import { registerPipelineGauges } from '../../analysis/status/metrics.js';
+import { instrumentGateway } from '../../entry/gateway/metrics.js';
+import { START } from '../../platform/store/events/event-store.js';
+import { activityMetrics } from '../../platform/temporal/activity-metrics.js';
+import { metricNames, processRegistry } from '../../platform/util/metrics.js';
+import { AggregatorService } from '../../stages/aggregator/service.js';
+import { relayMetrics } from '../../stages/relay/metrics.js';
 import { dashboardQueries, queriedMetrics } from '../../test/support/monitoring/dashboard.js';
-import { metricNames, processRegistry } from '../../util/metrics.js';
 
 const noDb = {} as pg.Pool;
 

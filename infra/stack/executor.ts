@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ExecutorClient, executorUrl } from '../../activities/executor-client.js';
-import { isLoopback } from '../../config/endpoints.js';
+import { isLoopback } from '../../platform/config/endpoints.js';
 import { paths } from './paths.js';
 import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
 import type { Probe, Service } from './service.js';

@@ -4,8 +4,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { isLoopback, loadEndpoints, splitHostPort } from '../../config/endpoints.js';
-import { ensureTopics, withAdmin } from '../../kafka/client.js';
+import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
+import { ensureTopics, withAdmin } from '../../platform/kafka/client.js';
 import { copyMavenDependencies } from './maven.js';
 import { paths } from './paths.js';
 import {

@@ -2,9 +2,9 @@
 // lives under one ignored folder (.stack/ by default) so a clean checkout rebuilds it.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { PROJECT_ROOT, stackDir } from '../../config/stack-dir.js';
+import { PROJECT_ROOT, stackDir } from '../../platform/config/stack-dir.js';
 
-export { PROJECT_ROOT, type StackSecret, secretFile, stackDir } from '../../config/stack-dir.js';
+export { PROJECT_ROOT, type StackSecret, secretFile, stackDir } from '../../platform/config/stack-dir.js';
 
 export const STACK_DIR = stackDir();
 

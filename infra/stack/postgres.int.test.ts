@@ -4,8 +4,8 @@
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { readStackSecret } from '../../config/endpoints.js';
-import { createClient } from '../../store/db.js';
+import { readStackSecret } from '../../platform/config/endpoints.js';
+import { createClient } from '../../platform/store/db.js';
 import { paths, secretFile } from './paths.js';
 
 const mode = (f: string) => statSync(f).mode & 0o777;

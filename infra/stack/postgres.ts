@@ -20,9 +20,14 @@ import {
 } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import { isLoopback, loadEndpoints, readStackSecret, STACK_OWNER_ROLE } from '../../config/endpoints.js';
-import { createClient } from '../../store/db.js';
-import { grantAppRole } from '../../store/migrate.js';
+import {
+  isLoopback,
+  loadEndpoints,
+  readStackSecret,
+  STACK_OWNER_ROLE,
+} from '../../platform/config/endpoints.js';
+import { createClient } from '../../platform/store/db.js';
+import { grantAppRole } from '../../platform/store/migrate.js';
 import { paths, type StackSecret, secretFile } from './paths.js';
 import { clearPid, isAlive, run, StackError, tail, waitFor, writePid } from './proc.js';
 import type { Probe, Service } from './service.js';
@@ -206,7 +211,7 @@ export function postgresService(opts: PostgresOptions = {}): Service {
       await admin.end();
     }
     // In the database: what the application's role owned (tables of a stack from before) moves
-    // to the owner role, and the application's role gets its grants (store/migrate.ts).
+    // to the owner role, and the application's role gets its grants (platform/store/migrate.ts).
     const inDb = superClient(database);
     await inDb.connect();
     try {

@@ -5,9 +5,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { temporalUiUrl } from '../../temporal/ui.js';
+import { temporalUiUrl } from '../../platform/temporal/ui.js';
+import { freePort } from '../../platform/util/free-port.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { freePort } from '../../util/free-port.js';
 import { paths } from './paths.js';
 import { devServerArgs, probeTemporal, probeTemporalUi, temporalService } from './temporal.js';
 

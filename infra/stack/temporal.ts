@@ -2,8 +2,8 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { isLoopback, loadEndpoints, splitHostPort } from '../../config/endpoints.js';
-import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../temporal/ui.js';
+import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
+import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../platform/temporal/ui.js';
 import { paths } from './paths.js';
 import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
 import type { Probe, Service } from './service.js';

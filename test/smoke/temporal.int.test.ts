@@ -6,7 +6,7 @@ import {
   temporalClient,
   temporalNamespace,
   workerConnection,
-} from '../../temporal/connect.js';
+} from '../../platform/temporal/connect.js';
 import * as activities from './activities.js';
 
 let bundle: WorkflowBundleWithSourceMap;

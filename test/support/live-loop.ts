@@ -8,8 +8,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Supervisor } from '../../dev/soak/processes.js';
-import { createPool, type Pool } from '../../store/db.js';
-import { freePort } from '../../util/free-port.js';
+import { createPool, type Pool } from '../../platform/store/db.js';
+import { freePort } from '../../platform/util/free-port.js';
 import { waitUntil } from './wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

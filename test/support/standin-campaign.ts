@@ -11,7 +11,7 @@ import {
   standinGenerator,
   startStandin,
 } from '../../dev/harness/standin.js';
-import { installWorkerRuntime } from '../../temporal/connect.js';
+import { installWorkerRuntime } from '../../platform/temporal/connect.js';
 
 /** Selection that picks one seed of each category per step from the first observed group. */
 export const ONE_SEED_PER_CATEGORY = {

@@ -2,7 +2,7 @@
 // checks (what the gateway accepted), the steps table and the events: every step closed once and
 // in order, every accepted group counted once, injected tasks drawn after their injection.
 import { expect } from 'vitest';
-import type { Pool } from '../../store/db.js';
+import type { Pool } from '../../platform/store/db.js';
 import { waitUntil } from './wait.js';
 
 /**

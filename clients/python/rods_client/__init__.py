@@ -39,7 +39,7 @@ __all__ = ["RodsClient", "RodsError", "__version__", "is_retryable"]
 
 log = logging.getLogger("rods_client")
 
-# The gateway API version (gateway/api-version.ts); pyproject.toml reads it as the package version.
+# The gateway API version (entry/gateway/api-version.ts); pyproject.toml reads it as the package version.
 __version__ = "1.1.0"
 
 

@@ -2,15 +2,15 @@
 // partition: how long the other campaign's step takes to close. Campaign `failing` writes
 // `burst` groups that a trigger makes the store refuse (as any fault of its own data or state
 // would: the aggregator cannot tell it from a bug); campaign `healthy` writes one step of `tasks`
-// groups and its StepClosed after them. Used by aggregator/isolation.int.test.ts (behaviour)
+// groups and its StepClosed after them. Used by stages/aggregator/isolation.int.test.ts (behaviour)
 // and `npm run bench -- isolation` (the delay, against the same layout with nothing failing).
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { AggregatorService } from '../../../aggregator/service.js';
-import { freshRewardTopic, produceTrace, rewardGroupRecord } from '../../../aggregator/trace.js';
-import { encode } from '../../../codec/registry.js';
-import { registerCampaign } from '../../../store/campaigns.js';
-import { watermark } from '../../../store/steps/watermark.js';
+import { encode } from '../../../platform/codec/registry.js';
+import { registerCampaign } from '../../../platform/store/campaigns.js';
+import { watermark } from '../../../platform/store/steps/watermark.js';
+import { AggregatorService } from '../../../stages/aggregator/service.js';
+import { freshRewardTopic, produceTrace, rewardGroupRecord } from '../../../stages/aggregator/trace.js';
 
 export interface BurstOptions {
   pool: pg.Pool;

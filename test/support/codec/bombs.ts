@@ -1,9 +1,9 @@
 // Records that declare more than they hold: an Avro array, map or string whose count or length,
 // written before its items, says 2^31 - 1 while a few bytes follow. Each is a valid frame of a
 // registered schema up to that count, so only a reader that checks declared lengths against the
-// bytes left (codec/bounded.ts) refuses it before allocating. Used by the tests and the soak's
+// bytes left (platform/codec/bounded.ts) refuses it before allocating. Used by the tests and the soak's
 // bomb fault; never by the product.
-import { encode } from '../../../codec/registry.js';
+import { encode } from '../../../platform/codec/registry.js';
 
 /** Zig-zag varint of a non-negative count or length, as Avro writes it. */
 export function varint(n: number): number[] {

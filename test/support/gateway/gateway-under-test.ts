@@ -3,11 +3,11 @@
 // terminated when the test file ends).
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { type TokenEntry, TokenSet } from '../../../gateway/auth.js';
-import type { GatewayLimits } from '../../../gateway/request-limits.js';
-import { buildGateway } from '../../../gateway/server.js';
-import { createPool, type Pool } from '../../../store/db.js';
-import { temporalClient } from '../../../temporal/connect.js';
+import { type TokenEntry, TokenSet } from '../../../entry/gateway/auth.js';
+import type { GatewayLimits } from '../../../entry/gateway/request-limits.js';
+import { buildGateway } from '../../../entry/gateway/server.js';
+import { createPool, type Pool } from '../../../platform/store/db.js';
+import { temporalClient } from '../../../platform/temporal/connect.js';
 
 export interface GatewayUnderTest {
   db: Pool;

@@ -8,14 +8,14 @@ import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { createRodsWorker } from '../../../activities/worker.js';
-import { freshRewardTopic } from '../../../aggregator/trace.js';
-import { TokenSet } from '../../../gateway/auth.js';
-import { DirectPublisher } from '../../../gateway/publish.js';
-import { buildGateway } from '../../../gateway/server.js';
-import { openKafka, withAdmin } from '../../../kafka/client.js';
-import { SharedProducer } from '../../../kafka/shared-producer.js';
-import { createPool, type Pool } from '../../../store/db.js';
-import { installWorkerRuntime, temporalClient } from '../../../temporal/connect.js';
+import { TokenSet } from '../../../entry/gateway/auth.js';
+import { DirectPublisher } from '../../../entry/gateway/publish.js';
+import { buildGateway } from '../../../entry/gateway/server.js';
+import { openKafka, withAdmin } from '../../../platform/kafka/client.js';
+import { SharedProducer } from '../../../platform/kafka/shared-producer.js';
+import { createPool, type Pool } from '../../../platform/store/db.js';
+import { installWorkerRuntime, temporalClient } from '../../../platform/temporal/connect.js';
+import { freshRewardTopic } from '../../../stages/aggregator/trace.js';
 
 export interface GatewayWithWorker {
   db: Pool;

@@ -1,15 +1,15 @@
 // The Kafka port's contract as tests, run by each adapter's *.int.test.ts against the real
-// broker (kafka/README.md). Every test uses its own topics and groups and deletes the topics.
+// broker (platform/kafka/README.md). Every test uses its own topics and groups and deletes the topics.
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureTopics, TopicSettingsError } from '../../../kafka/client.js';
+import { ensureTopics, TopicSettingsError } from '../../../platform/kafka/client.js';
 import type {
   BatchConsumerOptions,
   ConsumedRecord,
   KafkaClient,
   KafkaOptions,
   TopicAdmin,
-} from '../../../kafka/port.js';
+} from '../../../platform/kafka/port.js';
 
 interface Seen {
   partition: number;

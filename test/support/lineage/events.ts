@@ -1,6 +1,6 @@
 // The events of a small campaign for the lineage unit tests: a seed s, its child s~s2 (injected,
 // then pruned), grandchild s~s2~s5 (injected), seed t retired, and another campaign's event.
-import type { LineageEvent } from '../../../lineage/model.js';
+import type { LineageEvent } from '../../../analysis/lineage/model.js';
 
 export const C = 'c1';
 let pos = 0;

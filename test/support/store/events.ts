@@ -9,7 +9,7 @@ import {
   type NewEvent,
   type RecordedEvent,
   readPage,
-} from '../../../store/events/event-store.js';
+} from '../../../platform/store/events/event-store.js';
 
 export const FINGERPRINT = 'a1b2c3d4e5f60718';
 

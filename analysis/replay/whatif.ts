@@ -1,0 +1,261 @@
+// `rods whatif`: re-run the band detector and the step decider — the same planStep
+// (domain/step-plan.ts) as the live campaign — over the campaign's recorded reward stream under other thresholds, and compare
+// the seeds that would have been selected, retired and injected with what happened.
+//
+// Its limit, stated in every report: the recorded rewards are those of the pool that really
+// trained. Once a decision differs, the rewards that would have followed differ too (other tasks
+// in the pool, another policy), and synthesis is not re-run: a what-if only injects candidates
+// that really were synthesized, from seeds it also selected. With the campaign's own thresholds
+// it reproduces the recorded decisions exactly.
+
+import type pg from 'pg';
+import { windowSpec } from '../../domain/band.js';
+import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { DedupeWindows } from '../../domain/dedupe.js';
+import type { RejectionStreak } from '../../domain/pool/policy.js';
+import type { PoolState } from '../../domain/pool/state.js';
+import { planStep, type StepCandidate } from '../../domain/step-plan.js';
+import { statsRecord, type TaskState } from '../../domain/task-stats.js';
+import { allPlans } from '../../platform/store/campaign-plans.js';
+import { loadCampaign } from '../../platform/store/campaigns.js';
+import { allCandidates } from '../../platform/store/pool/candidates.js';
+import type { TaskStats } from '../../schemas/types.generated.js';
+import { foldGroups, type RecordedGroup, readCampaignGroups } from './reward-stream.js';
+
+export const WHATIF_LIMITS =
+  'The recorded rewards are those of the pool that really trained: after the first differing decision, the rewards that would have followed differ too, and synthesis is not re-run (only candidates that were really synthesized, from seeds the what-if also selected, can be injected). Overlaps after the first difference are indicative, not predictions.';
+
+export interface WhatIfOverrides {
+  low?: number;
+  high?: number;
+  retire?: number;
+  budget?: number;
+  window?: string;
+  /** Seed selection that sees variance (selection.varianceGuard, minGroups, maxStaleSteps). */
+  varianceGuard?: 'skip' | 'rank' | 'off';
+  minGroups?: number;
+  maxStaleSteps?: number;
+}
+
+/** The parts of a recorded plan (activities/curriculum.ts StepPlan) a what-if compares and re-uses. */
+export interface RecordedPlan {
+  step: number;
+  selected: { taskId: string }[];
+  retired: { taskId: string }[];
+  injected: string[];
+  inputs?: {
+    inFlight: string[];
+    runningSyntheses: number;
+    enqueued: string[];
+    rejectionStreaks?: Record<string, RejectionStreak>;
+  };
+}
+
+export interface DecisionDiff {
+  whatif: number;
+  actual: number;
+  jaccard: number;
+  onlyWhatif: string[];
+  onlyActual: string[];
+}
+
+export interface WhatIfStep {
+  step: number;
+  selected: DecisionDiff;
+  retired: DecisionDiff;
+  injected: DecisionDiff;
+}
+
+export interface WhatIfReport {
+  campaignId: string;
+  config: {
+    low: number;
+    high: number;
+    retire: number;
+    budget: number;
+    window: string;
+    varianceGuard: string;
+    minGroups: number;
+    maxStaleSteps: number;
+  };
+  steps: WhatIfStep[];
+  totals: Record<
+    'selected' | 'retired' | 'injected',
+    { whatif: number; actual: number; meanJaccard: number }
+  >;
+  reproduced: boolean;
+  limits: string;
+}
+
+export class WhatIfError extends Error {
+  override name = 'WhatIfError';
+}
+
+function diff(whatif: string[], actual: string[]): DecisionDiff {
+  const a = new Set(whatif);
+  const b = new Set(actual);
+  const inter = [...a].filter((x) => b.has(x)).length;
+  const union = new Set([...a, ...b]).size;
+  return {
+    whatif: a.size,
+    actual: b.size,
+    jaccard: union === 0 ? 1 : inter / union,
+    onlyWhatif: [...a].filter((x) => !b.has(x)).sort(),
+    onlyActual: [...b].filter((x) => !a.has(x)).sort(),
+  };
+}
+
+/** The campaign's config with the what-if's overrides (validated like any config). */
+export function whatIfConfig(raw: unknown, o: WhatIfOverrides): CampaignConfig {
+  const base = JSON.parse(JSON.stringify(raw ?? {})) as Record<string, Record<string, unknown>>;
+  base.detector = { ...(base.detector ?? {}) };
+  base.pool = { ...(base.pool ?? {}) };
+  base.selection = { ...(base.selection ?? {}) };
+  if (o.low !== undefined) base.detector.low = o.low;
+  if (o.high !== undefined) base.detector.high = o.high;
+  if (o.window !== undefined) base.detector.window = o.window;
+  if (o.retire !== undefined) base.pool.retireMasteredAbove = o.retire;
+  if (o.budget !== undefined) base.selection.budgetPerStep = o.budget;
+  if (o.varianceGuard !== undefined) base.selection.varianceGuard = o.varianceGuard;
+  if (o.minGroups !== undefined) base.selection.minGroups = o.minGroups;
+  if (o.maxStaleSteps !== undefined) base.selection.maxStaleSteps = o.maxStaleSteps;
+  try {
+    return parseCampaignConfig(base);
+  } catch (e) {
+    throw new WhatIfError((e as Error).message);
+  }
+}
+
+/** A candidate as the candidates table holds it (the fields a what-if reads). */
+export interface WhatIfCandidate {
+  candidate_id: string;
+  seed_task_id: string;
+  candidate: { id?: string; category?: string };
+  lineage: { parentPhi?: number; step?: number };
+}
+
+/** What a what-if re-decides from: the campaign's recorded plans, candidates and reward groups. */
+export interface CampaignRecord {
+  /** Every plan in step order, the seeding (step 0) first. */
+  plans: readonly { step: number; state: PoolState; result: RecordedPlan }[];
+  candidates: readonly WhatIfCandidate[];
+  /** The campaign's reward groups in step order. */
+  groups: readonly RecordedGroup[];
+}
+
+/**
+ * The pure core of a what-if: from the seeded pool, re-decide every recorded step with planStep
+ * under `cfg`, from the statistics the reward groups give up to that step and the inputs the
+ * campaign recorded (syntheses in flight, candidates queued), and compare with the recorded plan.
+ */
+export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIfStep[] {
+  const seeded = record.plans[0];
+  if (seeded?.step !== 0) throw new WhatIfError('the campaign has no seeded pool');
+  const byCandidate = new Map(record.candidates.map((c) => [c.candidate_id, c]));
+  const groups = record.groups;
+  let state: PoolState = seeded.state;
+  const states = new Map<string, TaskState>();
+  const seen = new DedupeWindows();
+  const selectedAt = new Map<string, number[]>(); // seed -> steps selected in the what-if
+  let g = 0;
+  const steps: WhatIfStep[] = [];
+  for (const row of record.plans.slice(1)) {
+    const step = row.step;
+    const recorded = row.result;
+    const upto: RecordedGroup[] = [];
+    while (g < groups.length && groups[g]!.step <= step) upto.push(groups[g++]!);
+    foldGroups(upto, states, seen, cfg);
+    const stats: Record<string, TaskStats> = {};
+    for (const [id, s] of states) stats[id] = statsRecord(s);
+
+    // Candidates the campaign queued at this step exist in the what-if only if it selected their seed too.
+    const candidates: StepCandidate[] = [];
+    for (const id of recorded.inputs?.enqueued ?? []) {
+      const c = byCandidate.get(id);
+      if (!c) continue;
+      const selSteps = selectedAt.get(c.seed_task_id) ?? [];
+      if (!selSteps.some((s) => s === c.lineage.step)) continue;
+      candidates.push({
+        candidateId: id,
+        taskId: c.candidate.id ?? id,
+        category: c.candidate.category ?? 'base',
+        parents: [c.seed_task_id],
+        parentPhi: c.lineage.parentPhi ?? 0,
+      });
+    }
+    // A candidate whose seed left the what-if pool could not have been queued: planStep leaves it out.
+    const decided = planStep({
+      pool: state,
+      step,
+      config: cfg,
+      stats,
+      candidates,
+      selection: {
+        inFlight: recorded.inputs?.inFlight ?? [],
+        runningSyntheses: recorded.inputs?.runningSyntheses ?? 0,
+        rejectionStreaks: recorded.inputs?.rejectionStreaks,
+      },
+    });
+    state = decided.state;
+    for (const d of decided.selected) selectedAt.set(d.taskId, [...(selectedAt.get(d.taskId) ?? []), step]);
+    steps.push({
+      step,
+      selected: diff(
+        decided.selected.map((d) => d.taskId),
+        recorded.selected.map((d) => d.taskId),
+      ),
+      retired: diff(
+        decided.retired.map((d) => d.taskId),
+        recorded.retired.map((d) => d.taskId),
+      ),
+      injected: diff(
+        decided.injection.inject.map((d) => d.taskId),
+        recorded.injected,
+      ),
+    });
+  }
+  return steps;
+}
+
+/** The what-if report of a campaign's record under `cfg` (pure; whatIf loads the record). */
+export function whatIfReport(campaignId: string, cfg: CampaignConfig, record: CampaignRecord): WhatIfReport {
+  const steps = whatIfSteps(cfg, record);
+  const total = (k: 'selected' | 'retired' | 'injected') => ({
+    whatif: steps.reduce((a, s) => a + s[k].whatif, 0),
+    actual: steps.reduce((a, s) => a + s[k].actual, 0),
+    meanJaccard: steps.length ? steps.reduce((a, s) => a + s[k].jaccard, 0) / steps.length : 1,
+  });
+  return {
+    campaignId,
+    config: {
+      low: cfg.detector.low,
+      high: cfg.detector.high,
+      retire: cfg.pool.retireMasteredAbove,
+      budget: cfg.selection.budgetPerStep,
+      window: windowSpec(cfg.detector.window),
+      varianceGuard: cfg.selection.varianceGuard,
+      minGroups: cfg.selection.minGroups,
+      maxStaleSteps: cfg.selection.maxStaleSteps,
+    },
+    steps,
+    totals: { selected: total('selected'), retired: total('retired'), injected: total('injected') },
+    reproduced: steps.every(
+      (s) => s.selected.jaccard === 1 && s.retired.jaccard === 1 && s.injected.jaccard === 1,
+    ),
+    limits: WHATIF_LIMITS,
+  };
+}
+
+export async function whatIf(
+  db: pg.Pool,
+  opts: { campaignId: string; topic: string; overrides: WhatIfOverrides },
+): Promise<WhatIfReport> {
+  const campaign = await loadCampaign(db, opts.campaignId);
+  if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
+  const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
+  const plans = await allPlans<PoolState, RecordedPlan>(db, opts.campaignId);
+  if (plans[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  const candidates = (await allCandidates(db, opts.campaignId)) as WhatIfCandidate[];
+  const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
+  return whatIfReport(opts.campaignId, cfg, { plans, candidates, groups });
+}

@@ -1,0 +1,187 @@
+// What the gateway's dashboard draws for a campaign (entry/gateway/dashboard.ts), read from the
+// projections and the event store: band counts and reward variance per closed step, the pool per
+// planned step, the pool by origin and generation, the synthesis funnel (analysis/status/funnel.ts) with
+// what became of the injected tasks, and each synthesis's latency. The live part (aggregator lag,
+// dead letters, what a step waits for) is the campaign status (analysis/status/campaign-status.ts).
+import type pg from 'pg';
+import { lastPlannedSteps, planSummaries } from '../../platform/store/campaign-plans.js';
+import { listCampaignRows } from '../../platform/store/campaigns.js';
+import { synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
+import { readCampaignEventsOf } from '../../platform/store/events/event-store.js';
+import {
+  type CompositionRow,
+  findPoolTasks,
+  poolComposition,
+  poolVersions,
+  type TaskMatch,
+} from '../../platform/store/pool/view.js';
+import { stepSummaries } from '../../platform/store/steps/view.js';
+import { type SynthesisFunnel, synthesisFunnel } from './funnel.js';
+
+export interface StepPoint {
+  step: number;
+  closedAt: string | null;
+  hard: number;
+  boundary: number;
+  mastered: number;
+  /** Mean reward variance of the tasks of each band at that step (null: no task in the band). */
+  varHard: number | null;
+  varBoundary: number | null;
+  varMastered: number | null;
+  boundaryVarianceRatio: number | null;
+}
+
+export interface PoolPoint {
+  step: number;
+  version: number;
+  active: number;
+  seeds: number;
+  generated: number;
+}
+
+export interface SynthesisLatency {
+  synthesisId: string;
+  seedTaskId: string | null;
+  step: number | null;
+  outcome: 'validated' | 'rejected';
+  reasonCode: string | null;
+  /** From SynthesisStarted to the run's first outcome, as recorded in the store. */
+  ms: number;
+}
+
+export interface DashboardSeries {
+  campaignId: string;
+  steps: StepPoint[];
+  pool: PoolPoint[];
+  composition: CompositionRow[];
+  funnel: SynthesisFunnel & { retired: number; pruned: number };
+  latency: SynthesisLatency[];
+}
+
+export type { CompositionRow, TaskMatch };
+
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+
+export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<DashboardSeries> {
+  const [steps, plans, composition, latency, funnel] = await Promise.all([
+    stepSummaries(db, campaignId),
+    planSummaries(db, campaignId),
+    poolComposition(db, campaignId),
+    synthesisLatencyRows(db, campaignId),
+    synthesisFunnel(db, campaignId),
+  ]);
+  const band = (s: Record<string, unknown> | null, b: string) =>
+    (s?.[b] ?? {}) as { tasks?: number; meanVariance?: number | null };
+  const generated = composition.filter((r) => r.origin === 'generated');
+  return {
+    campaignId,
+    steps: steps.map((r) => ({
+      step: Number(r.step),
+      closedAt: r.closedAt?.toISOString() ?? null,
+      hard: band(r.summary, 'hard').tasks ?? 0,
+      boundary: band(r.summary, 'boundary').tasks ?? 0,
+      mastered: band(r.summary, 'mastered').tasks ?? 0,
+      varHard: num(band(r.summary, 'hard').meanVariance),
+      varBoundary: num(band(r.summary, 'boundary').meanVariance),
+      varMastered: num(band(r.summary, 'mastered').meanVariance),
+      boundaryVarianceRatio: num(r.summary?.boundaryVarianceRatio),
+    })),
+    pool: plans.map((r) => {
+      const active = num(r.result.activeSize) ?? 0;
+      const gen = num(r.result.generated) ?? 0;
+      return {
+        step: Number(r.step),
+        version: num(r.result.poolVersion) ?? 0,
+        active,
+        seeds: active - gen,
+        generated: gen,
+      };
+    }),
+    composition,
+    funnel: {
+      ...funnel,
+      retired: generated.reduce((a, r) => a + r.retired, 0),
+      pruned: generated.reduce((a, r) => a + r.pruned, 0),
+    },
+    latency: latency.map((r) => ({
+      synthesisId: r.synthesis_id,
+      seedTaskId: r.seed,
+      step: r.step === null ? null : Number(r.step),
+      outcome: r.type === 'CandidateValidated' ? 'validated' : 'rejected',
+      reasonCode: r.reason,
+      ms: Math.max(0, Math.round(r.ms)),
+    })),
+  };
+}
+
+export interface CampaignListItem {
+  campaignId: string;
+  name: string;
+  status: string;
+  createdAt: string;
+  poolVersion: number;
+  /** Last planned step. */
+  step: number;
+}
+
+/** Registered campaigns, newest first; `only` limits them to these ids (a token's campaign scopes). */
+export async function listCampaigns(
+  db: pg.Pool,
+  only: readonly string[] | null,
+  limit = 200,
+): Promise<CampaignListItem[]> {
+  const campaigns = await listCampaignRows(db, only, limit);
+  const ids = campaigns.map((c) => c.campaignId);
+  const [versions, planned] = await Promise.all([poolVersions(db, ids), lastPlannedSteps(db, ids)]);
+  const step = new Map(planned.map((p) => [p.campaign_id, Number(p.n)]));
+  return campaigns.map((c) => ({
+    campaignId: c.campaignId,
+    name: c.name,
+    status: c.status,
+    createdAt: c.createdAt.toISOString(),
+    poolVersion: versions.get(c.campaignId) ?? 0,
+    step: step.get(c.campaignId) ?? 0,
+  }));
+}
+
+/** Pool tasks of a campaign whose id contains `q`, generated and deepest first. */
+export async function findTasks(
+  db: pg.Pool,
+  campaignId: string,
+  q: string,
+  limit = 50,
+): Promise<TaskMatch[]> {
+  return findPoolTasks(db, campaignId, q, limit);
+}
+
+export interface RewardPoint {
+  taskId: string;
+  step: number;
+  /** Mean and variance of the step's reward group, and the running mean after it. */
+  groupMean: number;
+  groupVariance: number;
+  mean: number;
+  band: string | null;
+}
+
+/** The reward history of these tasks: one point per TaskStatsUpdated the aggregator recorded. */
+export async function rewardHistory(
+  db: pg.Pool,
+  campaignId: string,
+  taskIds: readonly string[],
+): Promise<RewardPoint[]> {
+  if (taskIds.length === 0) return [];
+  const events = await readCampaignEventsOf(db, campaignId, ['TaskStatsUpdated'], { taskIds });
+  const rows = events.map((e) => ({
+    task_id: e.payload.taskId,
+    stats: e.payload.stats as unknown as Record<string, unknown>,
+  }));
+  return rows.map((r) => ({
+    taskId: r.task_id,
+    step: num(r.stats.lastStep) ?? 0,
+    groupMean: num(r.stats.latestGroupMean) ?? 0,
+    groupVariance: num(r.stats.latestGroupVariance) ?? 0,
+    mean: num(r.stats.mean) ?? 0,
+    band: typeof r.stats.band === 'string' ? r.stats.band : null,
+  }));
+}

@@ -1,0 +1,58 @@
+// The synthesis funnel of a campaign, per stage, from its events: how many runs reached each
+// stage, how many candidates came out validated, rejected (by reason) and injected. The demo's
+// report shows it; it reads only the event store, so it holds for any campaign.
+import type pg from 'pg';
+import { promptVersion } from '../../activities/llm/prompts.js';
+import { synthesisFunnelRows } from '../../platform/store/events/campaign-reads.js';
+
+export interface SynthesisFunnel {
+  /** Seeds selected for synthesis (one run each). */
+  selected: number;
+  /** Runs whose stage completed at least once: plan, executed (ground truth ran), repaired (a config patch was applied), rewritten, judged (the LLM judge answered), augmented. */
+  planned: number;
+  executed: number;
+  repaired: number;
+  rewritten: number;
+  judged: number;
+  augmented: number;
+  validated: number;
+  rejected: number;
+  rejectedByReason: Record<string, number>;
+  injected: number;
+}
+
+/**
+ * The funnel of one campaign: distinct synthesis runs per stage (a variant's stages count for its
+ * run), events for the rest (validated and rejected include Augment variants).
+ */
+export async function synthesisFunnel(
+  db: pg.Pool | pg.PoolClient,
+  campaignId: string,
+): Promise<SynthesisFunnel> {
+  const rows = await synthesisFunnelRows(db, campaignId, promptVersion('config-patch'));
+  const count = (type: string, stage?: string, key?: string) =>
+    rows
+      .filter(
+        (r) =>
+          r.type === type &&
+          (stage === undefined || r.stage === stage) &&
+          (key === undefined || r.key === key),
+      )
+      .reduce((a, r) => a + r.n, 0);
+  const rejectedByReason: Record<string, number> = {};
+  for (const r of rows) if (r.type === 'CandidateRejected') rejectedByReason[r.key ?? 'unknown'] = r.n;
+  return {
+    selected: count('SeedSelected'),
+    planned: count('StageCompleted', 'plan'),
+    // the env stage records 'execute' without a model once the ground truth ran
+    executed: count('StageCompleted', 'execute', 'no-model'),
+    repaired: count('StageCompleted', 'execute', 'repair'),
+    rewritten: count('StageCompleted', 'rewrite'),
+    judged: count('StageCompleted', 'critique', 'model'),
+    augmented: count('StageCompleted', 'augment'),
+    validated: count('CandidateValidated'),
+    rejected: count('CandidateRejected'),
+    rejectedByReason,
+    injected: count('TaskInjected'),
+  };
+}

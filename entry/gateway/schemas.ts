@@ -1,0 +1,161 @@
+// Request schemas of the gateway (zod): the single source of validation and of the request
+// parts of the OpenAPI document (entry/gateway/openapi.ts).
+import { z } from 'zod';
+import { campaignConfigSizeError, MAX_ROLLOUTS_LIMIT } from '../../domain/campaign-config.js';
+import { unstorableCharacter } from '../../domain/storable-text.js';
+
+export { unstorableCharacter };
+
+export const STORABLE_TEXT = 'no control characters (U+0000-U+001F, U+007F) and no lone surrogates';
+
+/** A string that is stored (ids, versions, names): refused before any other check of it. */
+const storable = (what: string) =>
+  z.string().superRefine((s, ctx) => {
+    const why = unstorableCharacter(s);
+    if (why) ctx.addIssue({ code: 'custom', message: `${what} ${why}`, continue: false });
+  });
+
+/** Every string key and value of a JSON value that PostgreSQL can store (jsonb); no recursion. */
+function jsonStringIssues(root: unknown, ctx: z.RefinementCtx): void {
+  const todo: [unknown, (string | number)[]][] = [[root, []]];
+  for (let next = todo.pop(); next; next = todo.pop()) {
+    const [v, path] = next;
+    if (typeof v === 'string') {
+      const why = unstorableCharacter(v, { controls: false });
+      if (why) ctx.addIssue({ code: 'custom', path, message: `the string ${why}` });
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) todo.push([v[i], [...path, i]]);
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v).reverse()) {
+        const why = unstorableCharacter(k, { controls: false });
+        if (why) ctx.addIssue({ code: 'custom', path: [...path, k], message: `the key ${why}` });
+        else todo.push([x, [...path, k]]);
+      }
+    }
+  }
+}
+
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const id = (what: string) =>
+  storable(what).regex(
+    ID_PATTERN,
+    `${what}: 1-100 characters of letters, digits, . _ - (starting with a letter or digit)`,
+  );
+
+/** Free text that is stored (task ids, policy versions, names): 1-200 characters, storable. */
+const text = (what: string) =>
+  storable(what)
+    .min(1, `${what} must not be empty`)
+    .max(200, `${what}: at most 200 characters`)
+    .describe(`${what}: 1-200 characters, ${STORABLE_TEXT}`);
+
+export const CampaignCreate = z
+  .object({
+    campaignId: id('campaign id'),
+    name: text('name').optional(),
+    config: z
+      .record(z.string(), z.unknown())
+      .superRefine((c, ctx) => {
+        jsonStringIssues(c, ctx);
+        const tooLarge = campaignConfigSizeError(c);
+        if (tooLarge) ctx.addIssue({ code: 'custom', message: tooLarge });
+      })
+      .describe(
+        'the campaign config (domain/campaign-config.ts); its strings hold no U+0000 or lone surrogate; at most MAX_CAMPAIGN_CONFIG_BYTES (256 KiB) of canonical JSON',
+      ),
+    untilStep: z
+      .int()
+      .min(0)
+      .optional()
+      .describe('stop after this training step (default: run until stopped)'),
+  })
+  .strict();
+export type CampaignCreate = z.infer<typeof CampaignCreate>;
+
+export const CampaignParams = z.object({ id: id('campaign id') });
+
+export const StepParams = z.object({
+  id: id('campaign id'),
+  step: z
+    .string()
+    .regex(/^\d{1,15}$/, 'step must be a non-negative integer')
+    .transform((s) => Number(s)),
+});
+
+const reward = z
+  .number({ error: 'reward must be a number in [0,1]' })
+  .min(0, 'reward must be in [0,1]')
+  .max(1, 'reward must be in [0,1]');
+
+export const RolloutGroup = z
+  .object({
+    taskId: text('task id'),
+    // The campaign's rewards.maxRollouts is checked against the campaign (entry/gateway/ingest.ts).
+    rewards: z
+      .array(reward)
+      .min(1, 'a group has at least one reward')
+      .max(MAX_ROLLOUTS_LIMIT, `a group has at most ${MAX_ROLLOUTS_LIMIT} rewards`)
+      .describe("the group's rewards: at most the campaign's rewards.maxRollouts (default 1024)"),
+  })
+  .strict();
+
+export const RolloutBatch = z
+  .object({
+    batchId: id('batch id'),
+    policyVersion: text('policy version'),
+    groups: z.array(RolloutGroup).max(100_000),
+    close: z
+      .boolean()
+      .optional()
+      .describe('close the step after this batch (StepClosed with the step total)'),
+  })
+  .strict()
+  .superRefine((b, ctx) => {
+    if (b.groups.length === 0 && !b.close)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['groups'],
+        message: 'a batch that does not close its step needs at least one group',
+      });
+    const first = new Map<string, number>();
+    b.groups.forEach((g, i) => {
+      const j = first.get(g.taskId);
+      if (j !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['groups', i, 'taskId'],
+          message: `duplicate task id in the batch (first at groups[${j}])`,
+        });
+      else first.set(g.taskId, i);
+    });
+  });
+export type RolloutBatch = z.infer<typeof RolloutBatch>;
+
+export const MAX_WAIT_SECONDS = 300;
+
+export const PoolQuery = z.object({
+  wait: z.coerce
+    .number({ error: 'wait must be a number of seconds' })
+    .min(0, 'wait must be >= 0')
+    .max(MAX_WAIT_SECONDS, `wait must be <= ${MAX_WAIT_SECONDS}`)
+    .optional(),
+});
+
+export const BatchQuery = z.object({
+  n: z
+    .string({ error: 'n is required' })
+    .regex(/^\d{1,6}$/, 'n must be an integer in [1, 100000]')
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .min(1, 'n must be an integer in [1, 100000]')
+        .max(100_000, 'n must be an integer in [1, 100000]'),
+    ),
+  seed: z.string().min(1).max(200).optional(),
+});
+
+/** `GET /v1/campaigns/:id?holds=false` leaves out what holds the campaign (cheap polling). */
+export const CampaignStatusQuery = z.object({
+  holds: z.enum(['true', 'false'], { error: 'holds must be true or false' }).optional(),
+});

@@ -1,5 +1,0 @@
-// The kafkajs adapter against the real local broker: the port's contract (kafka/contract.ts).
-import { describeKafkaPort } from '../../../test/support/kafka/contract.js';
-import { kafkajsClient } from './index.js';
-
-describeKafkaPort('kafkajs', kafkajsClient);

@@ -1,0 +1,140 @@
+// TypeScript types from the current event schemas (schemas/events), written to
+// schemas/types.generated.ts by `npm run schemas:gen`. Mapping: records -> interfaces, enums ->
+// string unions, int/long/float/double -> number (avsc reads longs as numbers and refuses
+// unsafe integers), bytes/fixed -> Buffer, arrays -> T[], maps -> Record<string, T>, unions
+// with null -> T | null. A unit test regenerates in memory and fails when the file is stale.
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type avsc from 'avsc';
+import { parseSchema, parsingCanonicalForm } from './canonical.js';
+import type { SchemaSource } from './schema-files.js';
+
+export const GENERATED_TYPES_FILE = fileURLToPath(
+  new URL('../../schemas/types.generated.ts', import.meta.url),
+);
+
+function shortName(fullName: string): string {
+  return fullName.slice(fullName.lastIndexOf('.') + 1);
+}
+
+function docComment(doc: string | undefined, indent: string): string {
+  if (!doc) return '';
+  return `${indent}/** ${doc.replace(/\*\//g, '*\\/').replace(/\s*\n\s*/g, ' ')} */\n`;
+}
+
+class Generator {
+  /** Declarations of named types (records and enums), by short name, in emission order. */
+  private readonly declared = new Map<string, { canonical: string; code: string; file: string }>();
+
+  /** The schema file being walked, for error messages. */
+  file = '';
+
+  tsType(t: avsc.Type): string {
+    switch (t.typeName) {
+      case 'null':
+        return 'null';
+      case 'boolean':
+        return 'boolean';
+      case 'int':
+      case 'long':
+      case 'float':
+      case 'double':
+        return 'number';
+      case 'bytes':
+      case 'fixed':
+        return 'Buffer';
+      case 'string':
+        return 'string';
+      case 'array': {
+        const items = this.tsType((t as avsc.types.ArrayType).itemsType);
+        return /[ |]/.test(items) ? `(${items})[]` : `${items}[]`;
+      }
+      case 'map':
+        return `Record<string, ${this.tsType((t as avsc.types.MapType).valuesType as avsc.Type)}>`;
+      case 'union:unwrapped': {
+        // Written `T | null`: the null branch last whatever its position in the schema.
+        const branches = (t as avsc.types.UnwrappedUnionType).types;
+        const ordered = [
+          ...branches.filter((b) => b.typeName !== 'null'),
+          ...branches.filter((b) => b.typeName === 'null'),
+        ];
+        return ordered.map((b) => this.tsType(b)).join(' | ');
+      }
+      case 'enum':
+      case 'record':
+        return this.declare(t);
+      default:
+        throw new Error(
+          `${this.file}: no TypeScript mapping for Avro type ${t.typeName}` +
+            (t.typeName === 'union:wrapped' ? ' (unions must be null plus one type, or unambiguous)' : ''),
+        );
+    }
+  }
+
+  private declare(t: avsc.Type): string {
+    const name = shortName(t.name!);
+    const canonical = parsingCanonicalForm(t);
+    const seen = this.declared.get(name);
+    if (seen) {
+      if (seen.canonical !== canonical) {
+        throw new Error(`${this.file}: ${t.name} differs from the type of the same name in ${seen.file}`);
+      }
+      return name;
+    }
+    // Reserve the name first: a record may refer to itself.
+    this.declared.set(name, { canonical, code: '', file: this.file });
+    let code: string;
+    if (t.typeName === 'enum') {
+      const symbols = (t as avsc.types.EnumType).symbols.map((s) => `'${s}'`).join(' | ');
+      code = `${docComment(t.doc, '')}export type ${name} = ${symbols};\n`;
+    } else {
+      const fields = (t as avsc.types.RecordType).fields.map((f) => {
+        const doc = (f as avsc.types.Field & { doc?: string }).doc;
+        return `${docComment(doc, '  ')}  ${f.name}: ${this.tsType(f.type)};\n`;
+      });
+      code = `${docComment(t.doc, '')}export interface ${name} {\n${fields.join('')}}\n`;
+    }
+    // Dependencies declared while walking the fields come first; this type goes after them.
+    this.declared.delete(name);
+    this.declared.set(name, { canonical, code, file: this.file });
+    return name;
+  }
+
+  declarations(): string[] {
+    return [...this.declared.values()].map((d) => d.code);
+  }
+}
+
+/** The content of schemas/types.generated.ts for the given current schemas. */
+export function generateTypes(current: SchemaSource[]): string {
+  const sources = [...current].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
+  const gen = new Generator();
+  const events: string[] = [];
+  for (const source of sources) {
+    gen.file = source.file;
+    const type = parseSchema(source.schema);
+    if (type.typeName !== 'record') throw new Error(`${source.file}: an event schema must be a record`);
+    events.push(gen.tsType(type));
+  }
+  const union = events.map((e) => `  | '${e}'`).join('\n');
+  const map = events.map((e) => `  ${e}: ${e};`).join('\n');
+  const list = events.map((e) => `  '${e}',`).join('\n');
+  return [
+    '// Generated by `npm run schemas:gen` (platform/codec/typegen.ts) from schemas/events/*.avsc. Do not edit:',
+    '// change the schema (a changed schema is a new version, see schemas/README.md) and regenerate.',
+    '',
+    ...gen.declarations(),
+    '/** Names of the records the codec encodes: one per schema under schemas/events. */',
+    `export type EventName =\n${union};\n`,
+    '/** Event name -> payload interface. */',
+    `export interface EventPayloads {\n${map}\n}\n`,
+    '/** Every event name, in file order. */',
+    `export const EVENT_NAMES: readonly EventName[] = [\n${list}\n];\n`,
+  ].join('\n');
+}
+
+/** Regenerates schemas/types.generated.ts; returns the path written. */
+export function writeGeneratedTypes(current: SchemaSource[], file: string = GENERATED_TYPES_FILE): string {
+  writeFileSync(file, generateTypes(current));
+  return file;
+}

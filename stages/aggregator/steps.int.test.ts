@@ -1,0 +1,76 @@
+// Steps close in the trainer's order even when a later step's records are all counted first: after
+// a gateway outage a trainer sends its queued steps at once, and step s+1's records can reach the
+// aggregator before step s's (they sit on other partitions). Step s+1 waits while step s has a
+// closing batch accepted by the gateway; an earlier step with none (a missing step) holds nothing.
+import { randomUUID } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { streams } from '../../domain/ids.js';
+import { createPool } from '../../platform/store/db.js';
+import { readStream } from '../../platform/store/events/event-store.js';
+import { closeReadySteps } from './steps.js';
+
+const pool = createPool({ application: 'rods-steps-test', max: 4 });
+afterAll(() => pool.end());
+
+/** The aggregator's view of a step: declared with `groups` groups, all of them counted. */
+async function counted(campaign: string, step: number, groups: number) {
+  await pool.query('insert into steps (campaign_id, step, declared_groups) values ($1, $2, $3)', [
+    campaign,
+    step,
+    groups,
+  ]);
+  await pool.query(
+    `insert into step_progress (campaign_id, step, topic, partition, groups_applied)
+     values ($1, $2, 'rods.rewards.v1', 0, $3)`,
+    [campaign, step, groups],
+  );
+}
+
+/** The gateway's view: the closing batch of a step accepted (its records not yet counted). */
+async function accepted(campaign: string, step: number) {
+  const claim = `claim-${randomUUID()}`;
+  await pool.query(`insert into claim_checks (claim_id, kind, body) values ($1, 'rollout-batch', '{}')`, [
+    claim,
+  ]);
+  await pool.query(
+    `insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id)
+     values ($1, $2, $3, 2, true, 'published', $4, 'wf')`,
+    [campaign, step, `b-${step}`, claim],
+  );
+}
+
+const aggregatedSteps = async (campaign: string) =>
+  (await readStream(pool, streams.steps(campaign)))
+    .filter((e) => e.type === 'StepAggregated')
+    .map((e) => Number((e.payload as { step: number }).step));
+
+describe('closing steps in order', () => {
+  it('a later step whose records were all counted waits for an earlier step the gateway accepted', async () => {
+    const campaign = `order-${randomUUID().slice(0, 8)}`;
+    await counted(campaign, 1, 2);
+    await accepted(campaign, 1);
+    await accepted(campaign, 2);
+    await accepted(campaign, 3);
+    await counted(campaign, 3, 2); // step 3 complete, step 2's records not read yet
+    expect(await closeReadySteps(pool, [campaign])).toEqual([{ campaignId: campaign, step: 1 }]);
+    expect(await closeReadySteps(pool, [campaign])).toEqual([]);
+
+    await counted(campaign, 2, 2);
+    expect(await closeReadySteps(pool, [campaign])).toEqual([
+      { campaignId: campaign, step: 2 },
+      { campaignId: campaign, step: 3 },
+    ]);
+    expect(await aggregatedSteps(campaign)).toEqual([1, 2, 3]);
+  });
+
+  it('an earlier step with no closing batch (never sent) does not hold later steps', async () => {
+    const campaign = `order-${randomUUID().slice(0, 8)}`;
+    await counted(campaign, 1, 2);
+    await counted(campaign, 3, 2); // step 2 never sent: missing-step.ts decides about it
+    expect(await closeReadySteps(pool, [campaign])).toEqual([
+      { campaignId: campaign, step: 1 },
+      { campaignId: campaign, step: 3 },
+    ]);
+    expect(await aggregatedSteps(campaign)).toEqual([1, 3]);
+  });
+});
