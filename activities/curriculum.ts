@@ -12,7 +12,16 @@ import { eventIds, streams } from '../domain/ids.js';
 import { applyDecisions } from '../domain/pool/evolve.js';
 import { type RejectionStreak, seedTasks } from '../domain/pool/policy.js';
 import { EMPTY_POOL, type PoolState } from '../domain/pool/state.js';
-import { planStep, type StepCandidate, type StepDecisions } from '../domain/step-plan.js';
+import {
+  planStep,
+  type SelectedSeed,
+  type StepCandidate,
+  type StepDecisions,
+  type StepPlan,
+} from '../domain/step-plan.js';
+
+import type { SeedCategory, TaskRecord } from '../domain/task.js';
+import { SEED_CATEGORIES } from '../domain/task.js';
 import { insertPlan, latestPlanState, recordedPlan } from '../platform/store/campaign-plans.js';
 import { inTransaction } from '../platform/store/db.js';
 import { latestOutcomesPerSeed } from '../platform/store/events/campaign-reads.js';
@@ -24,51 +33,12 @@ import { recordEventsIn } from '../platform/store/pool/projection.js';
 import { lastPolicyVersion, loadTaskStats } from '../platform/store/task-stats/view.js';
 import type { TaskStats } from '../schemas/types.generated.js';
 import { workerEvent } from './events.js';
-import type { ExecutorClient, SeedCategory, TaskRecord } from './executor-client.js';
-import { SEED_CATEGORIES } from './executor-client.js';
+import type { ExecutorClient } from './executor-client.js';
 
 export interface CurriculumDeps {
   pool: pg.Pool;
   executor: ExecutorClient;
   now?: () => number;
-}
-
-export interface SelectedSeed {
-  taskId: string;
-  category: string;
-  phi: number;
-  quotaSlot: number;
-  stats: TaskStats;
-  rootSeedId: string;
-  depth: number;
-  selectionEventId: string;
-  /** Policy version of the latest reward group of the seed (lineage). */
-  policyVersion: string | null;
-  task: TaskRecord;
-}
-
-export interface StepPlan {
-  step: number;
-  poolVersion: number;
-  versionChanged: boolean;
-  boundary: boolean;
-  retired: { taskId: string; rule: string }[];
-  selected: SelectedSeed[];
-  injected: string[];
-  pruned: string[];
-  queueLength: number;
-  activeSize: number;
-  generated: number;
-  /** What the decisions depended on besides the statistics (for what-if re-runs). */
-  inputs: {
-    inFlight: string[];
-    runningSyntheses: number;
-    enqueued: string[];
-    /** Seeds whose latest children were all rejected (selection.rejectionBackoff). */
-    rejectionStreaks?: Record<string, RejectionStreak>;
-  };
-  /** Boundary seeds passed over for their rejected children, with the reason. */
-  passedOver?: { taskId: string; reason: string }[];
 }
 
 export type { CandidateRow };

@@ -2,18 +2,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SEED_CATEGORIES, type TaskRecord } from '../domain/task.js';
 import { executorPython } from '../infra/stack/executor.js';
 import { paths } from '../infra/stack/paths.js';
 import { freePort } from '../platform/util/free-port.js';
 import { waitUntil } from '../test/support/wait.js';
-import {
-  type ExecuteRequest,
-  ExecutorClient,
-  ExecutorError,
-  executorUrl,
-  SEED_CATEGORIES,
-  type TaskRecord,
-} from './executor-client.js';
+import { type ExecuteRequest, ExecutorClient, ExecutorError, executorUrl } from './executor-client.js';
 
 // The environment executor of the local stack (started by the global setup), through its client.
 const client = new ExecutorClient();

@@ -3,10 +3,9 @@
 // strings are sent as data; the executor parses them with its restricted parser and never
 // evaluates them (docs/architecture.md §4, invariant 6).
 import { z } from 'zod';
+import { SEED_CATEGORIES, type SeedCategory, type TaskRecord, TaskRecordSchema } from '../domain/task.js';
 
 export const DEFAULT_EXECUTOR_URL = 'http://127.0.0.1:7300';
-export const SEED_CATEGORIES = ['base', 'miss_func', 'miss_param', 'long_context'] as const;
-export type SeedCategory = (typeof SEED_CATEGORIES)[number];
 
 /** The executor's base URL: RODS_EXECUTOR_URL (empty counts as unset) or the local default. */
 export function executorUrl(env: NodeJS.ProcessEnv = process.env): string {
@@ -24,7 +23,7 @@ export function executorUrl(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 const Json: z.ZodType<unknown> = z.unknown();
-const Message = z.object({ role: z.string(), content: z.string() }).loose();
+const _Message = z.object({ role: z.string(), content: z.string() }).loose();
 
 export const HealthSchema = z
   .object({
@@ -37,27 +36,6 @@ export const HealthSchema = z
   })
   .loose();
 export type Health = z.infer<typeof HealthSchema>;
-
-/** A BFCL multi-turn task record (bfcl-eval's question file joined with its ground truth). */
-export const TaskRecordSchema = z
-  .object({
-    id: z.string(),
-    category: z.enum(SEED_CATEGORIES),
-    involved_classes: z.array(z.string()).min(1),
-    initial_config: z.record(z.string(), z.record(z.string(), Json)),
-    /** User turns; a turn may be empty (miss_func: the turn where the withheld function is added). */
-    question: z.array(z.array(Message)),
-    /** Call strings per turn. */
-    ground_truth: z.array(z.array(z.string())),
-    /** miss_func: turn index -> the function names withheld until that turn. */
-    missed_function: z.record(z.string(), z.array(z.string())).optional(),
-    /** Functions not offered to the model at all. */
-    excluded_function: z.array(z.string()).optional(),
-    /** The function path the task was written from ("Class.method"). */
-    path: z.array(z.string()).optional(),
-  })
-  .loose();
-export type TaskRecord = z.infer<typeof TaskRecordSchema>;
 
 const SeedsResponseSchema = z.object({
   category: z.enum(SEED_CATEGORIES),

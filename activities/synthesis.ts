@@ -14,19 +14,14 @@ import { eventIds, streams } from '../domain/ids.js';
 import { settleVerdict } from '../domain/judge-rule.js';
 import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
 import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
+import type { TaskRecord } from '../domain/task.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
 import { inTransaction } from '../platform/store/db.js';
 import type { NewEvent } from '../platform/store/events/event-store.js';
 import { candidateWithHash } from '../platform/store/pool/candidates.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
 import { workerEvent } from './events.js';
-import {
-  type ExecuteResponse,
-  type ExecutorClient,
-  ExecutorError,
-  type Failure,
-  type TaskRecord,
-} from './executor-client.js';
+import { type ExecuteResponse, type ExecutorClient, ExecutorError, type Failure } from './executor-client.js';
 import { knownTasks } from './known-tasks.js';
 import type { GeneratorConfig } from './llm/config.js';
 import {

@@ -21,6 +21,7 @@ import type {
   SelectDecision,
 } from './pool/decisions.js';
 import { applyDecisions } from './pool/evolve.js';
+import type { RejectionStreak } from './pool/policy.js';
 import {
   type InjectionPlan,
   planDecisions,
@@ -32,6 +33,7 @@ import {
   selectSeeds,
 } from './pool/policy.js';
 import { lookUp, type PoolState, type TaskLookup } from './pool/state.js';
+import type { TaskRecord } from './task.js';
 
 /** A validated candidate offered to the queue at this step. */
 export interface StepCandidate {
@@ -162,4 +164,44 @@ export function planStep(input: StepInput): StepDecisions {
     decisions: [...observed, ...enqueued, ...retired, ...selected, ...injectionDecisions],
     state,
   };
+}
+
+// What planning a step records and returns to the campaign workflow: the decisions in the
+// workflow's terms (ids, counts) and the selected seeds the syntheses start from.
+export interface SelectedSeed {
+  taskId: string;
+  category: string;
+  phi: number;
+  quotaSlot: number;
+  stats: TaskStats;
+  rootSeedId: string;
+  depth: number;
+  selectionEventId: string;
+  /** Policy version of the latest reward group of the seed (lineage). */
+  policyVersion: string | null;
+  task: TaskRecord;
+}
+
+export interface StepPlan {
+  step: number;
+  poolVersion: number;
+  versionChanged: boolean;
+  boundary: boolean;
+  retired: { taskId: string; rule: string }[];
+  selected: SelectedSeed[];
+  injected: string[];
+  pruned: string[];
+  queueLength: number;
+  activeSize: number;
+  generated: number;
+  /** What the decisions depended on besides the statistics (for what-if re-runs). */
+  inputs: {
+    inFlight: string[];
+    runningSyntheses: number;
+    enqueued: string[];
+    /** Seeds whose latest children were all rejected (selection.rejectionBackoff). */
+    rejectionStreaks?: Record<string, RejectionStreak>;
+  };
+  /** Boundary seeds passed over for their rejected children, with the reason. */
+  passedOver?: { taskId: string; reason: string }[];
 }

@@ -3,7 +3,7 @@
 // pool stays static while candidates wait in the queue; with the rewrite off, every turn's user
 // message is written on its own from that turn's calls. The switches are in CampaignStarted.
 import { describe, expect, it } from 'vitest';
-import { promptVersion } from '../activities/llm/prompts.js';
+import { promptVersion } from '../platform/config/prompts.js';
 import { ONE_SEED_PER_CATEGORY, standinCampaigns } from '../test/support/standin-campaign.js';
 
 const campaigns = standinCampaigns(['--seed', '11']);

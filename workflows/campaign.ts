@@ -11,9 +11,6 @@ import {
   ChildWorkflowFailure,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
   isCancellation,
   ParentClosePolicy,
   patched,
@@ -26,39 +23,25 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { CampaignActivities, SynthesisEnd } from '../activities/campaign.js';
-import type { CurriculumActivities, StepPlan } from '../activities/curriculum.js';
+import type { CurriculumActivities } from '../activities/curriculum.js';
 import {
   operatorOnlyIssues,
   parseCampaignConfig,
   validateReconfiguration,
 } from '../domain/campaign-config.js';
+import type { CampaignCarry, CampaignStatus, SynthesisOutcome } from '../domain/campaign-state.js';
 import { legacySynthesisId, streams, synthesisId, workflowIds } from '../domain/ids.js';
+import {
+  pauseUpdate,
+  reconfigureUpdate,
+  resumeUpdate,
+  statusQuery,
+  statusUpdate,
+  stopUpdate,
+  synthesisFinished,
+} from '../platform/temporal/campaign-messages.js';
 import { untilDone } from './activity-options.js';
-import { type SynthesisInput, type SynthesisOutcome, synthesisWorkflow } from './synthesis.js';
-
-export type CampaignStatusName = 'seeding' | 'running' | 'paused' | 'stopped';
-
-export interface CampaignCarry {
-  status: CampaignStatusName;
-  /** Last planned step (0: only seeded). */
-  step: number;
-  poolVersion: number;
-  seeded: boolean;
-  /** synthesisId -> seed task id of the syntheses still running. */
-  running: Record<string, string>;
-  totals: {
-    selected: number;
-    validated: number;
-    rejected: number;
-    injected: number;
-    retired: number;
-    pruned: number;
-  };
-  lastPlan?: Omit<StepPlan, 'selected'> & { selected: string[] };
-  config: unknown;
-  /** Continue-as-new generations so far. */
-  generation: number;
-}
+import { type SynthesisInput, synthesisWorkflow } from './synthesis.js';
 
 export interface CampaignInput {
   campaignId: string;
@@ -68,20 +51,6 @@ export interface CampaignInput {
   /** Carried over continue-as-new. */
   carry?: CampaignCarry;
 }
-
-export interface CampaignStatus extends CampaignCarry {
-  campaignId: string;
-  workflowId: string;
-  historyLength: number;
-}
-
-export const statusQuery = defineQuery<CampaignStatus>('status');
-export const statusUpdate = defineUpdate<CampaignStatus>('status');
-export const pauseUpdate = defineUpdate<CampaignStatus, [{ reason?: string }]>('pause');
-export const resumeUpdate = defineUpdate<CampaignStatus>('resume');
-export const stopUpdate = defineUpdate<CampaignStatus, [{ reason?: string }]>('stop');
-export const reconfigureUpdate = defineUpdate<CampaignStatus, [{ config: unknown }]>('reconfigure');
-export const synthesisFinished = defineSignal<[SynthesisOutcome]>('synthesisFinished');
 
 const plan = proxyActivities<CurriculumActivities>(untilDone('2 minutes'));
 // Planning heartbeats every few seconds: a worker killed mid-plan costs the heartbeat timeout,

@@ -4,18 +4,17 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import type { SelectedSeed, StepPlan } from '../activities/curriculum.js';
 import { workflowIds } from '../domain/ids.js';
-import { useWorkflowEnv } from '../test/support/workflow-env.js';
+import type { SelectedSeed, StepPlan } from '../domain/step-plan.js';
 import {
-  type CampaignInput,
-  campaignWorkflow,
   pauseUpdate,
   reconfigureUpdate,
   resumeUpdate,
   statusQuery,
   stopUpdate,
-} from './campaign.js';
+} from '../platform/temporal/campaign-messages.js';
+import { useWorkflowEnv } from '../test/support/workflow-env.js';
+import { type CampaignInput, campaignWorkflow } from './campaign.js';
 
 const env = useWorkflowEnv();
 

@@ -15,8 +15,8 @@ import {
   standinGenerator,
   startStandin,
 } from '../dev/harness/standin.js';
+import type { CampaignStatus } from '../domain/campaign-state.js';
 import { installWorkerRuntime, workflowEnd } from '../platform/temporal/connect.js';
-import type { CampaignStatus } from './campaign.js';
 
 let server: PrivateTemporal | undefined;
 let bundle: WorkflowBundleWithSourceMap;

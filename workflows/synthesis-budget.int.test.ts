@@ -8,9 +8,10 @@ import { Client } from '@temporalio/client';
 import { bundleWorkflowCode, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Failure } from '../activities/executor-client.js';
+import type { SynthesisOutcome } from '../domain/campaign-state.js';
 import { installWorkerRuntime, temporalNamespace, workerConnection } from '../platform/temporal/connect.js';
 import { statsOf } from '../test/support/domain/task-stats.js';
-import type { SynthesisInput, SynthesisOutcome } from './synthesis.js';
+import type { SynthesisInput } from './synthesis.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 beforeAll(async () => {

@@ -13,8 +13,8 @@ import {
   standinEndpoints,
   startStandin,
 } from '../dev/harness/standin.js';
+import type { CampaignStatus } from '../domain/campaign-state.js';
 import { installWorkerRuntime, workflowEnd } from '../platform/temporal/connect.js';
-import type { CampaignStatus } from './campaign.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;

@@ -14,13 +14,14 @@ import {
   proxyLocalActivities,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { SelectedSeed } from '../activities/curriculum.js';
 import type { Failure } from '../activities/executor-client.js';
 import type { Candidate, Judgement } from '../activities/llm/schemas.js';
 import type { SynthesisActivities } from '../activities/synthesis.js';
 import { type VariantKind, variantKinds } from '../domain/augment.js';
 import { parseCampaignConfig } from '../domain/campaign-config.js';
+import type { SynthesisOutcome } from '../domain/campaign-state.js';
 import * as ids from '../domain/ids.js';
+import type { SelectedSeed } from '../domain/step-plan.js';
 import { TEN_MINUTES_OF_RETRIES } from './activity-options.js';
 
 export interface SynthesisInput {
@@ -30,13 +31,6 @@ export interface SynthesisInput {
   seed: SelectedSeed;
   config: unknown;
   parentWorkflowId: string;
-}
-
-export interface SynthesisOutcome {
-  synthesisId: string;
-  outcome: 'validated' | 'rejected';
-  candidateId?: string;
-  reasonCode?: string;
 }
 
 type StageName = 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | 'augment';

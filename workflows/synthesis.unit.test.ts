@@ -2,7 +2,7 @@
 // config-patch repair and a refinement that end validated, re-planning around a failing function
 // that ends rejected, and a judge that keeps rejecting. What it decided is read from the calls.
 import { describe, expect, it } from 'vitest';
-import type { SelectedSeed } from '../activities/curriculum.js';
+import type { SelectedSeed } from '../domain/step-plan.js';
 import { useWorkflowEnv } from '../test/support/workflow-env.js';
 import { type SynthesisInput, synthesisWorkflow } from './synthesis.js';
 

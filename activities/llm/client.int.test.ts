@@ -6,13 +6,19 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkSchema } from '../../dev/standin/json-schema.js';
 import { type StandinServer, startStandin } from '../../dev/standin/server.js';
+import type { TaskRecord } from '../../domain/task.js';
+import {
+  DEFAULT_PROMPTS_DIR,
+  loadPrompt,
+  PROMPT_FILES,
+  promptVersion,
+} from '../../platform/config/prompts.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { ExecutorClient, type TaskRecord } from '../executor-client.js';
+import { ExecutorClient } from '../executor-client.js';
 import { chatJson, jsonSchemaOf, requestTimeoutMs, structuredOutputMode } from './client.js';
 import { type GeneratorConfig, type GeneratorConfigInput, generatorConfig } from './config.js';
 import { GeneratorOutputError, GeneratorRequestError, GeneratorUnavailableError } from './errors.js';
 import { hashValue } from './json.js';
-import { DEFAULT_PROMPTS_DIR, loadPrompt, PROMPT_FILES, promptVersion } from './prompts.js';
 import { JudgementSchema, planBaseSchema } from './schemas.js';
 import {
   draftCandidate,

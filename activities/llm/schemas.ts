@@ -3,7 +3,7 @@
 // so that an answer breaking them is re-asked like any other invalid answer.
 import { z } from 'zod';
 import { choiceProblem, type VariantChoice, type VariantKind } from '../../domain/augment.js';
-import { type TaskRecord, TaskRecordSchema } from '../executor-client.js';
+import { type TaskRecord, TaskRecordSchema } from '../../domain/task.js';
 
 /** A candidate task: a BFCL multi-turn record {id, category, involved_classes, initial_config, question, ground_truth, missed_function?}. */
 export const CandidateSchema = TaskRecordSchema;

@@ -6,8 +6,10 @@
 // Independent of Temporal: the workflow side wraps these as activities.
 import type { z } from 'zod';
 import type { VariantKind } from '../../domain/augment.js';
+import type { TaskRecord } from '../../domain/task.js';
+import { EVENT_STAGE, loadPrompt, type PromptName } from '../../platform/config/prompts.js';
 import type { Stage } from '../../schemas/types.generated.js';
-import type { Failure, TaskRecord } from '../executor-client.js';
+import type { Failure } from '../executor-client.js';
 import {
   type ChatJsonOptions,
   type ChatJsonResult,
@@ -16,7 +18,6 @@ import {
   jsonSchemaOf,
 } from './client.js';
 import type { GeneratorConfig } from './config.js';
-import { EVENT_STAGE, loadPrompt, type PromptName } from './prompts.js';
 import {
   type AugmentAnswer,
   augmentBaseSchema,

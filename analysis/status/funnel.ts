@@ -2,7 +2,7 @@
 // stage, how many candidates came out validated, rejected (by reason) and injected. The demo's
 // report shows it; it reads only the event store, so it holds for any campaign.
 import type pg from 'pg';
-import { promptVersion } from '../../activities/llm/prompts.js';
+import { promptVersion } from '../../platform/config/prompts.js';
 import { synthesisFunnelRows } from '../../platform/store/events/campaign-reads.js';
 
 export interface SynthesisFunnel {

@@ -1,8 +1,9 @@
 // The shape of `rods campaign status C --json` and of `holds`/`worker` in the gateway's
 // `GET /v1/campaigns/:id` (documented in analysis/status/README.md). Fields are only ever added; a part
 // that could not be read is null with its reason in `errors`.
+
+import type { CampaignStatus } from '../../domain/campaign-state.js';
 import type { PoolView } from '../../platform/store/pool/view.js';
-import type { CampaignStatus } from '../../workflows/campaign.js';
 
 export const STATUS_FORMAT = 'rods.campaign-status/1';
 

@@ -4,8 +4,9 @@
 // is there). A completed workflow's result comes from its history, with no worker either.
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
+import type { CampaignStatus } from '../../domain/campaign-state.js';
 import { workflowIds } from '../../domain/ids.js';
-import { type CampaignStatus, statusQuery } from '../../workflows/campaign.js';
+import { statusQuery } from '../../platform/temporal/campaign-messages.js';
 import type { ExecutionView, WorkerView } from './report.js';
 
 const { temporal } = proto;

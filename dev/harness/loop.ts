@@ -8,6 +8,7 @@ import type { Worker, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { type GeneratorEndpointInput, GeneratorEndpoints } from '../../activities/llm/endpoints.js';
 import { createRodsWorker } from '../../activities/worker.js';
 import { parseNewCampaignConfig } from '../../domain/campaign-config.js';
+import type { CampaignStatus } from '../../domain/campaign-state.js';
 import { eventIds, streams, workflowIds } from '../../domain/ids.js';
 import { encode } from '../../platform/codec/registry.js';
 import { openKafka, type RecordProducer, withAdmin } from '../../platform/kafka/client.js';
@@ -20,7 +21,7 @@ import { executeUpdateWithRetry, temporalClient, workflowEnd } from '../../platf
 import { AggregatorService } from '../../stages/aggregator/service.js';
 import { freshRewardTopic } from '../../stages/aggregator/trace.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { type CampaignStatus, campaignWorkflow } from '../../workflows/campaign.js';
+import { campaignWorkflow } from '../../workflows/campaign.js';
 import {
   childDifficulty,
   hash32,

@@ -6,6 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { CampaignStatus } from '../../domain/campaign-state.js';
 import { workflowIds } from '../../domain/ids.js';
 import { services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
 import { activeController, kafkaNodes } from '../../infra/stack/kafka.js';
@@ -17,7 +18,6 @@ import { createPool } from '../../platform/store/db.js';
 import { temporalClient } from '../../platform/temporal/connect.js';
 import { freeServicePort } from '../../platform/util/free-port.js';
 import { mapBomb, rewardsArrayBomb, stringBomb } from '../../test/support/codec/bombs.js';
-import type { CampaignStatus } from '../../workflows/campaign.js';
 import {
   CLUSTER_FAULT_KINDS,
   countByKind,

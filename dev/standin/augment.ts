@@ -1,9 +1,10 @@
 // The stand-in's Augment answer (prompts/augment.v1.md): a deterministic choice the
 // transformation accepts (domain/augment.ts checks it, as it checks a real generator's).
-import type { TaskRecord } from '../../activities/executor-client.js';
+
 import type { AugmentAnswer } from '../../activities/llm/schemas.js';
 import { choiceProblem, literalText, type VariantKind } from '../../domain/augment.js';
 import { parseCall } from '../../domain/call-parser.js';
+import type { TaskRecord } from '../../domain/task.js';
 
 export interface AugmentInput {
   kind: VariantKind;

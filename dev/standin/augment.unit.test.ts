@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { TaskRecord } from '../../activities/executor-client.js';
 import { augmentChoice, augmentSchema } from '../../activities/llm/schemas.js';
 import { buildVariant } from '../../domain/augment.js';
+import type { TaskRecord } from '../../domain/task.js';
 import { answerAugment } from './augment.js';
 
 const user = (content: string) => [{ role: 'user' as const, content }];

@@ -11,7 +11,7 @@
 //    or the tank's capacity bounds them), travel budgets (up), amounts to convert, cruise speeds
 //    (multiples of 5), climate temperatures, the house number of a navigation address;
 //  - free-text arguments and contents follow the renames, so the task stays coherent.
-import type { TaskRecord } from '../../activities/executor-client.js';
+import type { TaskRecord } from '../../domain/task.js';
 import { formatCall, isFloatText, num, type PyCall, type PyValue } from './pycall.js';
 import type { Rng } from './rng.js';
 import { argOf, namedArgs, type SeedCall, withArg } from './seed.js';

@@ -1,7 +1,8 @@
 // A seed task's calls as the stand-in sees them: parsed, owned by a class, grouped into units of
 // at most N calls that become the turns of a plan.
-import type { TaskRecord } from '../../activities/executor-client.js';
+
 import { classOf, isReadOnly, paramNames } from '../../domain/bfcl-catalog.js';
+import type { TaskRecord } from '../../domain/task.js';
 import { type PyCall, type PyValue, tryParseCall } from './pycall.js';
 
 export interface SeedCall {

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecutorClient, type TaskRecord } from '../../activities/executor-client.js';
+import { ExecutorClient } from '../../activities/executor-client.js';
 import { jsonSchemaOf } from '../../activities/llm/client.js';
-import { loadPrompt } from '../../activities/llm/prompts.js';
 import { JudgementSchema, planBaseSchema } from '../../activities/llm/schemas.js';
 import { renderInput, taskView } from '../../activities/llm/stages.js';
+import type { TaskRecord } from '../../domain/task.js';
+import { loadPrompt } from '../../platform/config/prompts.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { checkSchema } from './json-schema.js';
 import { STANDIN_MODEL, type StandinServer, startStandin } from './server.js';

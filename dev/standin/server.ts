@@ -5,10 +5,11 @@
 // synth.ts, mutate.ts, text.ts). Faults can be injected by flag (rates) or per request (headers).
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { FailureSchema, TaskRecordSchema } from '../../activities/executor-client.js';
+import { FailureSchema } from '../../activities/executor-client.js';
 import { canonicalJson, sha256Hex } from '../../activities/llm/json.js';
-import { parseStageMarker } from '../../activities/llm/prompts.js';
 import { JudgementSchema, PlanFunctionSchema } from '../../activities/llm/schemas.js';
+import { TaskRecordSchema } from '../../domain/task.js';
+import { parseStageMarker } from '../../platform/config/prompts.js';
 import { answerAugment } from './augment.js';
 import { checkSchema, instanceOf } from './json-schema.js';
 import { Rng } from './rng.js';

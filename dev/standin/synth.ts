@@ -1,7 +1,7 @@
 // The stand-in's plan, parameter and config-patch answers: deterministic, rule-based edits of the
 // real BFCL seed task found in the request, so that the environment executor really validates
 // them. (The stand-in replaces vLLM in tests and the demo only.)
-import type { Failure, TaskRecord } from '../../activities/executor-client.js';
+import type { Failure } from '../../activities/executor-client.js';
 import {
   DEFAULT_LIMITS,
   type GeneratedCalls,
@@ -10,6 +10,7 @@ import {
   type SynthesisLimits,
 } from '../../activities/llm/schemas.js';
 import { classOf, isReadOnly } from '../../domain/bfcl-catalog.js';
+import type { TaskRecord } from '../../domain/task.js';
 import { mutateTask } from './mutate.js';
 import { type PyValue, tryParseCall } from './pycall.js';
 import type { Rng } from './rng.js';

@@ -1,11 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type ExecuteResponse,
-  ExecutorClient,
-  SEED_CATEGORIES,
-  type SeedCategory,
-  type TaskRecord,
-} from '../../activities/executor-client.js';
+import { type ExecuteResponse, ExecutorClient } from '../../activities/executor-client.js';
 import { type GeneratorConfig, generatorConfig } from '../../activities/llm/config.js';
 import type { Candidate } from '../../activities/llm/schemas.js';
 import {
@@ -17,6 +11,7 @@ import {
   rewrite,
   withQuestion,
 } from '../../activities/llm/stages.js';
+import { SEED_CATEGORIES, type SeedCategory, type TaskRecord } from '../../domain/task.js';
 import { type StandinServer, startStandin } from './server.js';
 
 // The stand-in's answers for real seeds, validated by the real environment executor: the plan →

@@ -3,7 +3,7 @@
 // values carried into the text), and writes template sentences from the calls otherwise. The
 // judge scores the five criteria with simple checks on the text and the calls; a rejection can be
 // injected. Refine classifies by the lowest score and rewrites the questions from templates.
-import type { TaskRecord } from '../../activities/executor-client.js';
+
 import {
   callName,
   JUDGE_CRITERIA,
@@ -15,6 +15,7 @@ import {
   type TurnQuery,
 } from '../../activities/llm/schemas.js';
 import { BFCL_CATALOG } from '../../domain/bfcl-catalog.js';
+import type { TaskRecord } from '../../domain/task.js';
 import { applyTextMap, FS_NAME_PARAMS, seedTurnText } from './mutate.js';
 import { type PyCall, type PyValue, toPlain } from './pycall.js';
 import type { Rng } from './rng.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { TaskRecord } from '../../activities/executor-client.js';
 import { rewriteSchema, turnQuerySchema } from '../../activities/llm/schemas.js';
+import type { TaskRecord } from '../../domain/task.js';
 import { Rng } from './rng.js';
 import { answerPatch } from './synth.js';
 import { answerJudge, answerRefine, answerRewrite, answerTurnQuery } from './text.js';

@@ -2,11 +2,11 @@
 // `[rods-stage: <name> v<N>]`, that says which stage it drives (the stand-in generator recognises
 // the stage by it); its SHA-256 is the prompt version recorded in lineage
 // (StageCompleted.promptVersionHash).
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Stage } from '../../schemas/types.generated.js';
-import { sha256Hex } from './json.js';
 
 /** The LLM steps of the synthesis pipeline, by prompt name. */
 export const PROMPT_NAMES = [
@@ -93,7 +93,13 @@ export function loadPrompt(name: PromptName, dir: string = DEFAULT_PROMPTS_DIR):
   if (!marker || marker.stage !== name) {
     throw new PromptError(`${full} must start with the line [rods-stage: ${name} v<N>], found ${firstLine}`);
   }
-  return { name, file, text, hash: sha256Hex(bytes), version: marker.version };
+  return {
+    name,
+    file,
+    text,
+    hash: createHash('sha256').update(bytes).digest('hex'),
+    version: marker.version,
+  };
 }
 
 /** SHA-256 (hex) of a stage prompt file's bytes: the prompt version recorded in lineage. */

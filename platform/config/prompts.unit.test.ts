@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { generatorConfig } from './config.js';
+import { generatorConfig } from '../../activities/llm/config.js';
 import {
   DEFAULT_PROMPTS_DIR,
   EVENT_STAGE,

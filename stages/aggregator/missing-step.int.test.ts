@@ -7,8 +7,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import { diagnose } from '../../analysis/status/diagnose.js';
 import { LoopHarness } from '../../dev/harness/loop.js';
+import { reconfigureUpdate } from '../../platform/temporal/campaign-messages.js';
 import { waitUntil } from '../../test/support/wait.js';
-import { reconfigureUpdate } from '../../workflows/campaign.js';
 
 const STEPS_ONLY = {
   seeds: { perCategory: 1 },

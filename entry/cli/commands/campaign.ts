@@ -11,13 +11,13 @@ import {
 import { diagnose, renderFindings } from '../../../analysis/status/diagnose.js';
 import { bounded } from '../../../analysis/status/temporal.js';
 import { campaignConfigSizeError, redactCampaignConfig } from '../../../domain/campaign-config.js';
+import type { CampaignStatus } from '../../../domain/campaign-state.js';
 import { workflowIds } from '../../../domain/ids.js';
 import { loadCampaign } from '../../../platform/store/campaigns.js';
 import { createPool, type Pool } from '../../../platform/store/db.js';
 import { migrate } from '../../../platform/store/migrate.js';
 import { type PoolView, poolView } from '../../../platform/store/pool/view.js';
 import { executeUpdateWithRetry, taskQueue, temporalClient } from '../../../platform/temporal/connect.js';
-import type { CampaignStatus } from '../../../workflows/campaign.js';
 import {
   CampaignExistsError,
   checkNewCampaignConfig,
