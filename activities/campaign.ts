@@ -5,7 +5,6 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
-import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
 import { inTransaction } from '../platform/store/db.js';
@@ -23,6 +22,7 @@ import { WatermarkTimeout, waitForWatermark } from '../platform/store/steps/wate
 import { loadTaskStats } from '../platform/store/task-stats/view.js';
 import { type WorkflowEnd, workflowEnd } from '../platform/temporal/connect.js';
 import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
+import { DEFAULT_CONFIG } from './campaign-config.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 
@@ -40,7 +40,7 @@ const GAP_CHECK_MS = 2000;
 
 /** The campaign's ingestion.missingSteps as its registry row holds it now (reconfigurations included). */
 async function missingStepsPolicy(db: pg.Pool, campaignId: string) {
-  return ((await loadCampaign(db, campaignId))?.config ?? parseCampaignConfig({})).ingestion.missingSteps;
+  return ((await loadCampaign(db, campaignId))?.config ?? DEFAULT_CONFIG).ingestion.missingSteps;
 }
 
 /** How a synthesis child ended without reporting (a closed workflow, or one Temporal no longer knows). */

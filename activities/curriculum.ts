@@ -6,7 +6,7 @@
 // happens once.
 import { Context } from '@temporalio/activity';
 import type pg from 'pg';
-import { type CampaignConfig, isInjectionBoundary, parseCampaignConfig } from '../domain/campaign-config.js';
+import { type CampaignConfig, isInjectionBoundary } from '../domain/campaign-config.js';
 import { candidateHash } from '../domain/candidate.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { applyDecisions } from '../domain/pool/evolve.js';
@@ -32,6 +32,7 @@ import { memberTask } from '../platform/store/pool/members.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
 import { lastPolicyVersion, loadTaskStats } from '../platform/store/task-stats/view.js';
 import type { TaskStats } from '../schemas/types.generated.js';
+import { campaignConfigOf } from './campaign-config.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 
@@ -307,7 +308,7 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
       inFlight: string[];
       runningSyntheses: number;
     }): Promise<StepPlan> {
-      const cfg: CampaignConfig = parseCampaignConfig(input.config);
+      const cfg: CampaignConfig = campaignConfigOf(input.config);
       const { campaignId, step } = input;
       // Heartbeats while it plans, so a worker killed mid-plan is noticed within the heartbeat
       // timeout (seconds) rather than at the start-to-close timeout; the retry finds the plan

@@ -8,7 +8,6 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
 import { buildVariant, type VariantKind } from '../domain/augment.js';
 import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
-import { parseCampaignConfig } from '../domain/campaign-config.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { settleVerdict } from '../domain/judge-rule.js';
@@ -20,6 +19,7 @@ import { inTransaction } from '../platform/store/db.js';
 import type { NewEvent } from '../platform/store/events/event-store.js';
 import { candidateWithHash } from '../platform/store/pool/candidates.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
+import { campaignConfigOf, DEFAULT_CONFIG } from './campaign-config.js';
 import { workerEvent } from './events.js';
 import { type ExecuteResponse, type ExecutorClient, ExecutorError, type Failure } from './executor-client.js';
 import { knownTasks } from './known-tasks.js';
@@ -131,7 +131,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   // The endpoint name is resolved here, at call time: Temporal payloads carry only the name.
   // An unknown name fails the same way on every retry, so it is not retried.
   const genCfg = (config: unknown): GeneratorConfig => {
-    const c = parseCampaignConfig(config).generator as Record<string, unknown>;
+    const c = campaignConfigOf(config).generator as Record<string, unknown>;
     try {
       return resolveGeneratorConfig(c, endpoints);
     } catch (e) {
@@ -195,14 +195,14 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           synthesisId: input.synthesisId,
           seedTaskId: input.seedTaskId,
           selectionEventId: input.selectionEventId,
-          generatorModel: (parseCampaignConfig(input.config).generator as { model: string }).model,
+          generatorModel: (campaignConfigOf(input.config).generator as { model: string }).model,
           occurredAt: now(),
         }),
       ]);
     },
 
     planTask(input: StageRef & { seed: TaskRecord; blocklist: string[] }) {
-      const limits = parseCampaignConfig(input.config).synthesis;
+      const limits = campaignConfigOf(input.config).synthesis;
       return llm<Plan>(input, (cfg, opts) =>
         stages.plan(
           input.seed,
@@ -312,7 +312,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       seed?: TaskRecord;
       variant?: boolean;
     }) {
-      const cfg = parseCampaignConfig(input.config);
+      const cfg = campaignConfigOf(input.config);
       const limits = gateLimits(cfg);
       // an Augment variant is its validated base plus the turn that brings the function or value
       if (input.variant) limits.turns.max += 1;
@@ -464,7 +464,7 @@ async function nearestKnownTask(
   derivedFrom?: string,
 ) {
   const campaign = await loadCampaign(c, campaignId);
-  const threshold = (campaign?.config ?? parseCampaignConfig({})).synthesis.nearDuplicateThreshold;
+  const threshold = (campaign?.config ?? DEFAULT_CONFIG).synthesis.nearDuplicateThreshold;
   const near = nearestTask(
     taskFeatures(candidate),
     await knownTasks(c, campaignId, candidate.id, derivedFrom),
