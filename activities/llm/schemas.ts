@@ -85,16 +85,26 @@ export const CallsBaseSchema = z.object({
 });
 export type GeneratedCalls = z.infer<typeof CallsBaseSchema>;
 
+/** An issue at `field` when the answer has another number of turns than `what` has. */
+function turnCountIssue(
+  ctx: z.RefinementCtx,
+  field: string,
+  what: string,
+  expected: number,
+  got: number,
+): void {
+  if (got !== expected)
+    ctx.addIssue({
+      code: 'custom',
+      path: [field],
+      message: `the ${what} has ${expected} turns, the answer ${got}`,
+    });
+}
+
 /** The parameter-stage schema for a plan: its turns, its functions, the seed's classes. */
 export function callsSchema(plan: Plan, seed: TaskRecord) {
   return CallsBaseSchema.superRefine((out, ctx) => {
-    if (out.ground_truth.length !== plan.functions.length) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ground_truth'],
-        message: `the plan has ${plan.functions.length} turns, the answer ${out.ground_truth.length}`,
-      });
-    }
+    turnCountIssue(ctx, 'ground_truth', 'plan', plan.functions.length, out.ground_truth.length);
     out.ground_truth.forEach((turn, t) => {
       const planned = new Set((plan.functions[t] ?? []).map((f) => f.name));
       turn.forEach((call, i) => {
@@ -172,13 +182,7 @@ function callNames(calls: readonly string[]): Set<string> {
 export function rewriteSchema(candidate: TaskRecord) {
   const names = callNames(candidate.ground_truth.flat());
   return RewriteBaseSchema.superRefine((out, ctx) => {
-    if (out.question.length !== candidate.ground_truth.length) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['question'],
-        message: `the candidate has ${candidate.ground_truth.length} turns, the answer ${out.question.length}`,
-      });
-    }
+    turnCountIssue(ctx, 'question', 'candidate', candidate.ground_truth.length, out.question.length);
     out.question.forEach((turn, t) => {
       turn.forEach((m, i) => {
         for (const name of namedFunctions(m.content, names)) {

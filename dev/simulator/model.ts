@@ -10,6 +10,7 @@
 //   which is all a held-out task can gain from.
 // Pure and deterministic for a seed.
 
+import { fnv1a, mulberry32 } from '../../domain/random.js';
 import type { SimParameters } from './parameters.js';
 
 export interface SimTask {
@@ -49,26 +50,10 @@ export function cloneModel(m: ModelState): ModelState {
 }
 
 /** A 32-bit hash of a string (FNV-1a), for stable per-task values. */
-export function hash32(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
+export const hash32 = fnv1a;
 
 /** Deterministic generator in [0, 1) (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng = mulberry32;
 
 /** A standard normal draw (Box–Muller) from a [0, 1) generator. */
 export function normal(draw: () => number): number {

@@ -34,15 +34,9 @@ export interface EnqueueDecision {
   candidate: QueuedCandidate;
 }
 
-export interface InjectDecision {
+/** A queued candidate entering the pool: its queue entry, the step and the pool version it makes. */
+export interface InjectDecision extends Omit<QueuedCandidate, 'queuedAtStep'> {
   kind: 'inject';
-  candidateId: string;
-  taskId: string;
-  category: string;
-  parents: string[];
-  rootSeedId: string;
-  depth: number;
-  parentPhi: number;
   step: number;
   poolVersion: number;
 }

@@ -44,6 +44,7 @@ import type { TaskStats } from '../../schemas/types.generated.js';
 import { bandOf, phi as phiOf } from '../band.js';
 import { type CampaignConfig, isInjectionBoundary, type SelectionConfig } from '../campaign-config.js';
 import { childLineage, type Lineage } from '../lineage.js';
+import { fnv1a, mulberry32 } from '../random.js';
 import type {
   DiscardDecision,
   EnqueueDecision,
@@ -270,25 +271,6 @@ export function randomRanking(seed: number): SeedRanking {
       [out[i], out[j]] = [out[j]!, out[i]!];
     }
     return out;
-  };
-}
-
-// A 32-bit FNV-1a hash and the mulberry32 generator: small, fast, deterministic everywhere
-// (the workflow sandbox included); statistical quality is ample for ordering seeds.
-function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 

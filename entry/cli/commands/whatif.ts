@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { WhatIfError, whatIf } from '../../../analysis/replay/whatif.js';
+import { WhatIfError, type WhatIfOverrides, whatIf } from '../../../analysis/replay/whatif.js';
 import { createPool } from '../../../platform/store/db.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
@@ -52,19 +52,14 @@ export function register(program: Command): void {
     .option('--topic <topic>', 'the reward topic the trainer wrote', 'rods.rewards.v1')
     .option('--json', 'JSON report')
     .action(
-      async (opts: {
-        campaign: string;
-        low?: number;
-        high?: number;
-        retire?: number;
-        budget?: number;
-        window?: string;
-        varianceGuard?: 'skip' | 'rank' | 'off';
-        minGroups?: number;
-        maxStale?: number;
-        topic: string;
-        json?: boolean;
-      }) => {
+      async (
+        opts: Omit<WhatIfOverrides, 'maxStaleSteps'> & {
+          campaign: string;
+          maxStale?: number;
+          topic: string;
+          json?: boolean;
+        },
+      ) => {
         if (opts.low !== undefined && opts.high !== undefined && opts.low > opts.high)
           throw new UsageError('--low must not exceed --high');
         const db = createPool({ application: 'rods-whatif', max: 2, limits: { statementTimeoutMs: 0 } });

@@ -41,6 +41,31 @@ async function bumpVersion(
   );
 }
 
+/** A candidate row, once (a replayed event changes nothing). */
+async function insertCandidate(
+  c: pg.ClientBase,
+  status: 'validated' | 'rejected',
+  p: { campaignId: string; candidateId?: string | null; synthesisId: string; seedTaskId: string },
+  hash: string,
+  candidate: unknown,
+  lineage: unknown,
+): Promise<void> {
+  await c.query(
+    `insert into candidates (campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage)
+     values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict do nothing`,
+    [
+      p.campaignId,
+      hash,
+      p.candidateId,
+      p.synthesisId,
+      p.seedTaskId,
+      status,
+      candidate,
+      JSON.stringify(lineage),
+    ],
+  );
+}
+
 /** Applies one event to the pool tables (unknown types are ignored). */
 export async function applyPoolEvent(
   c: pg.PoolClient,
@@ -116,38 +141,21 @@ export async function applyPoolEvent(
     }
     case 'CandidateValidated': {
       const p = payload as CandidateValidated;
-      await c.query(
-        `insert into candidates (campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage)
-         values ($1, $2, $3, $4, $5, 'validated', $6, $7) on conflict do nothing`,
-        [
-          p.campaignId,
-          p.candidateHash,
-          p.candidateId,
-          p.synthesisId,
-          p.seedTaskId,
-          p.candidate,
-          JSON.stringify(metadata.lineage ?? {}),
-        ],
-      );
+      await insertCandidate(c, 'validated', p, p.candidateHash, p.candidate, metadata.lineage ?? {});
       return;
     }
     case 'CandidateRejected': {
       const p = payload as CandidateRejected;
-      if (p.candidateId && typeof metadata.candidateHash === 'string') {
-        await c.query(
-          `insert into candidates (campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage)
-           values ($1, $2, $3, $4, $5, 'rejected', $6, $7) on conflict do nothing`,
-          [
-            p.campaignId,
-            metadata.candidateHash,
-            p.candidateId,
-            p.synthesisId,
-            p.seedTaskId,
-            JSON.stringify(metadata.candidate ?? null),
-            JSON.stringify({}),
-          ],
+      // A rejection before the candidate existed (no id, no hash) leaves no row.
+      if (p.candidateId && typeof metadata.candidateHash === 'string')
+        await insertCandidate(
+          c,
+          'rejected',
+          p,
+          metadata.candidateHash,
+          JSON.stringify(metadata.candidate ?? null),
+          {},
         );
-      }
       return;
     }
     case 'CampaignPaused':
