@@ -234,17 +234,7 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
         depth: seed.depth,
         parentPhi: seed.phi,
         category: cand.category,
-        step: input.step,
-        policyVersion: seed.policyVersion,
-        triggeringStats: seed.stats,
-        selectionEventId: seed.selectionEventId,
-        synthesisId,
-        workflowId: workflowInfo().workflowId,
-        models,
-        promptVersions: prompts,
-        stageOutputs: outputs,
-        judgeVerdict: judgement.verdict,
-        judgeScores: judgement.scores,
+        ...provenance(input, synthesisId, { models, prompts, outputs }, judgement),
         ...(disagreements.length > 0 ? { judgeDisagreements: disagreements } : {}),
       },
     });
@@ -303,6 +293,36 @@ async function critique(
     );
   if (!judge) return null;
   return llm.judgeCandidate({ ...ref, candidate, execution: { ok: true } });
+}
+
+/**
+ * What a validated candidate's lineage says about how it was made, the same for a base candidate
+ * and an Augment variant: the step, policy and statistics that selected its seed, the run, and
+ * each stage's model, prompt version and output hash, and the judge's verdict.
+ */
+function provenance(
+  input: SynthesisInput,
+  synthesisId: string,
+  stages: {
+    models: Record<string, string>;
+    prompts: Record<string, string>;
+    outputs: Record<string, string>;
+  },
+  judgement: { verdict: string; scores: Record<string, number> },
+) {
+  return {
+    step: input.step,
+    policyVersion: input.seed.policyVersion,
+    triggeringStats: input.seed.stats,
+    selectionEventId: input.seed.selectionEventId,
+    synthesisId,
+    workflowId: workflowInfo().workflowId,
+    models: stages.models,
+    promptVersions: stages.prompts,
+    stageOutputs: stages.outputs,
+    judgeVerdict: judgement.verdict,
+    judgeScores: judgement.scores,
+  };
 }
 
 const judgeRejection = (judgement: Judgement, candidateId: string) =>
@@ -378,18 +398,8 @@ async function augmentVariant(
           category: variant.category,
           variantOf: base.id,
           variantKind: kind,
-          step: input.step,
-          policyVersion: seed.policyVersion,
-          triggeringStats: seed.stats,
-          selectionEventId: seed.selectionEventId,
-          synthesisId,
           baseSynthesisId: input.synthesisId,
-          workflowId: workflowInfo().workflowId,
-          models,
-          promptVersions: prompts,
-          stageOutputs: outputs,
-          judgeVerdict: judgement.verdict,
-          judgeScores: judgement.scores,
+          ...provenance(input, synthesisId, { models, prompts, outputs }, judgement),
           ...(disagreement ? { judgeDisagreements: [{ round: 0, ...disagreement }] } : {}),
         },
       });
