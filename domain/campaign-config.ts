@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { DetectorConfigSchema, type DetectorWindow, windowSpec } from './band.js';
 import { canonicalJson } from './canonical-json.js';
 import { DEFAULT_REWARD_LIMITS } from './reward-group.js';
+import { SEED_CATEGORIES } from './task.js';
 
 /** The most rewards.maxRollouts may be: no campaign accepts larger groups (the gateway's bound too). */
 export const MAX_ROLLOUTS_LIMIT = 1_000_000;
@@ -427,6 +428,15 @@ export const AblationConfigSchema = z.strictObject({
   injection: z.boolean().default(true),
 });
 
+/** Which human seeds a campaign starts from: BFCL multi-turn tasks per category (executor/). */
+export const SeedsConfigSchema = z.strictObject({
+  /** Seeds per category, the first ones of each (the paper: 100 of each of the four). */
+  perCategory: z.number().int('seeds.perCategory must be a whole number').min(1).max(10_000).default(100),
+  /** The categories to seed from (default: all four). */
+  categories: z.array(z.enum(SEED_CATEGORIES)).min(1).optional(),
+});
+export type SeedsConfig = z.infer<typeof SeedsConfigSchema>;
+
 export const CampaignConfigSchema = z
   .object({
     /** Rollouts per task (GRPO group size K). */
@@ -439,6 +449,8 @@ export const CampaignConfigSchema = z
     synthesis: SynthesisConfigSchema.prefault({}),
     generator: GeneratorConfigSchema.prefault({}),
     ablation: AblationConfigSchema.prefault({}),
+    /** Absent: 100 seeds of each category. */
+    seeds: SeedsConfigSchema.optional(),
   })
   .passthrough()
   .superRefine((c, ctx) => {

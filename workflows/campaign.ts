@@ -256,11 +256,10 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   watchOrphans();
 
   if (!s.seeded) {
-    const seeds = (config as { seeds?: { perCategory?: number; categories?: string[] } }).seeds;
     const r = await plan.seedCampaign({
       campaignId,
-      perCategory: seeds?.perCategory ?? 100,
-      categories: seeds?.categories,
+      perCategory: config.seeds?.perCategory ?? 100,
+      categories: config.seeds?.categories,
     });
     s.seeded = true;
     s.poolVersion = r.poolVersion;

@@ -237,7 +237,7 @@ export async function runDemo(
       readFileSync(path.join(ROOT, 'dev/examples/campaign.standin.json'), 'utf8'),
     ) as Record<string, unknown>;
     const { campaignId: _c, name: _n, ...config } = example;
-    (config as { seeds: { perCategory: number } }).seeds = { perCategory: opts.perCategory };
+    config.seeds = { perCategory: opts.perCategory };
     if (opts.ablation && Object.keys(opts.ablation).length > 0)
       (config as { ablation?: unknown }).ablation = opts.ablation;
     const gw = `http://127.0.0.1:${gatewayPort}`;

@@ -185,7 +185,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       readFileSync(path.join(opts.root, 'dev/examples/campaign.standin.json'), 'utf8'),
     ) as Record<string, unknown>;
     const { campaignId: _c, name: _n, ...config } = example;
-    (config as { seeds: { perCategory: number } }).seeds = { perCategory: opts.perCategory };
+    config.seeds = { perCategory: opts.perCategory };
     const campaignId = `soak-${opts.seed}-${randomUUID().slice(0, 6)}`;
     await patiently('creating the campaign', async () => {
       const r = await fetch(`${gw}/v1/campaigns`, {
