@@ -25,12 +25,14 @@ import {
 import type { CampaignActivities, SynthesisEnd } from '../activities/campaign.js';
 import type { CurriculumActivities } from '../activities/curriculum.js';
 import {
+  type CampaignConfig,
   operatorOnlyIssues,
   parseCampaignConfig,
   validateReconfiguration,
 } from '../domain/campaign-config.js';
 import type { CampaignCarry, CampaignStatus, SynthesisOutcome } from '../domain/campaign-state.js';
 import { legacySynthesisId, streams, synthesisId, workflowIds } from '../domain/ids.js';
+import type { SelectedSeed } from '../domain/step-plan.js';
 import {
   pauseUpdate,
   reconfigureUpdate,
@@ -102,16 +104,80 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
     config: input.config,
     generation: 0,
   };
-  let config = parseCampaignConfig(s.config);
+  // The parsed config in force (a reconfiguration replaces it; s.config is its raw form).
+  const live = { config: parseCampaignConfig(s.config) };
   const status = (): CampaignStatus => ({
     ...s,
     campaignId,
     workflowId: workflowInfo().workflowId,
     historyLength: workflowInfo().historyLength,
   });
-
   const stopped = () => s.status === 'stopped';
-  // Lifecycle decisions are events too (workflow time and uuid4 are deterministic on replay).
+  handleMessages(campaignId, s, live, status);
+  const slots = synthesisSlots(campaignId, s);
+
+  if (!s.seeded) {
+    const r = await plan.seedCampaign({
+      campaignId,
+      perCategory: live.config.seeds?.perCategory ?? 100,
+      categories: live.config.seeds?.categories,
+    });
+    s.seeded = true;
+    s.poolVersion = r.poolVersion;
+    if (s.status === 'seeding') s.status = 'running';
+    await camp.deliverPoolJsonl({ campaignId, version: r.poolVersion });
+  }
+
+  while (s.status !== 'stopped' && (input.untilStep === undefined || s.step < input.untilStep)) {
+    if (workflowInfo().continueAsNewSuggested) {
+      // Only once every update and signal handler has finished, carrying the whole state.
+      await condition(allHandlersFinished);
+      s.generation++;
+      await continueAsNew<typeof campaignWorkflow>({ ...input, config: s.config, carry: s });
+    }
+    await condition(() => s.status !== 'paused');
+    // (a function, as s.status changes while the workflow waits)
+    if (stopped()) break;
+    const next = s.step + 1;
+
+    // Wait until the aggregator closed the step; a pause or stop cancels the wait.
+    const interrupted = await waitForStep(campaignId, next, () => s.status !== 'running');
+    if (interrupted) continue;
+
+    const p = await planning.planStep({
+      campaignId,
+      step: next,
+      config: s.config,
+      inFlight: Object.values(s.running),
+      runningSyntheses: Object.keys(s.running).length,
+    });
+    await startSyntheses(campaignId, next, s, live.config, p.selected, slots);
+    s.poolVersion = p.poolVersion;
+    s.totals.selected += p.selected.length;
+    s.totals.injected += p.injected.length;
+    s.totals.retired += p.retired.length;
+    s.totals.pruned += p.pruned.length;
+    s.lastPlan = { ...p, selected: p.selected.map((x) => x.taskId) };
+    s.step = next;
+    if (p.versionChanged) await camp.deliverPoolJsonl({ campaignId, version: p.poolVersion });
+  }
+  // Let the running syntheses finish and report (their outcomes are decisions of this campaign).
+  await condition(() => Object.keys(s.running).length === 0);
+  await condition(allHandlersFinished);
+  return status();
+}
+
+/**
+ * The campaign's messages: the status query and update, and pause, resume, stop and
+ * reconfigure, each recorded as a lifecycle event (workflow time and uuid4 are deterministic on
+ * replay).
+ */
+function handleMessages(
+  campaignId: string,
+  s: CampaignCarry,
+  live: { config: CampaignConfig },
+  status: () => CampaignStatus,
+): void {
   const lifecycle = (
     type: 'CampaignPaused' | 'CampaignResumed' | 'CampaignStopped' | 'CampaignReconfigured',
     payload: Record<string, unknown>,
@@ -169,9 +235,9 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   setHandler(
     reconfigureUpdate,
     async ({ config: next }) => {
-      const r = validateReconfiguration(config, next);
+      const r = validateReconfiguration(live.config, next);
       if (!r.ok) throw ApplicationFailure.nonRetryable(r.message);
-      config = r.config;
+      live.config = r.config;
       s.config = r.raw;
       await lifecycle('CampaignReconfigured', {
         config: JSON.stringify(r.raw),
@@ -186,12 +252,27 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
         // Only in the validator (never run on replay): histories that took such a config still replay.
         const secret = operatorOnlyIssues(next);
         if (secret.length) throw new Error(secret.map((i) => i.message).join('; '));
-        const r = validateReconfiguration(config, next);
+        const r = validateReconfiguration(live.config, next);
         if (!r.ok) throw new Error(r.message);
       },
     },
   );
-  // A slot is freed once, by whichever report of the run comes first.
+}
+
+interface SynthesisSlots {
+  /** Frees the child's slot whatever way its run ends. */
+  onChildEnd(child: SynthesisInput, result: Promise<SynthesisOutcome>): void;
+  /** A child with no handle in this run: watched until its workflow has ended. */
+  adopt(synthesisId: string): void;
+}
+
+/**
+ * The synthesis slots (s.running): a slot is freed once, by whichever report of its run comes
+ * first, the child's signal or its result. Entries without a child handle in this run (children
+ * of an earlier run carried across continue-as-new, or a start refused because the id is in
+ * use) are watched by one activity at a time, which frees each slot when its workflow has ended.
+ */
+function synthesisSlots(campaignId: string, s: CampaignCarry): SynthesisSlots {
   const settle = (o: SynthesisOutcome) => {
     if (!(o.synthesisId in s.running)) return;
     delete s.running[o.synthesisId];
@@ -200,8 +281,7 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   };
   setHandler(synthesisFinished, settle);
 
-  // A child of this run: its result frees the slot whatever way it ends (a child reports by
-  // signal only at its very end; one that fails early or is terminated never does).
+  // A child reports by signal only at its very end; one that fails early or is terminated never does.
   const onChildEnd = (child: SynthesisInput, result: Promise<SynthesisOutcome>) => {
     const id = child.synthesisId;
     result
@@ -226,9 +306,6 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
         // Only a cancelled activity lands here; the entry stays for the next run's watcher.
       });
   };
-  // Entries without a child handle in this run (children of an earlier run carried across
-  // continue-as-new, or a start refused because the id is in use): one activity at a time
-  // watches them and frees each slot when its workflow has ended.
   const orphans = new Set(Object.keys(s.running));
   let watching = false;
   const watchOrphans = () => {
@@ -254,92 +331,62 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
       });
   };
   watchOrphans();
+  return {
+    onChildEnd,
+    adopt: (synthesisId) => {
+      orphans.add(synthesisId);
+      watchOrphans();
+    },
+  };
+}
 
-  if (!s.seeded) {
-    const r = await plan.seedCampaign({
+/**
+ * One synthesis child per selected seed. The children are registered before they start (a fast
+ * child may report back at once), and the caller publishes the new step only once they are
+ * started, so a status reader never sees step S without its syntheses.
+ */
+async function startSyntheses(
+  campaignId: string,
+  step: number,
+  s: CampaignCarry,
+  config: CampaignConfig,
+  selected: readonly SelectedSeed[],
+  slots: SynthesisSlots,
+): Promise<void> {
+  const children: SynthesisInput[] = selected.map((seed) => ({
+    campaignId,
+    synthesisId: (patched(INJECTIVE_SYNTHESIS_IDS) ? synthesisId : legacySynthesisId)(
       campaignId,
-      perCategory: config.seeds?.perCategory ?? 100,
-      categories: config.seeds?.categories,
-    });
-    s.seeded = true;
-    s.poolVersion = r.poolVersion;
-    if (s.status === 'seeding') s.status = 'running';
-    await camp.deliverPoolJsonl({ campaignId, version: r.poolVersion });
-  }
-
-  while (s.status !== 'stopped' && (input.untilStep === undefined || s.step < input.untilStep)) {
-    if (workflowInfo().continueAsNewSuggested) {
-      // Only once every update and signal handler has finished, carrying the whole state.
-      await condition(allHandlersFinished);
-      s.generation++;
-      await continueAsNew<typeof campaignWorkflow>({ ...input, config: s.config, carry: s });
+      step,
+      seed.taskId,
+    ),
+    step,
+    seed,
+    config: s.config,
+    parentWorkflowId: workflowInfo().workflowId,
+  }));
+  for (const child of children) s.running[child.synthesisId] = child.seed.taskId;
+  const startOne = async (child: SynthesisInput) => {
+    // Children outlive a continue-as-new of the parent and report back by signal.
+    try {
+      const handle = await startChild(synthesisWorkflow, {
+        workflowId: workflowIds.synthesis(child.synthesisId),
+        args: [child],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        ...(patched(CHILD_TIMEOUT)
+          ? { workflowExecutionTimeout: `${config.synthesis.executionTimeoutSeconds} seconds` }
+          : {}),
+      });
+      slots.onChildEnd(child, handle.result());
+    } catch (e) {
+      if (!patched(SLOTS_FREED)) throw e;
+      slots.adopt(child.synthesisId);
     }
-    await condition(() => s.status !== 'paused');
-    if (stopped()) break;
-    const next = s.step + 1;
-
-    // Wait until the aggregator closed the step; a pause or stop cancels the wait.
-    const interrupted = await waitForStep(campaignId, next, () => s.status !== 'running');
-    if (interrupted) continue;
-
-    const p = await planning.planStep({
-      campaignId,
-      step: next,
-      config: s.config,
-      inFlight: Object.values(s.running),
-      runningSyntheses: Object.keys(s.running).length,
-    });
-    // Register the children before starting them (a fast child may report back at once), and
-    // publish the new step only once they are started, so a status reader never sees step S
-    // without its syntheses.
-    const children: SynthesisInput[] = p.selected.map((seed) => ({
-      campaignId,
-      synthesisId: (patched(INJECTIVE_SYNTHESIS_IDS) ? synthesisId : legacySynthesisId)(
-        campaignId,
-        next,
-        seed.taskId,
-      ),
-      step: next,
-      seed,
-      config: s.config,
-      parentWorkflowId: workflowInfo().workflowId,
-    }));
-    for (const child of children) s.running[child.synthesisId] = child.seed.taskId;
-    const startOne = async (child: SynthesisInput) => {
-      // Children outlive a continue-as-new of the parent and report back by signal.
-      try {
-        const handle = await startChild(synthesisWorkflow, {
-          workflowId: workflowIds.synthesis(child.synthesisId),
-          args: [child],
-          parentClosePolicy: ParentClosePolicy.ABANDON,
-          ...(patched(CHILD_TIMEOUT)
-            ? { workflowExecutionTimeout: `${config.synthesis.executionTimeoutSeconds} seconds` }
-            : {}),
-        });
-        onChildEnd(child, handle.result());
-      } catch (e) {
-        if (!patched(SLOTS_FREED)) throw e;
-        orphans.add(child.synthesisId);
-        watchOrphans();
-      }
-    };
-    // All of a step's children start in one workflow task; one after the other, each start
-    // waited a server round trip, and the last of 12 started seconds after the first.
-    if (patched(PARALLEL_CHILD_STARTS)) await Promise.all(children.map(startOne));
-    else for (const child of children) await startOne(child);
-    s.poolVersion = p.poolVersion;
-    s.totals.selected += p.selected.length;
-    s.totals.injected += p.injected.length;
-    s.totals.retired += p.retired.length;
-    s.totals.pruned += p.pruned.length;
-    s.lastPlan = { ...p, selected: p.selected.map((x) => x.taskId) };
-    s.step = next;
-    if (p.versionChanged) await camp.deliverPoolJsonl({ campaignId, version: p.poolVersion });
-  }
-  // Let the running syntheses finish and report (their outcomes are decisions of this campaign).
-  await condition(() => Object.keys(s.running).length === 0);
-  await condition(allHandlersFinished);
-  return status();
+  };
+  // All of a step's children start in one workflow task; one after the other, each start
+  // waited a server round trip, and the last of 12 started seconds after the first.
+  if (patched(PARALLEL_CHILD_STARTS)) await Promise.all(children.map(startOne));
+  else for (const child of children) await startOne(child);
 }
 
 /** Runs the awaitStep activity, cancelled when `stop()` turns true. Returns true when interrupted. */
