@@ -101,6 +101,21 @@ function turnCountIssue(
     });
 }
 
+/**
+ * An issue per class of `config` that is not one of the task's. Some BFCL seeds carry state of a
+ * class they do not involve; keeping that state is harmless, so a class the task's own config has
+ * counts as the task's.
+ */
+function foreignClassIssues(ctx: z.RefinementCtx, config: object, task: TaskRecord): void {
+  for (const cls of Object.keys(config))
+    if (!task.involved_classes.includes(cls) && !(cls in task.initial_config))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['initial_config', cls],
+        message: `${cls} is not one of the task's classes`,
+      });
+}
+
 /** The parameter-stage schema for a plan: its turns, its functions, the seed's classes. */
 export function callsSchema(plan: Plan, seed: TaskRecord) {
   return CallsBaseSchema.superRefine((out, ctx) => {
@@ -124,16 +139,7 @@ export function callsSchema(plan: Plan, seed: TaskRecord) {
         }
       });
     });
-    for (const cls of Object.keys(out.initial_config)) {
-      // Some BFCL seeds carry state of a class they do not involve; keeping it is harmless.
-      if (!seed.involved_classes.includes(cls) && !(cls in seed.initial_config)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['initial_config', cls],
-          message: `${cls} is not one of the task's classes`,
-        });
-      }
-    }
+    foreignClassIssues(ctx, out.initial_config, seed);
   });
 }
 
@@ -142,15 +148,7 @@ export type ConfigPatch = z.infer<typeof PatchSchema>;
 
 export function patchSchema(candidate: TaskRecord) {
   return PatchSchema.superRefine((out, ctx) => {
-    for (const cls of Object.keys(out.initial_config)) {
-      if (!candidate.involved_classes.includes(cls) && !(cls in candidate.initial_config)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['initial_config', cls],
-          message: `${cls} is not one of the task's classes`,
-        });
-      }
-    }
+    foreignClassIssues(ctx, out.initial_config, candidate);
   });
 }
 
