@@ -40,11 +40,26 @@ export function useWorkflowEnv(): () => WorkflowEnv {
   };
 }
 
+/**
+ * The time-skipping server, started up to three times: the native bridge gives it a fixed 5 s to
+ * answer (sdk-core crates/sdk-core/src/ephemeral_server/mod.rs:343), and its JVM can take longer
+ * on a 2-core machine while the full suite runs end-to-end tests beside it.
+ */
+async function startTimeSkipping(path: string): Promise<TestWorkflowEnvironment> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path } },
+      });
+    } catch (e) {
+      if (attempt >= 3 || !/did not start within/.test(String((e as Error)?.message ?? e))) throw e;
+    }
+  }
+}
+
 export async function workflowEnv(): Promise<WorkflowEnv> {
   const path = await ensureTemporalTestServer();
-  const env = await TestWorkflowEnvironment.createTimeSkipping({
-    server: { executable: { type: 'existing-path', path } },
-  });
+  const env = await startTimeSkipping(path);
   bundle ??= await bundleWorkflowCode({ workflowsPath: WORKFLOWS, logger: Runtime.instance().logger });
   return {
     env,
