@@ -5,7 +5,6 @@
 // planner took.
 
 import { describe, expect, it, vi } from 'vitest';
-import { type CandidateRow, decideStep } from '../activities/curriculum.js';
 import type { RecordedGroup } from '../analysis/replay/reward-stream.js';
 import { foldGroups } from '../analysis/replay/reward-stream.js';
 import { type RecordedPlan, whatIfReport } from '../analysis/replay/whatif.js';
@@ -15,6 +14,7 @@ import { DedupeWindows } from './dedupe.js';
 import { applyDecisions } from './pool/evolve.js';
 import { seedTasks } from './pool/policy.js';
 import { EMPTY_POOL, type PoolState } from './pool/state.js';
+import { decideStep, type ValidatedCandidate } from './step-events.js';
 import { planStep, type StepDecisions } from './step-plan.js';
 import { statsRecord, type TaskState } from './task-stats.js';
 
@@ -60,7 +60,7 @@ describe('one step decider for live planning and what-if', () => {
     const states = new Map<string, TaskState>();
     const seen = new DedupeWindows();
     const groups: RecordedGroup[] = [];
-    const candidates: CandidateRow[] = [];
+    const candidates: ValidatedCandidate[] = [];
     const plans: { step: number; state: PoolState; result: RecordedPlan }[] = [
       { step: 0, state: seeded, result: { step: 0, selected: [], retired: [], injected: [] } },
     ];
@@ -96,7 +96,7 @@ describe('one step decider for live planning and what-if', () => {
           candidate_hash: `hash-${d.taskId}-${step}`,
           seed_task_id: d.taskId,
           candidate: { id: `${d.taskId}~s${step}`, category: d.category },
-          lineage: { parentPhi: d.phi, parents: [d.taskId], step } as CandidateRow['lineage'],
+          lineage: { parentPhi: d.phi, parents: [d.taskId], step } as ValidatedCandidate['lineage'],
         });
       }
     }

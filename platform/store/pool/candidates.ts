@@ -1,28 +1,13 @@
 // Reads of the candidates table: the validated candidates planning injects from, the exact
 // duplicate check of a new candidate, and every candidate of a campaign (what-if).
 import type pg from 'pg';
+import type { ValidatedCandidate } from '../../../domain/step-events.js';
 import type { Queryable } from '../events/event-store.js';
 import { lockForTransaction } from '../locks.js';
 
-/** A validated candidate as the candidates table holds it. */
-export interface CandidateRow {
-  candidate_id: string;
-  candidate_hash: string;
-  seed_task_id: string;
-  candidate: Record<string, unknown>;
-  lineage: {
-    parentPhi?: number;
-    parents?: string[];
-    category?: string;
-    rootSeedId?: string;
-    depth?: number;
-    synthesisId?: string;
-  };
-}
-
 /** The campaign's validated candidates not injected yet, oldest first. */
-export async function validatedCandidates(db: Queryable, campaignId: string): Promise<CandidateRow[]> {
-  const { rows } = await db.query<CandidateRow>(
+export async function validatedCandidates(db: Queryable, campaignId: string): Promise<ValidatedCandidate[]> {
+  const { rows } = await db.query<ValidatedCandidate>(
     `select candidate_id, candidate_hash, seed_task_id, candidate, lineage from candidates
       where campaign_id = $1 and status = 'validated' order by created_at, candidate_id`,
     [campaignId],
@@ -34,8 +19,8 @@ export async function validatedCandidates(db: Queryable, campaignId: string): Pr
 export async function allCandidates(
   db: Queryable,
   campaignId: string,
-): Promise<Omit<CandidateRow, 'candidate_hash'>[]> {
-  const { rows } = await db.query<Omit<CandidateRow, 'candidate_hash'>>(
+): Promise<Omit<ValidatedCandidate, 'candidate_hash'>[]> {
+  const { rows } = await db.query<Omit<ValidatedCandidate, 'candidate_hash'>>(
     'select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1',
     [campaignId],
   );
