@@ -377,6 +377,13 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     ): Promise<{ outcome: 'validated' | 'rejected'; reasonCode?: string; candidateId?: string }> {
       const stream = streams.synthesis(input.synthesisId);
       return inTransaction(deps.pool, async (c) => {
+        // What both outcome events say about where the candidate came from.
+        const origin = <Id extends string | null>(candidateId: Id) => ({
+          campaignId: input.campaignId,
+          synthesisId: input.synthesisId,
+          candidateId,
+          seedTaskId: input.seedTaskId,
+        });
         const reject = async (r: {
           candidateId: string | null;
           stage: RejectionStage;
@@ -389,10 +396,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
               'CandidateRejected',
               eventIds.candidateRejected(input.synthesisId),
               {
-                campaignId: input.campaignId,
-                synthesisId: input.synthesisId,
-                candidateId: r.candidateId,
-                seedTaskId: input.seedTaskId,
+                ...origin(r.candidateId),
                 stage: r.stage,
                 reasonCode: r.reasonCode,
                 reason: r.reason.slice(0, 2000),
@@ -429,10 +433,7 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
             'CandidateValidated',
             eventIds.candidateValidated(input.synthesisId),
             {
-              campaignId: input.campaignId,
-              synthesisId: input.synthesisId,
-              candidateId: input.candidate.id,
-              seedTaskId: input.seedTaskId,
+              ...origin(input.candidate.id),
               category: input.candidate.category,
               candidate: JSON.stringify(input.candidate),
               candidateHash: hash,

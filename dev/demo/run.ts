@@ -416,12 +416,14 @@ function writeReport(
   };
   writeFileSync(path.join(out, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
   const steps = rows.map((r) => r.step);
+  type Count = 'hard' | 'boundary' | 'mastered' | 'seeds' | 'generated';
+  const series = (name: string, count: Count) => ({ name, values: rows.map((r) => r[count]) });
   writeFileSync(
     path.join(out, 'bands.svg'),
     lineChart('Tasks per band at each step', 'training step', 'tasks', [
-      { name: 'hard', values: rows.map((r) => r.hard) },
-      { name: 'boundary', values: rows.map((r) => r.boundary) },
-      { name: 'mastered', values: rows.map((r) => r.mastered) },
+      series('hard', 'hard'),
+      series('boundary', 'boundary'),
+      series('mastered', 'mastered'),
     ]),
   );
   writeFileSync(
@@ -441,8 +443,8 @@ function writeReport(
   writeFileSync(
     path.join(out, 'pool.svg'),
     lineChart('Pool composition by origin', 'training step', 'tasks', [
-      { name: 'human seeds', values: rows.map((r) => r.seeds) },
-      { name: 'generated', values: rows.map((r) => r.generated) },
+      series('human seeds', 'seeds'),
+      series('generated', 'generated'),
     ]),
   );
   writeFileSync(

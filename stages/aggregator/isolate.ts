@@ -114,17 +114,11 @@ export async function applyOneByOne(
 ): Promise<BatchResult | null> {
   const sum = new ResultSum();
   const add = (r: BatchResult) => sum.add(r);
+  const deadLetter = (record: RewardRecord, why: { code: string; reason: string }) =>
+    deadLetterFailed(deps, ctx, topic, partition, record, why, batchOpts);
   for (const record of records) {
     if (ctx.crashedAlone?.offset === record.offset) {
-      const r = await deadLetterFailed(
-        deps,
-        ctx,
-        topic,
-        partition,
-        record,
-        { code: 'reader-crashed', reason: ctx.crashedAlone.reason },
-        batchOpts,
-      );
+      const r = await deadLetter(record, { code: 'reader-crashed', reason: ctx.crashedAlone.reason });
       if (!r) return null;
       add(r);
       continue;
@@ -151,18 +145,10 @@ export async function applyOneByOne(
         if (attempts === null) return null;
         ctx.log.warn({ topic, partition, offset: record.offset, attempts, err: error }, 'record failed');
         if (attempts >= ctx.maxAttempts) {
-          const r = await deadLetterFailed(
-            deps,
-            ctx,
-            topic,
-            partition,
-            record,
-            {
-              code: 'processing-failed',
-              reason: `failed ${attempts} times at offset ${record.offset}: ${error}`,
-            },
-            batchOpts,
-          );
+          const r = await deadLetter(record, {
+            code: 'processing-failed',
+            reason: `failed ${attempts} times at offset ${record.offset}: ${error}`,
+          });
           if (!r) return null;
           add(r);
           break;

@@ -102,19 +102,14 @@ async function verifyIn(c: pg.ClientBase, opts: VerifyOptions): Promise<AuditRes
     detail: string,
   ): AuditBroken => ({ ok: false, events, streamId, version, eventId, position, problem, detail });
 
+  // A break at the stream's last stored event.
+  const brokenAtLast = (s: NonNullable<typeof cur>, detail: string): AuditBroken =>
+    broken(s.streamId, s.version, s.eventId, s.position, 'head-mismatch', detail);
+
   const finish = (s: NonNullable<typeof cur>): AuditBroken | null => {
     streams++;
     const head = heads.get(s.streamId);
-    if (!head) {
-      return broken(
-        s.streamId,
-        s.version,
-        s.eventId,
-        s.position,
-        'head-mismatch',
-        'the stream has events but no row in streams',
-      );
-    }
+    if (!head) return brokenAtLast(s, 'the stream has events but no row in streams');
     if (head.version > s.version) {
       return broken(
         s.streamId,
@@ -126,24 +121,13 @@ async function verifyIn(c: pg.ClientBase, opts: VerifyOptions): Promise<AuditRes
       );
     }
     if (head.version < s.version) {
-      return broken(
-        s.streamId,
-        s.version,
-        s.eventId,
-        s.position,
-        'head-mismatch',
+      return brokenAtLast(
+        s,
         `streams records version ${head.version} but events go up to version ${s.version}`,
       );
     }
     if (!head.last_hash.equals(s.hash)) {
-      return broken(
-        s.streamId,
-        s.version,
-        s.eventId,
-        s.position,
-        'head-mismatch',
-        'the head hash in streams differs from the hash of the last event',
-      );
+      return brokenAtLast(s, 'the head hash in streams differs from the hash of the last event');
     }
     return null;
   };
