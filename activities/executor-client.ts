@@ -4,6 +4,7 @@
 // evaluates them (docs/architecture.md §4, invariant 6).
 import { z } from 'zod';
 import { SEED_CATEGORIES, type SeedCategory, type TaskRecord, TaskRecordSchema } from '../domain/task.js';
+import { issueLines } from '../domain/validation-issues.js';
 
 export const DEFAULT_EXECUTOR_URL = 'http://127.0.0.1:7300';
 
@@ -236,10 +237,7 @@ export class ExecutorClient {
     }
     const parsed = schema.safeParse(json);
     if (!parsed.success) {
-      const issues = parsed.error.issues
-        .slice(0, 3)
-        .map((i) => `${i.path.join('.')}: ${i.message}`)
-        .join('; ');
+      const issues = issueLines(parsed.error, 3).join('; ');
       throw new ExecutorError(`${where}: unexpected response shape: ${issues}`, 'invalid-response');
     }
     return parsed.data;

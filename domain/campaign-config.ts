@@ -8,6 +8,7 @@ import { DetectorConfigSchema, type DetectorWindow, windowSpec } from './band.js
 import { canonicalJson } from './canonical-json.js';
 import { DEFAULT_REWARD_LIMITS } from './reward-group.js';
 import { SEED_CATEGORIES } from './task.js';
+import { issueLines } from './validation-issues.js';
 
 /** The most rewards.maxRollouts may be: no campaign accepts larger groups (the gateway's bound too). */
 export const MAX_ROLLOUTS_LIMIT = 1_000_000;
@@ -501,14 +502,10 @@ export class CampaignConfigError extends Error {
   }
 }
 
-function issuesOf(error: z.ZodError): string[] {
-  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
-}
-
 /** Parses and validates a campaign config (missing values take their defaults); throws CampaignConfigError. */
 export function parseCampaignConfig(input: unknown): CampaignConfig {
   const r = CampaignConfigSchema.safeParse(input ?? {});
-  if (!r.success) throw new CampaignConfigError(issuesOf(r.error));
+  if (!r.success) throw new CampaignConfigError(issueLines(r.error));
   return r.data;
 }
 

@@ -6,6 +6,7 @@
 import OpenAI from 'openai';
 import pino from 'pino';
 import { z } from 'zod';
+import { issueLines } from '../../domain/validation-issues.js';
 import type { GeneratorConfig, StructuredOutputMode } from './config.js';
 import {
   GeneratorOutputError,
@@ -215,10 +216,6 @@ function sleep(
   });
 }
 
-function zodIssues(error: z.ZodError): string[] {
-  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
-}
-
 const feedback = (issues: string[]): string =>
   `Your previous answer could not be used:\n- ${issues.slice(0, 8).join('\n- ')}\n` +
   'Answer again with exactly one JSON object that matches the requested schema, and nothing else.';
@@ -344,7 +341,7 @@ export async function chatJson<S extends z.ZodType>(
         else {
           const checked = schema.safeParse(parsed.value);
           if (checked.success) value = checked.data;
-          else issues.push(...zodIssues(checked.error));
+          else issues.push(...issueLines(checked.error));
         }
       }
       if (value !== undefined && issues.length === 0) {

@@ -16,7 +16,7 @@ import { fmtInterval, resultTable, sweepTable, writeReport } from '../../dev/sim
 import { parseAblationSwitches } from '../../domain/ablation.js';
 import { type CampaignConfigInput, parseCampaignConfig } from '../../domain/campaign-config.js';
 import { UsageError } from '../../entry/cli/errors.js';
-import { positiveInt } from '../../entry/cli/options.js';
+import { intOption, positiveInt } from '../../entry/cli/options.js';
 import { printJson } from '../../entry/cli/output.js';
 
 const KNOWN = [...Object.keys(POLICY_SPECS), CONFIG_POLICY];
@@ -85,17 +85,7 @@ export function register(program: Command): void {
       positiveInt('--seeds'),
       10,
     )
-    .option(
-      '--first-seed <n>',
-      'first seed',
-      (v) => {
-        const n = Number(v);
-        if (!Number.isSafeInteger(n) || n < 0)
-          throw new UsageError(`--first-seed must be a non-negative integer, got ${v}`);
-        return n;
-      },
-      1,
-    )
+    .option('--first-seed <n>', 'first seed', intOption('--first-seed'), 1)
     .option('--steps <n>', 'training steps per run', positiveInt('--steps'), PARAMETERS.steps)
     .option(
       '--per-category <n>',

@@ -9,6 +9,7 @@ import { FailureSchema } from '../../activities/executor-client.js';
 import { canonicalJson, sha256Hex } from '../../activities/llm/json.js';
 import { JudgementSchema, PlanFunctionSchema } from '../../activities/llm/schemas.js';
 import { TaskRecordSchema } from '../../domain/task.js';
+import { issueLines } from '../../domain/validation-issues.js';
 import { parseStageMarker } from '../../platform/config/prompts.js';
 import { answerAugment } from './augment.js';
 import { checkSchema, instanceOf } from './json-schema.js';
@@ -159,10 +160,7 @@ class BadRequest extends Error {}
 function parseInput<T>(schema: z.ZodType<T>, input: unknown, stage: string): T {
   const r = schema.safeParse(input);
   if (!r.success) {
-    const issues = r.error.issues
-      .slice(0, 3)
-      .map((i) => `${i.path.join('.')}: ${i.message}`)
-      .join('; ');
+    const issues = issueLines(r.error, 3).join('; ');
     throw new BadRequest(
       `the ${stage} input in the user message is not what the stand-in expects: ${issues}`,
     );

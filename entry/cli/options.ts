@@ -21,3 +21,16 @@ export function intOption(flag: string, min = 0, max = Number.MAX_SAFE_INTEGER) 
 }
 
 export const positiveInt = (flag: string) => intOption(flag, 1);
+
+/** A TCP port (0: any free one). */
+export const portOption = (flag: string) => intOption(flag, 0, 65535);
+
+/** A non-negative number of minutes (fractions allowed). */
+export function minutesOption(flag: string) {
+  return (v: string): number => {
+    const m = Number(v);
+    if (v.trim() === '' || !Number.isFinite(m) || m < 0)
+      throw new UsageError(`${flag} must be minutes >= 0, got ${JSON.stringify(v)}`);
+    return m;
+  };
+}

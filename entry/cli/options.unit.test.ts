@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { UsageError } from './errors.js';
-import { intOption, positiveInt } from './options.js';
+import { intOption, minutesOption, portOption, positiveInt } from './options.js';
 
 describe('integer options', () => {
   it('accepts integers in range and names the flag and the range otherwise', () => {
@@ -22,5 +22,18 @@ describe('integer options', () => {
       expect(parse).toThrow(UsageError);
       expect(parse).toThrow(message);
     }
+  });
+});
+
+describe('port and minutes options', () => {
+  it('takes ports 0..65535 and minutes >= 0, fractions included', () => {
+    expect(portOption('--metrics-port')('9464')).toBe(9464);
+    expect(() => portOption('--metrics-port')('70000')).toThrow(
+      '--metrics-port must be an integer from 0 to 65535, got "70000"',
+    );
+    expect(minutesOption('--anchor-minutes')('0.5')).toBe(0.5);
+    expect(minutesOption('--anchor-minutes')('0')).toBe(0);
+    for (const bad of ['-1', 'soon', '', 'Infinity'])
+      expect(() => minutesOption('--anchor-minutes')(bad)).toThrow(UsageError);
   });
 });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ExecutorClient, executorUrl } from '../../activities/executor-client.js';
 import { isLoopback } from '../../platform/config/endpoints.js';
 import { paths } from './paths.js';
-import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
+import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which } from './proc.js';
 import type { Probe, Service } from './service.js';
 
 const NAME = 'executor';
@@ -116,16 +116,7 @@ export function executorService(): Service {
 
   const pid = () => ourPid(NAME, marker);
 
-  const stop = async (): Promise<boolean> => {
-    const p = pid();
-    if (!p) {
-      clearPid(NAME);
-      return false;
-    }
-    await terminate(p, 10_000);
-    clearPid(NAME);
-    return true;
-  };
+  const stop = (): Promise<boolean> => stopOurs(NAME, pid(), 10_000);
 
   const start = async (): Promise<void> => {
     const child = spawnDetached(

@@ -179,3 +179,14 @@ export async function waitFor(
   }
   throw new StackError(`${what}: not answering after ${Math.round(timeoutMs / 1000)} s`);
 }
+
+/** Stops the service's process, if one of ours runs, and forgets its pid file; false when none ran. */
+export async function stopOurs(
+  service: string,
+  pid: number | null | undefined,
+  graceMs: number,
+): Promise<boolean> {
+  if (pid) await terminate(pid, graceMs);
+  clearPid(service);
+  return Boolean(pid);
+}

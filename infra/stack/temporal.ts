@@ -5,7 +5,7 @@ import { Connection } from '@temporalio/client';
 import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
 import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../platform/temporal/ui.js';
 import { paths } from './paths.js';
-import { clearPid, ourPid, run, StackError, spawnDetached, tail, terminate, waitFor, which } from './proc.js';
+import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which } from './proc.js';
 import type { Probe, Service } from './service.js';
 
 const NAME = 'temporal';
@@ -159,15 +159,6 @@ export function temporalService(): Service {
       });
     },
     probe,
-    async stop() {
-      const pid = ourPid(NAME, marker, dbFile);
-      if (!pid) {
-        clearPid(NAME);
-        return false;
-      }
-      await terminate(pid, 20_000);
-      clearPid(NAME);
-      return true;
-    },
+    stop: () => stopOurs(NAME, ourPid(NAME, marker, dbFile), 20_000),
   };
 }

@@ -2,6 +2,7 @@
 // every one is overridable by environment variable so the same code runs against clusters.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { issueLines } from '../../domain/validation-issues.js';
 import { secretFile } from './stack-dir.js';
 
 /** The local stack's database, before `stack up` has made its passwords (.stack/secrets). */
@@ -71,7 +72,7 @@ export function loadEndpoints(env: NodeJS.ProcessEnv = process.env): Endpoints {
   }
   const parsed = EnvSchema.safeParse(picked);
   if (!parsed.success) {
-    const msg = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const msg = issueLines(parsed.error).join('; ');
     throw new ConfigError(`invalid endpoint configuration: ${msg}`);
   }
   refuseDefaultPassword('DATABASE_URL', parsed.data.DATABASE_URL, env);

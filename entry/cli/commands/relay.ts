@@ -7,6 +7,7 @@ import { anchorIntervalMs, runPeriodicAnchor } from '../../../stages/relay/ancho
 import { relayMetrics } from '../../../stages/relay/metrics.js';
 import { defaultRoute, Relay } from '../../../stages/relay/relay.js';
 import { UsageError } from '../errors.js';
+import { minutesOption, portOption } from '../options.js';
 import { printJson } from '../output.js';
 
 function parseCursor(v: string): Cursor {
@@ -38,22 +39,12 @@ export function register(program: Command): void {
     .option(
       '--anchor-minutes <m>',
       'record and publish an audit anchor this often when the store moved (RODS_AUDIT_ANCHOR_MINUTES, default 10; 0: never)',
-      (v) => {
-        const m = Number(v);
-        if (!Number.isFinite(m) || m < 0)
-          throw new UsageError(`--anchor-minutes: expected minutes >= 0, got ${v}`);
-        return m;
-      },
+      minutesOption('--anchor-minutes'),
     )
     .option(
       '--metrics-port <port>',
       'serve Prometheus metrics (events relayed, dead letters, lag to the committed head) on 127.0.0.1:PORT/metrics',
-      (v) => {
-        const n = Number(v);
-        if (!Number.isInteger(n) || n < 0 || n > 65535)
-          throw new UsageError(`--metrics-port must be a port number, got ${JSON.stringify(v)}`);
-        return n;
-      },
+      portOption('--metrics-port'),
     )
     .option('--json', 'print the final stats as JSON')
     .action(

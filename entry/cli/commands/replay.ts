@@ -9,7 +9,7 @@ import { createPool } from '../../../platform/store/db.js';
 import { verifyChains } from '../../../platform/store/events/audit.js';
 import { migrate } from '../../../platform/store/migrate.js';
 import { UsageError } from '../errors.js';
-import { positiveInt } from '../options.js';
+import { intOption, positiveInt } from '../options.js';
 import { printJson } from '../output.js';
 
 export function register(program: Command): void {
@@ -22,12 +22,7 @@ export function register(program: Command): void {
     .option(
       '--to-step <n>',
       'replay decisions up to this training step and compare with the pool recorded then',
-      (v) => {
-        const n = Number(v);
-        if (!Number.isSafeInteger(n) || n < 0)
-          throw new UsageError(`--to-step must be a non-negative integer, got ${v}`);
-        return n;
-      },
+      intOption('--to-step'),
     )
     .option(
       '--source <source>',

@@ -6,6 +6,7 @@ import { migrateWhenReachable } from '../../../platform/store/migrate.js';
 import { installWorkerRuntime, taskQueue, waitForTemporal } from '../../../platform/temporal/connect.js';
 import { processRegistry, serveMetrics } from '../../../platform/util/metrics.js';
 import { UsageError } from '../errors.js';
+import { portOption } from '../options.js';
 
 export function register(program: Command): void {
   program
@@ -22,12 +23,7 @@ export function register(program: Command): void {
     .option(
       '--metrics-port <port>',
       'serve Prometheus metrics (activity executions, failures and duration by type) on 127.0.0.1:PORT/metrics',
-      (v) => {
-        const n = Number(v);
-        if (!Number.isInteger(n) || n < 0 || n > 65535)
-          throw new UsageError(`--metrics-port must be a port number, got ${JSON.stringify(v)}`);
-        return n;
-      },
+      portOption('--metrics-port'),
     )
     .action(async (opts: { taskQueue: string; sinkDir: string; metricsPort?: number }) => {
       // The operator's generator endpoints: read (and refused when invalid) before anything starts.

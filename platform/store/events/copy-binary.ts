@@ -26,29 +26,14 @@ type Sliceable = Buffer & { utf8Slice(start: number, end: number): string };
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
+// A lookup per byte beats Buffer#hexSlice plus slicing here (short strings, many rows).
 function uuidAt(b: Buffer, s: number): string {
-  return (
-    HEX[b[s]!]! +
-    HEX[b[s + 1]!]! +
-    HEX[b[s + 2]!]! +
-    HEX[b[s + 3]!]! +
-    '-' +
-    HEX[b[s + 4]!]! +
-    HEX[b[s + 5]!]! +
-    '-' +
-    HEX[b[s + 6]!]! +
-    HEX[b[s + 7]!]! +
-    '-' +
-    HEX[b[s + 8]!]! +
-    HEX[b[s + 9]!]! +
-    '-' +
-    HEX[b[s + 10]!]! +
-    HEX[b[s + 11]!]! +
-    HEX[b[s + 12]!]! +
-    HEX[b[s + 13]!]! +
-    HEX[b[s + 14]!]! +
-    HEX[b[s + 15]!]!
-  );
+  let out = '';
+  for (let i = 0; i < 16; i++) {
+    out += HEX[b[s + i]!]!;
+    if (i === 3 || i === 5 || i === 7 || i === 9) out += '-';
+  }
+  return out;
 }
 
 function uint32At(b: Buffer, s: number): number {
