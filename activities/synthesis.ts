@@ -19,6 +19,7 @@ import { inTransaction } from '../platform/store/db.js';
 import type { NewEvent } from '../platform/store/events/event-store.js';
 import { candidateWithHash } from '../platform/store/pool/candidates.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
+import type { StageCompleted } from '../schemas/types.generated.js';
 import { campaignConfigOf, DEFAULT_CONFIG } from './campaign-config.js';
 import { workerEvent } from './events.js';
 import { type ExecuteResponse, type ExecutorClient, ExecutorError, type Failure } from './executor-client.js';
@@ -149,6 +150,22 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     await inTransaction(deps.pool, (c) => recordEventsIn(c, streamId, events));
   };
 
+  /** Records a stage's StageCompleted; `idPart` names the stage in its event id (an LLM stage: its prompt). */
+  const recordStage = (
+    ref: StageRef,
+    idPart: string,
+    what: Pick<StageCompleted, 'stage' | 'model' | 'promptVersionHash' | 'outputHash'>,
+  ) =>
+    record(streams.synthesis(ref.synthesisId), [
+      ev('StageCompleted', eventIds.stageCompleted(ref.synthesisId, idPart, ref.attempt), {
+        campaignId: ref.campaignId,
+        synthesisId: ref.synthesisId,
+        attempt: ref.attempt,
+        ...what,
+        occurredAt: now(),
+      }),
+    ]);
+
   /** Runs one LLM stage with heartbeats and records its StageCompleted. */
   const llm = async <T>(
     ref: StageRef,
@@ -166,18 +183,12 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     } catch (e) {
       asFailure(e);
     }
-    await record(streams.synthesis(ref.synthesisId), [
-      ev('StageCompleted', eventIds.stageCompleted(ref.synthesisId, r.prompt, ref.attempt), {
-        campaignId: ref.campaignId,
-        synthesisId: ref.synthesisId,
-        stage: r.stage,
-        attempt: ref.attempt,
-        model: r.model,
-        promptVersionHash: r.promptHash,
-        outputHash: r.outputHash,
-        occurredAt: now(),
-      }),
-    ]);
+    await recordStage(ref, r.prompt, {
+      stage: r.stage,
+      model: r.model,
+      promptVersionHash: r.promptHash,
+      outputHash: r.outputHash,
+    });
     return { value: r.value, model: r.model, promptHash: r.promptHash, outputHash: r.outputHash };
   };
 
@@ -331,18 +342,12 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
     async stageCompleted(
       input: StageRef & { stage: 'execute' | 'critique' | 'augment'; output: unknown },
     ): Promise<void> {
-      await record(streams.synthesis(input.synthesisId), [
-        ev('StageCompleted', eventIds.stageCompleted(input.synthesisId, input.stage, input.attempt), {
-          campaignId: input.campaignId,
-          synthesisId: input.synthesisId,
-          stage: input.stage,
-          attempt: input.attempt,
-          model: null,
-          promptVersionHash: null,
-          outputHash: sha256(JSON.stringify(input.output)),
-          occurredAt: now(),
-        }),
-      ]);
+      await recordStage(input, input.stage, {
+        stage: input.stage,
+        model: null,
+        promptVersionHash: null,
+        outputHash: sha256(JSON.stringify(input.output)),
+      });
     },
 
     /**

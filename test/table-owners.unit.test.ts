@@ -41,7 +41,6 @@ const KNOWN: string[] = [
   'step_progress dev/bench/scale.ts',
   'steps dev/bench/aggregator.ts',
   'steps dev/bench/scale.ts',
-  'task_stats dev/bench/scale.ts',
 ];
 
 // SQL outside platform/store/: none in the product. The stack manager (infra/stack/) creates the database,

@@ -12,11 +12,8 @@ import path from 'node:path';
 import type pg from 'pg';
 import { redactCampaignConfig } from '../../domain/campaign-config.js';
 import { inSnapshot } from '../../platform/store/db.js';
-import {
-  campaignEventPage,
-  type EventRow,
-  payloadKeysByType,
-} from '../../platform/store/events/campaign-reads.js';
+import { campaignEventPage, payloadKeysByType } from '../../platform/store/events/campaign-reads.js';
+import type { RecordedEvent } from '../../platform/store/events/recorded-event.js';
 import { campaignRows, type Table } from '../../platform/store/tables.js';
 import { DEFAULT_PRODUCER, openLineageEvents, type SynthesisEvent } from './openlineage.js';
 
@@ -116,24 +113,27 @@ const EVENT_ENVELOPE = [
  * An event as exported: the config of CampaignStarted and CampaignReconfigured recorded before
  * generator endpoints existed may carry a generator URL or key, which is left out.
  */
-function shown(e: EventRow): EventRow {
-  if (typeof e.payload?.config !== 'string') return e;
-  return { ...e, payload: { ...e.payload, config: redactCampaignConfig(e.payload.config) } };
+function shown(e: RecordedEvent): ExportedEvent {
+  const payload = (e.payload ?? {}) as Record<string, unknown>;
+  if (typeof payload.config !== 'string') return { ...e, payload };
+  return { ...e, payload: { ...payload, config: redactCampaignConfig(payload.config) } };
 }
+
+type ExportedEvent = RecordedEvent & { payload: Record<string, unknown> };
 
 /** The campaign's events in read order (transaction id, position), page by page. */
 async function* campaignEvents(
   c: pg.ClientBase,
   campaignId: string,
   types?: string[],
-): AsyncGenerator<EventRow> {
+): AsyncGenerator<ExportedEvent> {
   let after = { tx: '0', pos: 0 };
   for (;;) {
     const rows = await campaignEventPage(c, campaignId, after, types);
     for (const r of rows) yield shown(r);
     const last = rows[rows.length - 1];
     if (!last || rows.length < 2000) return;
-    after = { tx: last.transaction_id, pos: last.position };
+    after = { tx: last.transactionId, pos: last.position };
   }
 }
 
@@ -161,13 +161,13 @@ async function writeTables(
     }
     const row: Record<string, unknown> = {
       position: e.position,
-      transaction_id: e.transaction_id,
-      stream_id: e.stream_id,
-      stream_version: e.stream_version,
-      event_id: e.event_id,
+      transaction_id: e.transactionId,
+      stream_id: e.streamId,
+      stream_version: e.version,
+      event_id: e.eventId,
       type: e.type,
       fingerprint: e.fingerprint,
-      recorded_at: e.recorded_at,
+      recorded_at: e.recordedAt,
     };
     if (format === 'jsonl') {
       row.payload = e.payload;
@@ -206,7 +206,7 @@ async function writeOpenLineage(
     'CandidateValidated',
     'CandidateRejected',
   ])) {
-    events.push({ streamId: e.stream_id, type: e.type, payload: e.payload, metadata: e.metadata });
+    events.push({ streamId: e.streamId, type: e.type, payload: e.payload, metadata: e.metadata });
   }
   const w = new TableWriter(path.join(dir, 'openlineage.jsonl'), 'jsonl', []);
   for (const ev of openLineageEvents(campaignId, events, producer))

@@ -6,15 +6,13 @@
 // per-generation summary in stats.ts.
 // Pure: no I/O, deterministic (analysis/lineage/store.ts reads the events).
 
+import type { RecordedEvent } from '../../platform/store/events/recorded-event.js';
+
 /** The part of a recorded event the model needs. */
-export interface LineageEvent {
-  eventId: string;
-  streamId: string;
-  position: number;
-  type: string;
+export type LineageEvent = Pick<RecordedEvent, 'eventId' | 'streamId' | 'position' | 'type'> & {
   payload: Record<string, unknown>;
   metadata: Record<string, unknown>;
-}
+};
 
 export interface StageRecord {
   stage: string;

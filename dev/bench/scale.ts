@@ -23,6 +23,7 @@ import { openKafka, withAdmin } from '../../platform/kafka/client.js';
 import { registerCampaign } from '../../platform/store/campaigns.js';
 import { createPool, type Pool } from '../../platform/store/db.js';
 import { migrate } from '../../platform/store/migrate.js';
+import { statsMoments, type TaskMoments } from '../../platform/store/task-stats/view.js';
 import { installWorkerRuntime } from '../../platform/temporal/connect.js';
 import { freePort } from '../../platform/util/free-port.js';
 import { encodeRecord, freshRewardTopic, rng, type TraceGroup } from '../../stages/aggregator/trace.js';
@@ -251,11 +252,7 @@ export async function runScale(o: ScaleOptions) {
     child = undefined;
 
     // 3. The statistics: every group applied exactly once.
-    const { rows: statRows } = await pool.query<StatRow>(
-      `select task_id, groups::float8 as groups, rollouts::float8 as rollouts, mean, m2, band, last_step::float8 as last_step
-         from task_stats where campaign_id = $1`,
-      [campaignId],
-    );
+    const statRows = await statsMoments(pool, campaignId);
     const statGroups = statRows.reduce((a, r) => a + r.groups, 0);
     const statRollouts = statRows.reduce((a, r) => a + r.rollouts, 0);
     const progressApplied = await one(
@@ -430,16 +427,6 @@ async function produceCampaign(
   return { records, duplicates };
 }
 
-interface StatRow {
-  task_id: string;
-  groups: number;
-  rollouts: number;
-  mean: number;
-  m2: number;
-  band: string;
-  last_step: number;
-}
-
 interface ReplayState {
   taskId: string;
   groups: number;
@@ -451,7 +438,7 @@ interface ReplayState {
 }
 
 /** Tasks whose replayed statistics differ from the aggregator's (or exist on one side only). */
-export function compareStats(rows: StatRow[], states: ReplayState[]): number {
+export function compareStats(rows: TaskMoments[], states: ReplayState[]): number {
   const byTask = new Map(states.map((s) => [s.taskId, s]));
   const close = (a: number, b: number) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b));
   let bad = Math.abs(states.length - rows.length);

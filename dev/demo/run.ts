@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
+import type { StepPoint } from '../../analysis/status/dashboard.js';
 import { diagnose, renderFindings } from '../../analysis/status/diagnose.js';
 import { type SynthesisFunnel, synthesisFunnel } from '../../analysis/status/funnel.js';
 import { bounded } from '../../analysis/status/temporal.js';
@@ -50,14 +51,12 @@ export interface DemoDashboard {
   stopScript?: string;
 }
 
-interface StepRow {
-  step: number;
-  hard: number;
-  boundary: number;
-  mastered: number;
-  varHard: number | null;
-  varBoundary: number | null;
-  varMastered: number | null;
+/** One step of the demo report: the dashboard's band counts and variances, and the loop's tallies. */
+interface StepRow
+  extends Pick<
+    StepPoint,
+    'step' | 'hard' | 'boundary' | 'mastered' | 'varHard' | 'varBoundary' | 'varMastered'
+  > {
   ratio: number | null;
   poolVersion: number;
   active: number;

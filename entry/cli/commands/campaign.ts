@@ -24,6 +24,7 @@ import {
   startCampaign,
 } from '../../../workflows/start-campaign.js';
 import { UsageError } from '../errors.js';
+import { positiveInt } from '../options.js';
 import { printJson } from '../output.js';
 
 /** The operator's endpoint names, when the CLI has the endpoints file (else no check here). */
@@ -66,6 +67,15 @@ async function withCampaign<T>(campaignId: string, fn: (pool: Pool) => Promise<T
   } finally {
     await pool.end();
   }
+}
+
+/** Sends a control update (pause, resume, stop, reconfigure) and prints the status it answers. */
+async function control(campaignId: string, name: string, args: unknown[], json?: boolean): Promise<void> {
+  await withCampaign(campaignId, async () => {
+    const s = await update(campaignId, name, args);
+    if (json) printJson(s);
+    else printStatus(s);
+  });
 }
 
 async function update(campaignId: string, name: string, args: unknown[] = []): Promise<CampaignStatus> {
@@ -227,7 +237,7 @@ export function register(program: Command): void {
     .option(
       '--synthesis-timeout <s>',
       'report syntheses running longer than this many seconds',
-      (v) => Number.parseInt(v, 10),
+      positiveInt('--synthesis-timeout'),
       DEFAULT_SYNTHESIS_TIMEOUT_MS / 1000,
     )
     .option('--json', 'JSON output')
@@ -246,11 +256,7 @@ export function register(program: Command): void {
       .description(what)
       .option('--json', 'JSON output')
       .action(async (campaignId: string, opts: { json?: boolean }) => {
-        await withCampaign(campaignId, async () => {
-          const s = await update(campaignId, name, name === 'pause' ? [{}] : []);
-          if (opts.json) printJson(s);
-          else printStatus(s);
-        });
+        await control(campaignId, name, name === 'pause' ? [{}] : [], opts.json);
       });
   }
 
@@ -260,11 +266,7 @@ export function register(program: Command): void {
     .option('--reason <text>', 'why')
     .option('--json', 'JSON output')
     .action(async (campaignId: string, opts: { reason?: string; json?: boolean }) => {
-      await withCampaign(campaignId, async () => {
-        const s = await update(campaignId, 'stop', [{ reason: opts.reason }]);
-        if (opts.json) printJson(s);
-        else printStatus(s);
-      });
+      await control(campaignId, 'stop', [{ reason: opts.reason }], opts.json);
     });
 
   campaign
@@ -276,11 +278,7 @@ export function register(program: Command): void {
     .option('--json', 'JSON output')
     .action(async (campaignId: string, opts: { config: string; json?: boolean }) => {
       const file = readConfigFile(opts.config);
-      await withCampaign(campaignId, async () => {
-        const s = await update(campaignId, 'reconfigure', [{ config: file.config }]);
-        if (opts.json) printJson(s);
-        else printStatus(s);
-      });
+      await control(campaignId, 'reconfigure', [{ config: file.config }], opts.json);
     });
 
   program

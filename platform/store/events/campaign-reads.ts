@@ -2,7 +2,8 @@
 // stays in platform/store/events/): the synthesis funnel and latencies, each seed's latest outcomes,
 // and the pages and payload keys an export reads.
 import type pg from 'pg';
-import type { Queryable } from './event-store.js';
+import { EVENT_COLUMNS, type EventRow, type Queryable, toEvents } from './event-store.js';
+import type { RecordedEvent } from './recorded-event.js';
 
 export interface FunnelRow {
   type: string;
@@ -104,29 +105,15 @@ export async function latestOutcomesPerSeed(
   return rows;
 }
 
-export interface EventRow {
-  position: number;
-  transaction_id: string;
-  stream_id: string;
-  stream_version: number;
-  event_id: string;
-  type: string;
-  fingerprint: string;
-  recorded_at: Date;
-  payload: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-}
-
 /** One page (2,000) of the campaign's events after a cursor, in read order; `types` filters them. */
 export async function campaignEventPage(
   c: pg.ClientBase,
   campaignId: string,
   after: { tx: string; pos: number },
   types?: string[],
-): Promise<EventRow[]> {
+): Promise<RecordedEvent[]> {
   const { rows } = await c.query<EventRow>(
-    `select position, transaction_id::text as transaction_id, stream_id, stream_version, event_id, type,
-            fingerprint, recorded_at, payload, metadata
+    `select ${EVENT_COLUMNS}
        from events
       where payload->>'campaignId' = $1 and (transaction_id, position) > ($2::xid8, $3::bigint)
         and ($4::text[] is null or type = any($4::text[]))
@@ -134,7 +121,7 @@ export async function campaignEventPage(
       limit 2000`,
     [campaignId, after.tx, after.pos, types ?? null],
   );
-  return rows;
+  return toEvents(rows);
 }
 
 /** The top-level payload keys seen per event type in the campaign's events. */

@@ -431,13 +431,14 @@ export async function append(
 // value, which rounds back to the exact integer) and becomes a Date here: cheaper on both ends
 // than PostgreSQL's timestamp text and its parser. ORDER BY clauses below must name table
 // columns that no output alias shadows (transaction_id is aliased "transactionId" for that).
-const EVENT_COLUMNS = `position, transaction_id::text as "transactionId", stream_id as "streamId",
+/** The select list of a RecordedEvent (toEvents finishes the row). */
+export const EVENT_COLUMNS = `position, transaction_id::text as "transactionId", stream_id as "streamId",
   stream_version as version, event_id as "eventId", type, fingerprint, payload, metadata,
   (date_part('epoch', date_trunc('milliseconds', recorded_at)) * 1000)::int8 as "recordedAt"`;
 
-type EventRow = Omit<RecordedEvent, 'recordedAt'> & { recordedAt: number | Date };
+export type EventRow = Omit<RecordedEvent, 'recordedAt'> & { recordedAt: number | Date };
 
-function toEvents(rows: EventRow[]): RecordedEvent[] {
+export function toEvents(rows: EventRow[]): RecordedEvent[] {
   for (const r of rows) r.recordedAt = new Date(r.recordedAt as number);
   return rows as RecordedEvent[];
 }

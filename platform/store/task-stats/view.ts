@@ -104,19 +104,18 @@ export async function lastPolicyVersion(
   return rows[0]?.v ?? null;
 }
 
-/** Each task's group and rollout counts, mean, M2 and band (what replay compares with). */
-export async function statsMoments(
-  db: pg.Pool,
-  campaignId: string,
-): Promise<{ task_id: string; groups: number; rollouts: number; mean: number; m2: number; band: string }[]> {
-  const { rows } = await db.query<{
-    task_id: string;
-    groups: number;
-    rollouts: number;
-    mean: number;
-    m2: number;
-    band: string;
-  }>('select task_id, groups, rollouts, mean, m2, band from task_stats where campaign_id = $1', [campaignId]);
+/** A task's counts, moments, band and last step, as replay and the benches compare them. */
+export type TaskMoments = Pick<
+  TaskStatsRow,
+  'task_id' | 'groups' | 'rollouts' | 'mean' | 'm2' | 'band' | 'last_step'
+>;
+
+/** Each task's group and rollout counts, mean, M2, band and last step (what replay compares with). */
+export async function statsMoments(db: pg.Pool, campaignId: string): Promise<TaskMoments[]> {
+  const { rows } = await db.query<TaskMoments>(
+    'select task_id, groups, rollouts, mean, m2, band, last_step from task_stats where campaign_id = $1',
+    [campaignId],
+  );
   return rows;
 }
 
