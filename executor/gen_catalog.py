@@ -63,5 +63,11 @@ print("export interface CatalogMethod {")
 print("  params: { name: string; required: boolean }[];")
 print("  readOnly: boolean;")
 print("}")
-print("export const BFCL_CATALOG: Record<string, Record<string, CatalogMethod>> = "
-      + json.dumps(catalog, indent=2) + ";")
+# One method per line: the file reads as a table, and a bfcl-eval upgrade diffs by method.
+print("export const BFCL_CATALOG: Record<string, Record<string, CatalogMethod>> = {")
+for name, methods in catalog.items():
+    print(f"  {json.dumps(name)}: {{")
+    for m, spec in methods.items():
+        print(f"    {json.dumps(m)}: {json.dumps(spec, separators=(', ', ': '))},")
+    print("  },")
+print("};")

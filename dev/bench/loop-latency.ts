@@ -16,7 +16,7 @@ import { createDoctorWorker } from '../../activities/worker.js';
 import { installWorkerRuntime, temporalClient } from '../../platform/temporal/connect.js';
 import { doctorRoundTrip } from '../../workflows/doctor.js';
 import { LoopHarness } from '../harness/loop.js';
-import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';
+import { standinCampaign, standinEndpoints, startStandin } from '../harness/standin.js';
 import type { BenchResult } from './result.js';
 
 function pct(xs: number[], p: number): number {
@@ -95,17 +95,11 @@ export default async function loopLatency(opts: Record<string, string | boolean>
   const loop = new LoopHarness({
     endpoints: standinEndpoints(standin.url),
     workflowBundle,
-    config: {
-      seeds: { perCategory: 25 },
-      selection: {
-        budgetPerStep: 12,
-        perCategoryQuota: { base: 3, miss_func: 3, miss_param: 3, long_context: 3 },
-        cooldownSteps: 0,
-        maxConcurrentSyntheses: 12,
-      },
-      pool: { injectionCadence: 'steps:1', injectionShare: 1 },
-      generator: standinGenerator(),
-    },
+    config: standinCampaign(
+      25,
+      { base: 3, miss_func: 3, miss_param: 3, long_context: 3 },
+      { pool: { injectionCadence: 'steps:1', injectionShare: 1 } },
+    ),
   });
   try {
     await loop.start();

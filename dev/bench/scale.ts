@@ -29,7 +29,7 @@ import { freePort } from '../../platform/util/free-port.js';
 import { encodeRecord, freshRewardTopic, rng, type TraceGroup } from '../../stages/aggregator/trace.js';
 import { LoopHarness } from '../harness/loop.js';
 import { type PrivateTemporal, startPrivateTemporal } from '../harness/private-temporal.js';
-import { standinEndpoints, standinGenerator, startStandin } from '../harness/standin.js';
+import { standinCampaign, standinEndpoints, startStandin } from '../harness/standin.js';
 import type { BenchResult } from './result.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -677,18 +677,8 @@ async function workflowHistories(o: ScaleOptions, log: (m: string) => void) {
     standin = await startStandin(['--seed', '11']);
     loop = new LoopHarness({
       endpoints: standinEndpoints(standin.url),
-      config: {
-        seeds: { perCategory: 3 },
-        // Minimal synthesis: one seed a step at most, one synthesis at a time.
-        selection: {
-          budgetPerStep: 1,
-          perCategoryQuota: { base: 1, miss_func: 0, miss_param: 0, long_context: 0 },
-          cooldownSteps: 0,
-          maxConcurrentSyntheses: 1,
-          minGroups: 1,
-        },
-        generator: standinGenerator(),
-      },
+      // Minimal synthesis: one seed a step at most, one synthesis at a time.
+      config: standinCampaign(3, { base: 1 }, { selection: { minGroups: 1 } }),
     });
     log('campaign workflow: bundling and starting ...');
     await loop.start();

@@ -108,3 +108,30 @@ export function hangingSynthesisConfig(): Record<string, unknown> {
     generator: standinGenerator({ timeoutMs: 120_000 }),
   };
 }
+
+/**
+ * A campaign config on the stand-in: `perCategory` seeds of each category, `quota` seeds selected
+ * per category and step, all synthesized at once, no cooldown; `extra` sections are merged in
+ * (its `selection` into the selection).
+ */
+export function standinCampaign(
+  perCategory: number,
+  quota: Partial<Record<'base' | 'miss_func' | 'miss_param' | 'long_context', number>>,
+  extra: Record<string, unknown> & { selection?: Record<string, unknown> } = {},
+): Record<string, unknown> {
+  const perCategoryQuota = { base: 0, miss_func: 0, miss_param: 0, long_context: 0, ...quota };
+  const budget = Object.values(perCategoryQuota).reduce((a, b) => a + b, 0);
+  const { selection, ...rest } = extra;
+  return {
+    seeds: { perCategory },
+    selection: {
+      budgetPerStep: budget,
+      perCategoryQuota,
+      cooldownSteps: 0,
+      maxConcurrentSyntheses: budget,
+      ...selection,
+    },
+    generator: standinGenerator(),
+    ...rest,
+  };
+}

@@ -30,14 +30,12 @@ import {
   aimedDifficulty,
   groupStd,
   hash32,
-  learn,
   newModel,
   normal,
   rng,
-  rolloutGroup,
   type SimTask,
-  sampleBatch,
   taskSuccess,
+  trainStep,
 } from './model.js';
 import { FLAWED_DIFFICULTY, PARAMETERS, type SimParameters } from './parameters.js';
 import { ci95, type Interval, pairedCi95 } from './stats.js';
@@ -238,10 +236,11 @@ export function runPolicy(name: string, spec: PolicySpec, set: TaskSet, opts: Ru
     // 1–2. The trainer's batch, its groups and their statistics.
     const active = pool.members.map((m) => tasks.get(m.taskId)!);
     let zeroThisStep = 0;
-    const batch = sampleBatch(active, p.batchTasks, `batch:${seed}:${step}`);
-    for (const t of batch) {
-      const rewards = rolloutGroup(model, t, k, hash32(`rollouts:${seed}:${step}:${t.taskId}`));
-      learn(model, t, rewards, p);
+    const batch = trainStep(model, active, p.batchTasks, k, p, {
+      batch: `batch:${seed}:${step}`,
+      rollouts: (taskId) => `rollouts:${seed}:${step}:${taskId}`,
+    });
+    for (const { task: t, rewards } of batch) {
       trained.add(t.taskId);
       groups++;
       rollouts += rewards.length;

@@ -173,3 +173,28 @@ export function aimedDifficulty(
 ): number {
   return sharedSkill(m, child) - (logit(successForReward(measuredMean, child.turns)) + noise);
 }
+
+/** One trained group of a simulated step. */
+export interface TrainedGroup<T extends SimTask> {
+  task: T;
+  rewards: number[];
+}
+
+/**
+ * One GRPO step of the simulated policy, as the trainer and the experiment both run it: sample
+ * the batch, roll each task's group of k and learn from it before the next task is rolled.
+ */
+export function trainStep<T extends SimTask>(
+  m: ModelState,
+  pool: readonly T[],
+  batchTasks: number,
+  k: number,
+  p: LearnParameters,
+  keys: { batch: string; rollouts: (taskId: string) => string },
+): TrainedGroup<T>[] {
+  return sampleBatch(pool, batchTasks, keys.batch).map((task) => {
+    const rewards = rolloutGroup(m, task, k, hash32(keys.rollouts(task.taskId)));
+    learn(m, task, rewards, p);
+    return { task, rewards };
+  });
+}

@@ -6,15 +6,13 @@ import {
   expectedReward,
   groupStd,
   hash32,
-  learn,
   type ModelState,
   newModel,
   normal,
   rng,
-  rolloutGroup,
   type SimTask,
-  sampleBatch,
   seedDifficulty,
+  trainStep,
   turnSuccess,
 } from './model.js';
 import { PARAMETERS, type SimParameters } from './parameters.js';
@@ -188,15 +186,11 @@ export class SimulatedTrainer {
     let sum = 0;
     let zero = 0;
     const sims = tasks.map((t) => this.simTask(t));
-    const batch = sampleBatch(sims, this.params.batchTasks, `batch:${this.opts.campaignId}:${step}`);
-    const groups = batch.map((sim) => {
-      const rewards = rolloutGroup(
-        this.model,
-        sim,
-        this.opts.k ?? 16,
-        hash32(`${this.opts.campaignId}:${step}:${sim.taskId}`),
-      );
-      learn(this.model, sim, rewards, this.params);
+    const trained = trainStep(this.model, sims, this.params.batchTasks, this.opts.k ?? 16, this.params, {
+      batch: `batch:${this.opts.campaignId}:${step}`,
+      rollouts: (taskId) => `${this.opts.campaignId}:${step}:${taskId}`,
+    });
+    const groups = trained.map(({ task: sim, rewards }) => {
       const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
       this.lastMean.set(sim.taskId, mean);
       sum += mean;

@@ -191,7 +191,7 @@ export async function applyIsolating(
   batchOpts: Pick<BatchOptions, 'drain'> = {},
 ): Promise<BatchResult | null> {
   if (!batchOpts.drain) {
-    const parked = await parkFailingCampaigns(deps, ctx, topic, partition, records, firstError);
+    const parked = await parkFailingCampaigns(deps, ctx, { topic, partition, records, firstError });
     if (parked !== 'search') return parked;
   }
   const excluded = new Map<string, { code: string; reason: string }>();
@@ -280,11 +280,9 @@ async function commitOrError(
 async function parkFailingCampaigns(
   deps: BatchDeps,
   ctx: IsolateContext,
-  topic: string,
-  partition: number,
-  records: readonly RewardRecord[],
-  firstError: unknown,
+  failed: { topic: string; partition: number; records: readonly RewardRecord[]; firstError: unknown },
 ): Promise<BatchResult | null | 'search'> {
+  const { topic, partition, records, firstError } = failed;
   const byCampaign = new Map<string, RewardRecord[]>();
   for (const r of records) {
     const c = campaignOfRecord(deps, topic, partition, r);
