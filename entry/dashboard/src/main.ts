@@ -171,38 +171,36 @@ function renderList(list: CampaignList): void {
 
 function renderCampaign(id: string): void {
   crumb.textContent = `/ ${id}`;
-  const bands = new Chart('bands', 'Tasks per band at each step', { x: 'step', y: 'tasks' }, [
-    { label: 'hard', color: COLORS.hard },
-    { label: 'boundary', color: COLORS.boundary },
-    { label: 'mastered', color: COLORS.mastered },
-  ]);
-  const variance = new Chart('variance', 'Mean reward variance by band', { x: 'step', y: 'variance' }, [
-    { label: 'hard', color: COLORS.hard },
-    { label: 'boundary', color: COLORS.boundary },
-    { label: 'mastered', color: COLORS.mastered },
-  ]);
-  const pool = new Chart('pool', 'Active pool by origin', { x: 'step', y: 'tasks' }, [
-    { label: 'human seeds', color: COLORS.seeds },
+  // One colour per band and per origin on every chart that shows them.
+  const byBand = (['hard', 'boundary', 'mastered'] as const).map((b) => ({ label: b, color: COLORS[b] }));
+  const byOrigin = (seeds: string) => [
+    { label: seeds, color: COLORS.seeds },
     { label: 'generated', color: COLORS.generated },
-  ]);
+  ];
+  const bands = new Chart('bands', 'Tasks per band at each step', { x: 'step', y: 'tasks' }, byBand);
+  const variance = new Chart(
+    'variance',
+    'Mean reward variance by band',
+    { x: 'step', y: 'variance' },
+    byBand,
+  );
+  const pool = new Chart('pool', 'Active pool by origin', { x: 'step', y: 'tasks' }, byOrigin('human seeds'));
   const generations = new Chart(
     'generations',
     'Pool by generation (active tasks)',
     { x: 'generations from the seed', y: 'tasks', categories: true },
-    [
-      { label: 'seeds', color: COLORS.seeds },
-      { label: 'generated', color: COLORS.generated },
-    ],
+    byOrigin('seeds'),
     'bars',
   );
+  const outcomes = [
+    { label: 'validated', color: COLORS.boundary },
+    { label: 'rejected', color: COLORS.hard },
+  ];
   const latency = new Chart(
     'latency',
     'Synthesis latency (selection step, seconds to outcome)',
     { x: 'step', y: 'seconds' },
-    [
-      { label: 'validated', color: COLORS.boundary },
-      { label: 'rejected', color: COLORS.hard },
-    ],
+    outcomes,
     'points',
   );
   const lag = new Chart(
