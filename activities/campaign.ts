@@ -6,6 +6,7 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
+import { DEFAULT_CONFIG } from '../platform/config/campaign-config.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
 import { inTransaction } from '../platform/store/db.js';
 import { type NewEvent, readStreamOf } from '../platform/store/events/event-store.js';
@@ -22,7 +23,6 @@ import { WatermarkTimeout, waitForWatermark } from '../platform/store/steps/wate
 import { loadTaskStats } from '../platform/store/task-stats/view.js';
 import { type WorkflowEnd, workflowEnd } from '../platform/temporal/connect.js';
 import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
-import { DEFAULT_CONFIG } from './campaign-config.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 

@@ -15,6 +15,7 @@ import { type DecisionEvent, decideStep, rejectionStreaksOf, seedEvents } from '
 import type { SelectedSeed, StepPlan } from '../domain/step-plan.js';
 import type { SeedCategory, TaskRecord } from '../domain/task.js';
 import { SEED_CATEGORIES } from '../domain/task.js';
+import { campaignConfigOf } from '../platform/config/campaign-config.js';
 import { insertPlan, latestPlanState, recordedPlan } from '../platform/store/campaign-plans.js';
 import { inTransaction } from '../platform/store/db.js';
 import { latestOutcomesPerSeed } from '../platform/store/events/campaign-reads.js';
@@ -24,7 +25,6 @@ import { validatedCandidates } from '../platform/store/pool/candidates.js';
 import { memberTask } from '../platform/store/pool/members.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
 import { lastPolicyVersion, loadTaskStats } from '../platform/store/task-stats/view.js';
-import { campaignConfigOf } from './campaign-config.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
 

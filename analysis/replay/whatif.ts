@@ -10,12 +10,13 @@
 
 import type pg from 'pg';
 import { windowSpec } from '../../domain/band.js';
-import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
+import type { CampaignConfig } from '../../domain/campaign-config.js';
 import { DedupeWindows } from '../../domain/dedupe.js';
 import type { RejectionStreak } from '../../domain/pool/policy.js';
 import type { PoolState } from '../../domain/pool/state.js';
 import { planStep, type StepCandidate } from '../../domain/step-plan.js';
 import { statsRecord, type TaskState } from '../../domain/task-stats.js';
+import { campaignConfigOf } from '../../platform/config/campaign-config.js';
 import { allPlans } from '../../platform/store/campaign-plans.js';
 import { loadCampaign } from '../../platform/store/campaigns.js';
 import { allCandidates } from '../../platform/store/pool/candidates.js';
@@ -120,7 +121,7 @@ export function whatIfConfig(raw: unknown, o: WhatIfOverrides): CampaignConfig {
   if (o.minGroups !== undefined) base.selection.minGroups = o.minGroups;
   if (o.maxStaleSteps !== undefined) base.selection.maxStaleSteps = o.maxStaleSteps;
   try {
-    return parseCampaignConfig(base);
+    return campaignConfigOf(base);
   } catch (e) {
     throw new WhatIfError((e as Error).message);
   }

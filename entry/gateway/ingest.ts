@@ -8,9 +8,10 @@
 // both rows, commit): it holds the step's lock while the batch's records wait to be published.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
+import type { CampaignConfig } from '../../domain/campaign-config.js';
 import { bfclTaskId, rolloutBatchClaimId, workflowIds } from '../../domain/ids.js';
 import { checkGroup } from '../../domain/reward-group.js';
+import { campaignConfigOf } from '../../platform/config/campaign-config.js';
 import type { RolloutBatchBody } from '../../platform/kafka/rollout-records.js';
 import { lockIntake } from '../../platform/store/campaigns.js';
 import { inTransaction } from '../../platform/store/db.js';
@@ -220,7 +221,7 @@ export async function acceptBatch(
   return inTransaction(db, async (c) => {
     const l = await lockIntake(c, campaignId, step, close);
     if (!l.found) throw unknownCampaign(campaignId);
-    const limits: IngestionLimits = parseCampaignConfig(l.config);
+    const limits: IngestionLimits = campaignConfigOf(l.config);
     const r = await batchIntake(c, campaignId, step, batch.batchId);
     // A row from before body hashes (NULL) matches any body.
     if (r.claim_id !== null && r.body_hash !== null && r.body_hash !== bodyHash)

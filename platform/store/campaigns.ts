@@ -11,12 +11,12 @@ import {
   type CampaignConfig,
   CampaignConfigError,
   campaignConfigSizeError,
-  parseCampaignConfig,
   withNewCampaignSettings,
 } from '../../domain/campaign-config.js';
 import { canonicalJson } from '../../domain/canonical-json.js';
 import { eventIds, streams } from '../../domain/ids.js';
 import { defaultRegistry } from '../codec/registry.js';
+import { campaignConfigOf } from '../config/campaign-config.js';
 import { inTransaction } from './db.js';
 import { append, typedEvent } from './events/event-store.js';
 import { lockForTransaction } from './locks.js';
@@ -62,7 +62,7 @@ export async function registerCampaign(
   pool: pg.Pool,
   input: { campaignId: string; name?: string; config?: unknown; actor?: string },
 ): Promise<CampaignRow> {
-  parseCampaignConfig(input.config ?? {}); // refuses a bad config before anything is written
+  campaignConfigOf(input.config ?? {}); // refuses a bad config before anything is written
   // What a new campaign records explicitly (domain/campaign-config.ts NEW_CAMPAIGN_SETTINGS).
   const raw = withNewCampaignSettings(input.config ?? {});
   const tooLarge = campaignConfigSizeError(raw);
@@ -125,7 +125,7 @@ export async function loadCampaign(
     campaignId: r.campaign_id,
     name: r.name,
     rawConfig: r.config,
-    config: parseCampaignConfig(r.config),
+    config: campaignConfigOf(r.config),
     status: r.status,
     configVersion: r.config_version,
   };
@@ -137,7 +137,7 @@ export async function loadCampaign(
     row.configs = v.rows.map((x) => ({
       version: x.version,
       fromStep: Number(x.from_step),
-      config: parseCampaignConfig(x.config),
+      config: campaignConfigOf(x.config),
     }));
   }
   return row;

@@ -1,9 +1,11 @@
-// The activities' one reading of a campaign config. A workflow hands its activities the config
-// as the campaign recorded it (unknown on the wire); each distinct config is parsed once per
-// worker process and then served from memory, so a synthesis' many activity calls do not parse
-// it again. The parsed config is shared, and frozen so that nobody changes it for everyone.
-import { type CampaignConfig, parseCampaignConfig } from '../domain/campaign-config.js';
-import { canonicalJson } from '../domain/canonical-json.js';
+// A process's one reading of a campaign config: the store's campaign rows, the gateway's intake,
+// the activities (a workflow hands them the config as the campaign recorded it, unknown on the
+// wire) and what-if all parse through here. Each distinct config is parsed once per process and
+// then served from memory, so a synthesis' many activity calls and every rollout batch do not
+// parse it again. The parsed config is shared, and frozen so that nobody changes it for everyone.
+// Workflow code (its own sandbox, no platform imports) parses its input once per run.
+import { type CampaignConfig, parseCampaignConfig } from '../../domain/campaign-config.js';
+import { canonicalJson } from '../../domain/canonical-json.js';
 
 /** Distinct configs kept (a worker serves a few campaigns, each with a few config versions). */
 const KEPT = 64;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CampaignConfigError } from '../domain/campaign-config.js';
+import { CampaignConfigError } from '../../domain/campaign-config.js';
 import { campaignConfigOf, DEFAULT_CONFIG } from './campaign-config.js';
 
 describe('campaignConfigOf', () => {
