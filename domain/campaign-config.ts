@@ -533,7 +533,6 @@ export const NewCampaignConfigSchema = z.unknown().superRefine((v, ctx) => {
     for (const i of r.error.issues) ctx.addIssue({ code: 'custom', path: i.path, message: i.message });
 });
 
-/** parseCampaignConfig for a config entering the system (operatorOnlyIssues refused); throws CampaignConfigError. */
 /**
  * The settings a campaign created now records explicitly where its config leaves them out, while
  * the schema's defaults stay what campaigns recorded before meant (so they replay as they ran).
@@ -553,9 +552,15 @@ export function withNewCampaignSettings(input: unknown): Record<string, unknown>
   return c;
 }
 
-export function parseNewCampaignConfig(input: unknown): CampaignConfig {
+/** Refuses operator-only generator settings in a config entering the system (CampaignConfigError). */
+export function refuseOperatorOnly(input: unknown): void {
   const secret = operatorOnlyIssues(input);
   if (secret.length) throw new CampaignConfigError(secret.map((i) => `${i.path.join('.')}: ${i.message}`));
+}
+
+/** parseCampaignConfig for a config entering the system (operatorOnlyIssues refused); throws CampaignConfigError. */
+export function parseNewCampaignConfig(input: unknown): CampaignConfig {
+  refuseOperatorOnly(input);
   return parseCampaignConfig(input);
 }
 

@@ -3,8 +3,9 @@
 // (the worker bundles workflows/index.ts, which does not import this file).
 import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type pg from 'pg';
-import { type CampaignConfig, parseNewCampaignConfig } from '../domain/campaign-config.js';
+import { type CampaignConfig, refuseOperatorOnly } from '../domain/campaign-config.js';
 import { workflowIds } from '../domain/ids.js';
+import { campaignConfigOf } from '../platform/config/campaign-config.js';
 import { isAsRegistered, loadCampaign, registerCampaign } from '../platform/store/campaigns.js';
 import { workflowExists } from '../platform/temporal/connect.js';
 import { campaignWorkflow } from './campaign.js';
@@ -63,7 +64,8 @@ export function checkNewCampaignConfig(
   config: unknown,
   generatorEndpoints?: readonly string[],
 ): CampaignConfig {
-  const parsed = parseNewCampaignConfig(config);
+  refuseOperatorOnly(config);
+  const parsed = campaignConfigOf(config);
   if (generatorEndpoints && !generatorEndpoints.includes(parsed.generator.endpoint))
     throw new UnknownGeneratorEndpointError(parsed.generator.endpoint, generatorEndpoints);
   return parsed;
