@@ -216,7 +216,8 @@ export function decideStep(input: {
           step,
           occurredAt: now(),
         },
-        { rootSeed: d.rootSeedId },
+        // The decider's lineage (domain/lineage.ts): the projection stores it as decided.
+        { rootSeed: d.rootSeedId, depth: d.depth },
       ),
     );
   }

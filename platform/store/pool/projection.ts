@@ -66,6 +66,28 @@ async function insertCandidate(
   );
 }
 
+/**
+ * The root seed and depth of an injected task: as the decider assigned them (domain/lineage.ts),
+ * carried in the event's metadata. A TaskInjected recorded before the depth was carried is read
+ * as it was projected then: root and depth follow its first parent's row.
+ */
+async function injectedLineage(
+  c: pg.ClientBase,
+  p: TaskInjected,
+  metadata: Record<string, unknown>,
+): Promise<{ root: string; depth: number }> {
+  if (typeof metadata.rootSeed === 'string' && typeof metadata.depth === 'number')
+    return { root: metadata.rootSeed, depth: metadata.depth };
+  const parent = await c.query<{ root_seed: string; depth: number }>(
+    'select root_seed, depth from pool_members where campaign_id = $1 and task_id = $2',
+    [p.campaignId, p.parents[0] ?? ''],
+  );
+  return {
+    root: parent.rows[0]?.root_seed ?? (metadata.rootSeed as string | undefined) ?? p.parents[0] ?? p.taskId,
+    depth: (parent.rows[0]?.depth ?? 0) + 1,
+  };
+}
+
 /** Applies one event to the pool tables (unknown types are ignored). */
 export async function applyPoolEvent(
   c: pg.PoolClient,
@@ -87,14 +109,7 @@ export async function applyPoolEvent(
     }
     case 'TaskInjected': {
       const p = payload as TaskInjected;
-      // Root and depth follow the first parent (the seed the candidate was synthesized from).
-      const parent = await c.query<{ root_seed: string; depth: number }>(
-        'select root_seed, depth from pool_members where campaign_id = $1 and task_id = $2',
-        [p.campaignId, p.parents[0] ?? ''],
-      );
-      const root =
-        parent.rows[0]?.root_seed ?? (metadata.rootSeed as string | undefined) ?? p.parents[0] ?? p.taskId;
-      const depth = (parent.rows[0]?.depth ?? 0) + 1;
+      const { root, depth } = await injectedLineage(c, p, metadata);
       await c.query(
         `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth,
             added_step, added_version)
