@@ -24,30 +24,23 @@
 import { codePointLength, type Literal, type ParsedCall, parseCall, snippet } from './call-parser.js';
 import type { CampaignConfig } from './campaign-config.js';
 import { canonicalJson, sha256Hex } from './canonical-json.js';
+import type { TaskFields } from './task.js';
 
 export const MAX_CONFIG_DEPTH = 64;
 
-export interface CandidateMessage {
-  role: string;
-  content: string;
-}
+/** A user message of a task's turn. */
+export type CandidateMessage = TaskFields['question'][number][number];
 
-/** A BFCL multi-turn task record. */
-export interface CandidateTask {
-  id: string;
+/**
+ * A BFCL multi-turn task record as the gate reads it: the one task shape (domain/task.ts), with
+ * what the gate checks itself left open (any category string, any state per class), so that it
+ * names what is wrong instead of the schema refusing the record unread.
+ */
+export type CandidateTask = Omit<TaskFields, 'category' | 'initial_config'> & {
   category: string;
-  involved_classes: string[];
   initial_config: Record<string, unknown>;
-  /** User turns (a turn may be empty). */
-  question: CandidateMessage[][];
-  /** Call strings per turn. */
-  ground_truth: string[][];
-  /** miss_func: turn index -> functions withheld until that turn. */
-  missed_function?: Record<string, string[]>;
-  /** Functions never offered to the model. */
-  excluded_function?: string[];
   [key: string]: unknown;
-}
+};
 
 function withoutId(c: object): Record<string, unknown> {
   return Object.fromEntries(Object.entries(c).filter(([k]) => k !== 'id'));
