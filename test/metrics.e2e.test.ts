@@ -7,7 +7,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workflowIds } from '../domain/ids.js';
 import { withAdmin } from '../platform/kafka/client.js';
@@ -17,9 +16,9 @@ import { temporalClient } from '../platform/temporal/connect.js';
 import { freePort } from '../platform/util/free-port.js';
 import { freshRewardTopic } from '../stages/aggregator/trace.js';
 import { dashboardQueries, queriedMetrics } from './support/monitoring/dashboard.js';
+import { ROOT } from './support/sources.js';
 import { waitUntil } from './support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const id = randomUUID().slice(0, 8);
 const campaignId = `metrics-${id}`;
 const taskQueue = `metrics-${id}`;

@@ -10,7 +10,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoopHarness } from '../dev/harness/loop.js';
@@ -24,9 +23,9 @@ import { executeUpdateWithRetry, temporalClient, workflowEnd } from '../platform
 import { freePort } from '../platform/util/free-port.js';
 import { freshRewardTopic } from '../stages/aggregator/trace.js';
 import { defaultRoute, Relay } from '../stages/relay/relay.js';
+import { ROOT } from './support/sources.js';
 import { waitUntil } from './support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CANARY_KEY = `sk-canary-${randomUUID()}`;
 const CANARY_HEADER = `hdr-canary-${randomUUID()}`;
 const MARKER = `rods-marker-${randomUUID()}`;

@@ -15,9 +15,9 @@ import {
 } from '../dev/harness/standin.js';
 import type { Pool } from '../platform/store/db.js';
 import { installWorkerRuntime } from '../platform/temporal/connect.js';
+import { ROOT } from '../test/support/sources.js';
 import { waitUntil } from '../test/support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;
 let loop: LoopHarness;

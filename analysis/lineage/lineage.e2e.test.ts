@@ -17,10 +17,9 @@ import {
   startStandin,
 } from '../../dev/harness/standin.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../../platform/temporal/connect.js';
+import { ROOT } from '../../test/support/sources.js';
 import type { Lineage, LineageNode } from './model.js';
 import type { LineageStats } from './stats.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;

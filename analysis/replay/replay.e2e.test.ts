@@ -13,11 +13,11 @@ import {
 } from '../../dev/harness/standin.js';
 import { createPool } from '../../platform/store/db.js';
 import { installWorkerRuntime } from '../../platform/temporal/connect.js';
+import { ROOT } from '../../test/support/sources.js';
 import { kafkaStatsCheck } from './kafka-source.js';
 import { replayCampaign } from './replay.js';
 import { whatIf } from './whatif.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
 let standin: StandinProcess;
 let loop: LoopHarness;

@@ -7,7 +7,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workflowIds } from '../../domain/ids.js';
@@ -20,12 +19,12 @@ import {
   type GatewayUnderTest,
   startGatewayUnderTest,
 } from '../../test/support/gateway/gateway-under-test.js';
+import { ROOT } from '../../test/support/sources.js';
 import { campaignStatus } from './campaign-status.js';
 import { campaignOf } from './kafka.js';
 import { StatusKafka } from './kafka-shared.js';
 import type { CampaignStatusReport } from './report.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
 const TOKEN = `tok-${randomUUID()}`;
 const taskQueue = `status-noworker-${randomUUID().slice(0, 8)}`;

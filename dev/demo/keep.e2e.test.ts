@@ -5,13 +5,12 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../infra/stack/proc.js';
+import { ROOT } from '../../test/support/sources.js';
 import { waitUntil } from '../../test/support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
 const dir = mkdtempSync(path.join(tmpdir(), 'rods-demo-keep-'));
 let pid: number | undefined;

@@ -2,12 +2,12 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AblationConfigSchema, parseCampaignConfig } from '../../domain/campaign-config.js';
 import { UsageError } from '../../entry/cli/errors.js';
+import { ROOT } from '../../test/support/sources.js';
 import { register } from '../commands/experiment.js';
 import {
   BFCL_CLASSES,
@@ -22,8 +22,6 @@ import {
   sweepPoints,
 } from './experiment.js';
 import { PARAMETERS, REASONS, type SimParameters } from './parameters.js';
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** A small world: 10 seeds and 10 held-out tasks per category, 8 tasks per step. */
 const small: SimParameters = { ...PARAMETERS, trainPerCategory: 10, heldOutPerCategory: 10, batchTasks: 8 };

@@ -4,13 +4,11 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerCampaign } from '../../platform/store/campaigns.js';
 import { createPool } from '../../platform/store/db.js';
 import { freePort } from '../../platform/util/free-port.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { ROOT } from '../../test/support/sources.js';
 
 function rods(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {

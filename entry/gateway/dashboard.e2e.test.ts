@@ -8,19 +8,18 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoopHarness } from '../../dev/harness/loop.js';
 import { SimulatedTrainer } from '../../dev/simulator/trainer.js';
+import { ROOT } from '../../test/support/sources.js';
 import { ONE_SEED_PER_CATEGORY, standinCampaigns } from '../../test/support/standin-campaign.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { TokenSet } from './auth.js';
 import { DASHBOARD_DIST } from './dashboard.js';
 import { buildGateway } from './server.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CHROMIUM = process.env.RODS_CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = path.join(
   ROOT,

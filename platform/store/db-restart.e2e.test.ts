@@ -11,10 +11,10 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../../infra/stack/proc.js';
 import { freshRewardTopic } from '../../stages/aggregator/trace.js';
+import { ROOT } from '../../test/support/sources.js';
 import { staysFalse, waitUntil } from '../../test/support/wait.js';
 import { ensureTopics, withAdmin } from '../kafka/client.js';
 import { relayCheckpoint } from '../kafka/relay-checkpoint.js';
@@ -25,7 +25,6 @@ import { migrate } from './migrate.js';
 
 // Its own server, its own password (never the well-known default).
 const PASSWORD = randomUUID();
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = process.env.RODS_PG_BINDIR ?? '/usr/lib/postgresql/15/bin';
 const id = randomUUID().slice(0, 8);
 const DIR = path.join(ROOT, '.stack', 'tmp', `db-restart-${id}`);

@@ -6,7 +6,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decode } from '../../platform/codec/registry.js';
 import { readToEnd, withAdmin } from '../../platform/kafka/client.js';
@@ -16,9 +15,9 @@ import { createPool } from '../../platform/store/db.js';
 import { watermark } from '../../platform/store/steps/watermark.js';
 import { queryStats } from '../../platform/store/task-stats/view.js';
 import { freePort } from '../../platform/util/free-port.js';
+import { ROOT } from '../../test/support/sources.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace, referenceStats, rng } from './trace.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const pool = createPool({ application: 'rods-crash-test', max: 4 });
 const topics: string[] = [];
 const children = new Set<ChildProcess>();

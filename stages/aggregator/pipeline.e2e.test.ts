@@ -3,7 +3,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decode } from '../../platform/codec/registry.js';
@@ -14,11 +13,11 @@ import { headCursor } from '../../platform/store/events/event-store.js';
 import { waitForWatermark } from '../../platform/store/steps/watermark.js';
 import { queryStats } from '../../platform/store/task-stats/view.js';
 import { freePort } from '../../platform/util/free-port.js';
+import { ROOT } from '../../test/support/sources.js';
 import { defaultRoute, Relay } from '../relay/relay.js';
 import { AggregatorService } from './service.js';
 import { encodeRecord, freshRewardTopic, makeTrace, produceTrace } from './trace.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
 const pool = createPool({ application: 'rods-pipeline-test', max: 8 });
 const topics: string[] = [];

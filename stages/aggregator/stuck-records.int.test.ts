@@ -4,7 +4,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { kafkaStatsCheck } from '../../analysis/replay/kafka-source.js';
@@ -19,11 +18,11 @@ import { queryStats } from '../../platform/store/task-stats/view.js';
 import type { DeadLettered } from '../../schemas/types.generated.js';
 import { refuseTaskStats } from '../../test/support/aggregator/failing-burst.js';
 import { rewardsArrayBomb } from '../../test/support/codec/bombs.js';
+import { ROOT } from '../../test/support/sources.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { AggregatorService } from './service.js';
 import { freshRewardTopic, produceTrace, rewardGroupRecord } from './trace.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const execFileP = promisify(execFile);
 const pool = createPool({ application: 'rods-aggregator-stuck-test', max: 6 });
 // The injected trigger is the tables' owner's to create and drop (the application's role may not).

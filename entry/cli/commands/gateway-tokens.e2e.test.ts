@@ -7,12 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../../platform/util/free-port.js';
+import { ROOT } from '../../../test/support/sources.js';
 import { waitUntil } from '../../../test/support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const children: ChildProcess[] = [];
 
 async function gateway(env: Record<string, string>) {

@@ -3,12 +3,11 @@
 // nothing listens on, so the shared stack is not touched.
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../../platform/util/free-port.js';
+import { ROOT } from '../../../test/support/sources.js';
 import { waitUntil } from '../../../test/support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const children: ChildProcess[] = [];
 
 function start(args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string } {

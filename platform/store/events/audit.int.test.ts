@@ -1,10 +1,9 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { readPublishedAnchors } from '../../../stages/relay/anchor.js';
+import { ROOT } from '../../../test/support/sources.js';
 import { newEvent } from '../../../test/support/store/events.js';
 import { createPool, inTransaction } from '../db.js';
 import { type AnchorCheck, type AuditResult, auditStoreId, verifyChains } from './audit.js';
@@ -61,8 +60,6 @@ async function eventAt(streamId: string, version: number) {
   if (!e) throw new Error(`no event ${streamId}@${version}`);
   return e;
 }
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
 async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string }> {
   try {
