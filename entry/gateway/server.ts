@@ -3,11 +3,8 @@
 // batch reconciler, and one module of routes per resource in entry/gateway/routes/ (health, campaigns,
 // rollouts, pool) beside the dashboard's (entry/gateway/dashboard.ts).
 import { randomUUID } from 'node:crypto';
-import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance } from 'fastify';
-import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import type { StatusOptions } from '../../analysis/status/campaign-status.js';
 import { campaignOf } from '../../analysis/status/kafka.js';
 import { StatusKafka } from '../../analysis/status/kafka-shared.js';
 import { registerAccess } from './access.js';
@@ -15,7 +12,6 @@ import type { TokenSet } from './auth.js';
 import { type DashboardOptions, registerDashboard } from './dashboard.js';
 import { instrumentGateway } from './metrics.js';
 import { registerProblemHandlers } from './problem.js';
-import type { DirectPublisher } from './publish.js';
 import { BatchReconciler, type ReconcileSettings } from './reconcile.js';
 import { DEFAULT_LIMITS, type GatewayLimits, LongPolls } from './request-limits.js';
 import { registerCampaignRoutes } from './routes/campaigns.js';
@@ -27,32 +23,18 @@ import { registerRolloutRoutes } from './routes/rollouts.js';
 export const DEFAULT_BODY_LIMIT = 8 * 1024 * 1024;
 export const DEFAULT_PORT = 7500;
 
-export interface GatewayOptions {
-  db: pg.Pool;
-  temporal: Client;
+export interface GatewayOptions
+  extends Pick<
+      RouteContext,
+      'db' | 'temporal' | 'taskQueue' | 'rewardsTopic' | 'publisher' | 'generatorEndpoints' | 'status'
+    >,
+    Partial<Pick<RouteContext, 'pollMs' | 'queryTimeoutMs'>> {
   tokens: TokenSet;
-  /** Task queue of the rods worker (campaign and ingestion workflows). */
-  taskQueue: string;
   /** Maximum request body in bytes (default 8 MiB). */
   bodyLimit?: number;
-  /** Topic the ingestion workflows publish to (default rods.rewards.v1). */
-  rewardsTopic?: string;
-  /**
-   * Publishes new batches right after their commit (entry/gateway/publish.ts; give it the rewards
-   * topic); absent, every batch goes through its ingestion workflow.
-   */
-  publisher?: DirectPublisher;
-  /** Poll period of pool long-polls (default 250 ms). */
-  pollMs?: number;
-  /** How long a status query may wait for a worker once one polls (default 5 s). */
-  queryTimeoutMs?: number;
-  /** Where the campaign status looks for the relay and the aggregators (analysis/status/campaign-status.ts). */
-  status?: Pick<StatusOptions, 'relayName' | 'aggregatorGroup' | 'synthesisTimeoutMs'>;
   logLevel?: string;
   /** Publish accepted batches left unpublished (entry/gateway/reconcile.ts); off when absent (`rods gateway` sets it). */
   reconcile?: ReconcileSettings;
-  /** The operator's generator endpoint names, when the gateway can read them: others are refused (422). */
-  generatorEndpoints?: readonly string[];
   /** Per-token limits (entry/gateway/request-limits.ts); DEFAULT_LIMITS for what is absent. */
   limits?: Partial<GatewayLimits>;
   /** Where request rate, errors and duration are counted (entry/gateway/metrics.ts); none when absent. */

@@ -11,15 +11,24 @@ import type { GatewayLimits, LongPolls } from '../request-limits.js';
 export interface RouteContext {
   db: pg.Pool;
   temporal: Client;
+  /** Task queue of the rods worker (campaign and ingestion workflows). */
   taskQueue: string;
+  /** Topic the ingestion workflows publish to (default rods.rewards.v1). */
   rewardsTopic?: string;
+  /**
+   * Publishes new batches right after their commit (entry/gateway/publish.ts; give it the rewards
+   * topic); absent, every batch goes through its ingestion workflow.
+   */
   publisher?: DirectPublisher;
+  /** The operator's generator endpoint names, when the gateway can read them: others are refused (422). */
   generatorEndpoints?: readonly string[];
   limits: GatewayLimits;
   longPolls: LongPolls;
-  /** Poll period of pool long-polls. */
+  /** Poll period of pool long-polls (default 250 ms). */
   pollMs: number;
+  /** How long a status query may wait for a worker once one polls (default 5 s). */
   queryTimeoutMs: number;
+  /** Where the campaign status looks for the relay and the aggregators (analysis/status/campaign-status.ts). */
   status?: Pick<StatusOptions, 'relayName' | 'aggregatorGroup' | 'synthesisTimeoutMs'>;
   /** The one Kafka admin and dead-letter tail of the process, opened on the first status call. */
   statusKafka: () => StatusKafka;
