@@ -18,12 +18,12 @@ import { SEED_CATEGORIES } from '../domain/task.js';
 import { campaignConfigOf } from '../platform/config/campaign-config.js';
 import { insertPlan, latestPlanState, recordedPlan } from '../platform/store/campaign-plans.js';
 import { inTransaction } from '../platform/store/db.js';
-import { latestOutcomesPerSeed } from '../platform/store/events/campaign-reads.js';
 import type { NewEvent } from '../platform/store/events/event-store.js';
 import { lockForTransaction } from '../platform/store/locks.js';
 import { validatedCandidates } from '../platform/store/pool/candidates.js';
 import { memberTask } from '../platform/store/pool/members.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
+import { seedRejectionRuns } from '../platform/store/pool/rejection-runs.js';
 import { lastPolicyVersion, loadTaskStats } from '../platform/store/task-stats/view.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
@@ -48,7 +48,7 @@ export async function rejectionStreaks(
   streak: number,
 ): Promise<Record<string, RejectionStreak>> {
   if (streak === 0) return {};
-  return rejectionStreaksOf(await latestOutcomesPerSeed(c, campaignId, streak));
+  return rejectionStreaksOf(await seedRejectionRuns(c, campaignId), streak);
 }
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {

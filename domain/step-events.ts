@@ -72,27 +72,32 @@ export function seedEvents(
   });
 }
 
+/** A seed's run of rejected children since its latest validated one (reasons newest first). */
+export interface RejectionRun {
+  seedTaskId: string;
+  run: number;
+  reasons: string[];
+  /** Whether any child of the seed was ever validated. */
+  hasValidated: boolean;
+}
+
 /**
- * By seed task id, its run of rejected children among its latest outcomes (the rows newest first
- * per seed, as the store reads them): only seeds whose latest children were all rejected.
+ * By seed task id, its run of rejected children among its `streak` latest outcomes: only seeds
+ * whose `streak` latest children (or all of them, when it has fewer) were all rejected.
  */
 export function rejectionStreaksOf(
-  rows: readonly { seed: string; rejected: boolean; reason: string | null }[],
+  runs: readonly RejectionRun[],
+  streak: number,
 ): Record<string, RejectionStreak> {
   const out: Record<string, RejectionStreak> = {};
-  const broken = new Set<string>();
-  for (const r of rows) {
-    if (broken.has(r.seed)) continue;
-    if (!r.rejected) {
-      broken.add(r.seed);
-      continue;
-    }
-    const s = out[r.seed] ?? { count: 0, reasons: [] };
-    out[r.seed] = s;
-    s.count++;
-    s.reasons.push(r.reason ?? 'rejected');
+  if (streak <= 0) return out;
+  for (const r of runs) {
+    // Fewer rejections than the streak count only when no child was ever validated: otherwise a
+    // validated one is among the seed's `streak` latest outcomes.
+    if (r.run <= 0 || (r.run < streak && r.hasValidated)) continue;
+    const count = Math.min(r.run, streak);
+    out[r.seedTaskId] = { count, reasons: r.reasons.slice(0, count) };
   }
-  for (const id of broken) delete out[id];
   return out;
 }
 

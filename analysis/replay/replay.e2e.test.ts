@@ -90,9 +90,12 @@ describe('replay', () => {
       ['pool_versions', true],
       ['candidates', true],
       ['campaign_configs', true],
+      ['seed_rejection_runs', true],
       ['task_stats', true],
     ]);
     expect(r.equal).toBe(true);
+    // The seeds' rejection runs were rebuilt, not two empty tables compared.
+    expect(r.tables.find((t) => t.table === 'seed_rejection_runs')!.liveRows).toBeGreaterThan(0);
     expect(r.tables.find((t) => t.table === 'pool_members')!.replayRows).toBe(
       r.tables.find((t) => t.table === 'pool_members')!.liveRows,
     );

@@ -22,6 +22,8 @@ export const TABLE_OWNERS = {
   candidates: 'platform/store/pool/',
   pool_members: 'platform/store/pool/',
   pool_versions: 'platform/store/pool/',
+  // Each seed's run of rejected children, kept with every candidate outcome (the rejection backoff).
+  seed_rejection_runs: 'platform/store/pool/',
   // A training step's intake, in one folder of small SQL modules: the batches the gateway
   // accepted and their claim checks, what the aggregator counted per partition, which steps
   // closed (and the watermark and missing steps read from them).

@@ -86,25 +86,6 @@ export async function synthesisLatencyRows(db: Queryable, campaignId: string): P
   return rows;
 }
 
-/** The newest `streak` outcomes (validated or rejected) of each seed, newest first per seed. */
-export async function latestOutcomesPerSeed(
-  db: Queryable,
-  campaignId: string,
-  streak: number,
-): Promise<{ seed: string; rejected: boolean; reason: string | null }[]> {
-  const { rows } = await db.query<{ seed: string; rejected: boolean; reason: string | null }>(
-    `select seed, rejected, reason from (
-       select payload->>'seedTaskId' as seed, type = 'CandidateRejected' as rejected,
-              payload->>'reasonCode' as reason,
-              row_number() over (partition by payload->>'seedTaskId' order by transaction_id desc, position desc) as rn
-         from events
-        where payload->>'campaignId' = $1 and type in ('CandidateValidated', 'CandidateRejected')
-     ) latest where rn <= $2 order by seed, rn`,
-    [campaignId, streak],
-  );
-  return rows;
-}
-
 /** One page (2,000) of the campaign's events after a cursor, in read order; `types` filters them. */
 export async function campaignEventPage(
   c: pg.ClientBase,

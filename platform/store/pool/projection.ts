@@ -13,6 +13,7 @@ import type {
 import { reconfigurationPoint, setCampaignConfig, setCampaignStatus } from '../campaigns.js';
 import { inTransaction } from '../db.js';
 import { append, type NewEvent } from '../events/event-store.js';
+import { recordSeedOutcome } from './rejection-runs.js';
 
 export const POOL_EVENT_TYPES = [
   'CampaignPaused',
@@ -157,10 +158,12 @@ export async function applyPoolEvent(
     case 'CandidateValidated': {
       const p = payload as CandidateValidated;
       await insertCandidate(c, 'validated', p, p.candidateHash, p.candidate, metadata.lineage ?? {});
+      await recordSeedOutcome(c, p.campaignId, p.seedTaskId, { rejected: false });
       return;
     }
     case 'CandidateRejected': {
       const p = payload as CandidateRejected;
+      await recordSeedOutcome(c, p.campaignId, p.seedTaskId, { rejected: true, reason: p.reasonCode });
       // A rejection before the candidate existed (no id, no hash) leaves no row.
       if (p.candidateId && typeof metadata.candidateHash === 'string')
         await insertCandidate(

@@ -24,6 +24,7 @@ export const PROJECTION_TABLES = [
   'pool_versions',
   'candidates',
   'campaign_configs',
+  'seed_rejection_runs',
 ] as const;
 
 /** Columns compared per table (creation and update times are not part of the projection's meaning). */
@@ -34,6 +35,7 @@ const COMPARED: Record<string, string> = {
   pool_members:
     'campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth, added_step, added_version, active, removed_step, removed_version, removed_rule',
   pool_versions: 'campaign_id, version, step',
+  seed_rejection_runs: 'campaign_id, seed_task_id, run, reasons, has_validated',
   candidates:
     'campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage',
   task_stats:
@@ -46,8 +48,11 @@ export async function prepareReplaySchema(
   campaignId: string,
   fresh: boolean,
 ): Promise<Cursor & { events: number }> {
-  // A rebuild from before config versions has no campaign_configs: start it again.
-  const exists = await c.query('select 1 where to_regclass($1) is not null', [`${schema}.campaign_configs`]);
+  // A rebuild from before config versions (no campaign_configs) or seed runs: start it again.
+  const exists = await c.query('select 1 where to_regclass($1) is not null and to_regclass($2) is not null', [
+    `${schema}.campaign_configs`,
+    `${schema}.seed_rejection_runs`,
+  ]);
   if (exists.rowCount && !fresh) {
     const cp = await c
       .query<{ transaction_id: string; position: number; events: number; campaign_id: string | null }>(
@@ -82,6 +87,7 @@ export async function prepareReplaySchema(
   await c.query(`alter table ${schema}.candidates add unique (campaign_id, candidate_id)`);
   await c.query(`alter table ${schema}.campaigns add primary key (campaign_id)`);
   await c.query(`alter table ${schema}.campaign_configs add primary key (campaign_id, version)`);
+  await c.query(`alter table ${schema}.seed_rejection_runs add primary key (campaign_id, seed_task_id)`);
   await c.query(
     `create table ${schema}.task_stats (campaign_id text, task_id text, groups bigint, rollouts bigint, mean float8, m2 float8,
        latest_mean float8, latest_variance float8, ewma float8, last_step bigint, signal float8, phi float8, band text,
