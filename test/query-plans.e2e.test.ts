@@ -1,0 +1,199 @@
+// Every query of the paths a long campaign repeats (a planning step, a status call, a dashboard
+// poll, a lineage lookup, a replay resume) reaches `events` through an index: each query those
+// paths send is captured from the real run and EXPLAINed with sequential scans priced out
+// (enable_seqscan off), so a query that can only scan the whole event log still shows a Seq
+// Scan on events and fails here. A sequential scan of a small table is fine; of the log, it is
+// a cost that grows with every reward group of the campaign's history.
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadLineageIndex } from '../analysis/lineage/store.js';
+import { replayCampaign } from '../analysis/replay/replay.js';
+import { campaignStatus } from '../analysis/status/campaign-status.js';
+import { dashboardSeries, rewardHistory } from '../analysis/status/dashboard.js';
+import { LoopHarness } from '../dev/harness/loop.js';
+import {
+  type StandinProcess,
+  standinCampaign,
+  standinEndpoints,
+  startStandin,
+} from '../dev/harness/standin.js';
+import { createPool } from '../platform/store/db.js';
+import { installWorkerRuntime } from '../platform/temporal/connect.js';
+
+interface Captured {
+  text: string;
+  values: unknown[];
+}
+
+/** The statements every pg client of this process sends while `fn` runs. */
+async function capture(fn: () => Promise<unknown>): Promise<Captured[]> {
+  const seen: Captured[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const [q, v] = args as [string | { text?: string; values?: unknown[] }, unknown];
+    const text = typeof q === 'string' ? q : q?.text;
+    const values = (Array.isArray(v) ? v : typeof q === 'object' ? q?.values : undefined) ?? [];
+    if (typeof text === 'string') seen.push({ text, values });
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  try {
+    await fn();
+  } finally {
+    pg.Client.prototype.query = original;
+  }
+  return seen;
+}
+
+/** The query a statement plans (COPY's inner query), or null for one that has no plan to read. */
+function plannable(text: string): string | null {
+  const t = text.trim();
+  const copy = /^copy\s*\(([\s\S]*)\)\s*to\s+stdout/i.exec(t);
+  if (copy) return copy[1]!;
+  return /^(select|with|insert|update|delete)\b/i.test(t) ? t : null;
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  Plans?: PlanNode[];
+}
+
+const seqScansOfEvents = (n: PlanNode): number =>
+  (n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'events' ? 1 : 0) +
+  (n.Plans ?? []).reduce((a, p) => a + seqScansOfEvents(p), 0);
+
+/** The statements among `captured` whose plan scans `events` sequentially. */
+async function scanningEvents(db: pg.Pool, captured: Captured[]): Promise<string[]> {
+  const out: string[] = [];
+  const done = new Set<string>();
+  const c = await db.connect();
+  try {
+    for (const q of captured) {
+      const sql = plannable(q.text);
+      if (!sql || done.has(sql) || !/\bevents\b/.test(sql)) continue;
+      done.add(sql);
+      await c.query('begin');
+      try {
+        await c.query('set local enable_seqscan = off');
+        const r = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+          `explain (format json) ${sql}`,
+          q.values.slice(
+            0,
+            (sql.match(/\$(\d+)/g) ?? []).reduce((m, p) => Math.max(m, Number(p.slice(1))), 0),
+          ),
+        );
+        if (seqScansOfEvents(r.rows[0]!['QUERY PLAN'][0]!.Plan) > 0) out.push(sql.replace(/\s+/g, ' '));
+      } finally {
+        await c.query('rollback');
+      }
+    }
+  } finally {
+    c.release();
+  }
+  return out;
+}
+
+let standin: StandinProcess;
+let loop: LoopHarness;
+const endpoints = inject('endpoints');
+// Replay builds scratch schemas, which only the owner role may (platform/store/migrate.ts).
+const ownerPool = createPool({
+  connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl,
+  max: 4,
+});
+
+beforeAll(async () => {
+  await installWorkerRuntime('WARN');
+  const workflowBundle = await bundleWorkflowCode({
+    logger: Runtime.instance().logger,
+    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
+  });
+  standin = await startStandin(['--seed', '5', '--quiet']);
+  loop = new LoopHarness({
+    endpoints: standinEndpoints(standin.url),
+    workflowBundle,
+    config: standinCampaign(
+      3,
+      { base: 1, miss_func: 1, miss_param: 1 },
+      { pool: { injectionCadence: 'steps:1', injectionShare: 1 } },
+    ),
+  });
+  await loop.start();
+  for (let step = 1; step <= 3; step++) {
+    await loop.trainStep(step);
+    await loop.waitPlanned(step);
+    await loop.waitSynthesesDone();
+  }
+  // A first rebuild, so that the one below resumes from its checkpoint.
+  await replayCampaign(ownerPool, { campaignId: loop.campaignId, fresh: true });
+}, 600_000);
+
+afterAll(async () => {
+  await loop?.close();
+  await standin?.stop();
+  await ownerPool.end();
+});
+
+describe('query plans of the repeated paths', () => {
+  it('finds a sequential scan of events when a query has no index to use', async () => {
+    const found = await scanningEvents(ownerPool, [
+      { text: "select count(*) from events where payload->>'seedTaskId' = $1", values: ['x'] },
+      { text: "select count(*) from events where payload->>'campaignId' = $1", values: [loop.campaignId] },
+    ]);
+    expect(found).toEqual(["select count(*) from events where payload->>'seedTaskId' = $1"]);
+  });
+
+  it('reaches events through an index on every query of planning, status, dashboard, lineage and replay', async () => {
+    const paths: Record<string, () => Promise<unknown>> = {
+      planning: async () => {
+        await loop.trainStep(4);
+        await loop.waitPlanned(4);
+      },
+      status: () => campaignStatus({ db: loop.pool, temporal: loop.client }, loop.campaignId),
+      dashboard: async () => {
+        await dashboardSeries(loop.pool, loop.campaignId);
+        const { rows } = await loop.pool.query<{ task_id: string }>(
+          'select task_id from pool_members where campaign_id = $1 limit 3',
+          [loop.campaignId],
+        );
+        await rewardHistory(
+          loop.pool,
+          loop.campaignId,
+          rows.map((r) => r.task_id),
+        );
+      },
+      lineage: async () => {
+        const { rows } = await loop.pool.query<{ task_id: string }>(
+          `select task_id from pool_members where campaign_id = $1 and origin = 'generated' limit 1`,
+          [loop.campaignId],
+        );
+        expect(rows).toHaveLength(1);
+        await loadLineageIndex(loop.pool, loop.campaignId, rows[0]!.task_id);
+      },
+      replay: () => replayCampaign(ownerPool, { campaignId: loop.campaignId }),
+    };
+    const report: Record<string, { queries: number; scanningEvents: string[] }> = {};
+    const texts: Record<string, string> = {};
+    for (const [name, run] of Object.entries(paths)) {
+      const captured = await capture(run);
+      texts[name] = captured.map((q) => q.text).join('\n');
+      report[name] = { queries: captured.length, scanningEvents: await scanningEvents(ownerPool, captured) };
+    }
+    // The paths ran what they stand for: the planner read the seeds' rejection runs and stored
+    // its plan, the replay resumed into its schema.
+    expect(texts.planning).toMatch(/from seed_rejection_runs/);
+    expect(texts.planning).toMatch(/campaign_plans/);
+    expect(texts.replay).toMatch(/replay_checkpoint/);
+    for (const [name, r] of Object.entries(report))
+      expect(r.queries, `${name} sent no query`).toBeGreaterThan(0);
+    expect(Object.fromEntries(Object.entries(report).map(([k, r]) => [k, r.scanningEvents]))).toEqual({
+      planning: [],
+      status: [],
+      dashboard: [],
+      lineage: [],
+      replay: [],
+    });
+  });
+});
