@@ -16,6 +16,7 @@ import {
 import { Chart, COLORS } from './charts.js';
 import { el, fmtMs } from './dom.js';
 import { renderLineage } from './lineage.js';
+import { poll } from './poll.js';
 
 const SERIES_MS = 3000;
 const STATUS_MS = 5000;
@@ -25,13 +26,14 @@ const crumb = document.getElementById('crumb')!;
 const uiLink = document.getElementById('temporal-ui') as HTMLAnchorElement;
 const forget = document.getElementById('forget')!;
 
-let timers: number[] = [];
+/** Stops the page's polls (entry/dashboard/src/poll.ts). */
+let polls: (() => void)[] = [];
 let charts: Chart[] = [];
 let meta: CampaignList | null = null;
 
 function stop(): void {
-  for (const t of timers) clearInterval(t);
-  timers = [];
+  for (const stopPoll of polls) stopPoll();
+  polls = [];
   for (const c of charts) c.destroy();
   charts = [];
 }
@@ -110,20 +112,25 @@ async function render(): Promise<void> {
     return;
   }
   renderList(meta);
-  timers.push(
-    window.setInterval(async () => {
-      try {
-        const next = await api.campaigns();
-        // The same object when the gateway answered 304: nothing to redraw.
-        if (next !== meta) {
-          meta = next;
-          renderList(next);
+  polls.push(
+    // The list was just read: the first poll waits for its period.
+    poll(
+      async () => {
+        try {
+          const next = await api.campaigns();
+          // The same object when the gateway answered 304: nothing to redraw.
+          if (next !== meta) {
+            meta = next;
+            renderList(next);
+          }
+          stamp();
+        } catch (e) {
+          showError(e);
         }
-        stamp();
-      } catch (e) {
-        showError(e);
-      }
-    }, 15_000),
+      },
+      15_000,
+      { startNow: false },
+    ),
   );
 }
 
@@ -250,9 +257,7 @@ function renderCampaign(id: string): void {
       showError(e);
     }
   };
-  void pollSeries();
-  void pollStatus();
-  timers.push(window.setInterval(pollSeries, SERIES_MS), window.setInterval(pollStatus, STATUS_MS));
+  polls.push(poll(pollSeries, SERIES_MS), poll(pollStatus, STATUS_MS));
 }
 
 function drawSeries(
