@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadLineageIndex } from '../analysis/lineage/store.js';
+import { campaignsOfTask, loadLineageIndex } from '../analysis/lineage/store.js';
 import { replayCampaign } from '../analysis/replay/replay.js';
 import { campaignStatus } from '../analysis/status/campaign-status.js';
 import { dashboardSeries, rewardHistory } from '../analysis/status/dashboard.js';
@@ -171,6 +171,9 @@ describe('query plans of the repeated paths', () => {
         );
         expect(rows).toHaveLength(1);
         await loadLineageIndex(loop.pool, loop.campaignId, rows[0]!.task_id);
+        // `rods lineage TASK` without a campaign, and a lineage 404 that says where a task is
+        expect(await campaignsOfTask(loop.pool, rows[0]!.task_id)).toContain(loop.campaignId);
+        expect(await campaignsOfTask(loop.pool, 'no-such-task')).toEqual([]);
       },
       replay: () => replayCampaign(ownerPool, { campaignId: loop.campaignId }),
     };

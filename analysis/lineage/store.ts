@@ -5,12 +5,12 @@
 // those tasks from the aggregator's stats streams.
 import { streams } from '../../domain/ids.js';
 import {
-  campaignsOfTask,
   type Queryable,
   type RecordedEvent,
   readCampaignEventsOf,
   readStream,
 } from '../../platform/store/events/event-store.js';
+import { campaignsOfTask } from '../../platform/store/pool/members.js';
 import type { EventName } from '../../schemas/types.generated.js';
 import { type LineageEvent, LineageIndex } from './model.js';
 

@@ -675,18 +675,6 @@ export async function readCampaignEventsOf<N extends EventName>(
   return toEvents(rows) as TypedRecordedEvent<N>[];
 }
 
-/** Campaigns whose pool or candidates have a record of the task. */
-export async function campaignsOfTask(db: Queryable, taskId: string): Promise<string[]> {
-  const { rows } = await db.query<{ campaign_id: string }>(
-    `select distinct payload->>'campaignId' as campaign_id from events
-      where (type in ('TaskSeeded', 'TaskInjected') and payload->>'taskId' = $1)
-         or (type = 'CandidateValidated' and payload->>'candidateId' = $1)
-      order by 1`,
-    [taskId],
-  );
-  return rows.map((r) => r.campaign_id);
-}
-
 /** How many events of the campaign the store holds. */
 export async function campaignEventCount(db: Queryable, campaignId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(

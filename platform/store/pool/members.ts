@@ -1,4 +1,5 @@
-// Reads of the pool's members by id, for the gateway's check that rewards name pool tasks.
+// Reads of the pool's members by id: the gateway's check that rewards name pool tasks, and which
+// campaigns know a task (a lineage lookup without a campaign, or a 404 that says where it is).
 import type pg from 'pg';
 import type { Queryable } from '../events/event-store.js';
 import { taskKey } from '../task-stats/state.js';
@@ -79,4 +80,19 @@ export async function activeMemberRows<T>(db: Queryable, campaignId: string): Pr
     [campaignId],
   );
   return rows;
+}
+
+/**
+ * The campaigns that know `taskId`: as a pool member (seeded or injected, retired included) or as a
+ * validated candidate. Reads the projections by task id (migrations/0015), never the event log.
+ */
+export async function campaignsOfTask(db: Queryable, taskId: string): Promise<string[]> {
+  const { rows } = await db.query<{ campaign_id: string }>(
+    `select campaign_id from pool_members where task_id = $1
+     union
+     select campaign_id from candidates where candidate_id = $1 and status in ('validated', 'injected')
+     order by 1`,
+    [taskId],
+  );
+  return rows.map((r) => r.campaign_id);
 }
