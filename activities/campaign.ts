@@ -1,6 +1,6 @@
 // Activities of the campaign workflow: all of its I/O. Each is idempotent (deterministic event
 // ids, idempotent appends, atomic file writes), so a retry after a crash has the effect of one.
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
@@ -25,12 +25,15 @@ import { type WorkflowEnd, workflowEnd } from '../platform/temporal/connect.js';
 import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
+import { DEFAULT_SINK_KEEP, sinkFilesToPrune } from './pool-sink.js';
 
 export interface CampaignActivityDeps {
   pool: pg.Pool;
   executor: ExecutorClient;
   /** Folder of the JSONL sink (one sub-folder per campaign). */
   sinkDir: string;
+  /** Version files kept per campaign (activities/pool-sink.ts); 0 keeps all. Default DEFAULT_SINK_KEEP. */
+  sinkKeep?: number;
   /** Temporal, to see whether synthesis children have ended. */
   temporal: Client;
 }
@@ -241,7 +244,8 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
      * Writes the active pool of a version to the JSONL sink as BFCL task records (deliveredTask: a
      * BFCL id, the rods id as `rods_task_id`), atomically
      * (temp file + rename): `<sink>/<campaign>/pool-v<version>.jsonl` and `current.jsonl`.
-     * Writing the same version twice gives the same file.
+     * Writing the same version twice gives the same file. Version files older than the newest
+     * `sinkKeep` are removed afterwards (a crash before that leaves them for the next delivery).
      */
     async deliverPoolJsonl(input: {
       campaignId: string;
@@ -257,6 +261,12 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
         await writeFile(tmp, tasks.length ? `${body}\n` : '');
         await rename(tmp, target);
       }
+      for (const old of sinkFilesToPrune(
+        await readdir(dir),
+        input.version,
+        deps.sinkKeep ?? DEFAULT_SINK_KEEP,
+      ))
+        await rm(path.join(dir, old), { force: true });
       return { file, tasks: tasks.length };
     },
   };

@@ -15,6 +15,7 @@ import * as doctorActivities from './doctor.js';
 import { ExecutorClient } from './executor-client.js';
 import { createIngestionActivities } from './ingestion.js';
 import type { GeneratorEndpoints } from './llm/endpoints.js';
+import { sinkKeepFromEnv } from './pool-sink.js';
 import { createSynthesisActivities } from './synthesis.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -23,6 +24,8 @@ export interface RodsWorkerOptions {
   pool: pg.Pool;
   taskQueue?: string;
   sinkDir?: string;
+  /** Pool version files kept per campaign in the sink (default RODS_SINK_KEEP, else 20; 0: all). */
+  sinkKeep?: number;
   /** A pre-built bundle (tests bundle once per file). */
   workflowBundle?: WorkflowBundleWithSourceMap;
   /** The operator's generator endpoints (default: from the worker's environment, activities/llm/endpoints.ts). */
@@ -40,6 +43,7 @@ export function rodsActivities(opts: RodsWorkerOptions, temporal: Client, produc
       executor,
       temporal,
       sinkDir: opts.sinkDir ?? process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
+      sinkKeep: opts.sinkKeep ?? sinkKeepFromEnv(),
     }),
     ...createCurriculumActivities({ pool: opts.pool, executor }),
     ...createSynthesisActivities({ pool: opts.pool, executor, endpoints: opts.generatorEndpoints }),

@@ -6,7 +6,7 @@ import { migrateWhenReachable } from '../../../platform/store/migrate.js';
 import { installWorkerRuntime, taskQueue, waitForTemporal } from '../../../platform/temporal/connect.js';
 import { processRegistry, serveMetrics } from '../../../platform/util/metrics.js';
 import { UsageError } from '../errors.js';
-import { portOption } from '../options.js';
+import { intOption, portOption } from '../options.js';
 
 export function register(program: Command): void {
   program
@@ -21,11 +21,16 @@ export function register(program: Command): void {
       process.env.RODS_SINK_DIR ?? 'reports/pool-sink',
     )
     .option(
+      '--sink-keep <versions>',
+      'pool version files kept per campaign in the sink, newest first (RODS_SINK_KEEP, default 20; 0: keep all)',
+      intOption('--sink-keep'),
+    )
+    .option(
       '--metrics-port <port>',
       'serve Prometheus metrics (activity executions, failures and duration by type) on 127.0.0.1:PORT/metrics',
       portOption('--metrics-port'),
     )
-    .action(async (opts: { taskQueue: string; sinkDir: string; metricsPort?: number }) => {
+    .action(async (opts: { taskQueue: string; sinkDir: string; sinkKeep?: number; metricsPort?: number }) => {
       // The operator's generator endpoints: read (and refused when invalid) before anything starts.
       let generatorEndpoints: ReturnType<typeof loadGeneratorEndpoints>;
       try {
@@ -43,6 +48,7 @@ export function register(program: Command): void {
         pool,
         taskQueue: opts.taskQueue,
         sinkDir: opts.sinkDir,
+        ...(opts.sinkKeep !== undefined ? { sinkKeep: opts.sinkKeep } : {}),
         generatorEndpoints,
         metrics,
       });
