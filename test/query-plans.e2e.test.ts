@@ -4,23 +4,16 @@
 // (enable_seqscan off), so a query that can only scan the whole event log still shows a Seq
 // Scan on events and fails here. A sequential scan of a small table is fine; of the log, it is
 // a cost that grows with every reward group of the campaign's history.
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, Runtime } from '@temporalio/worker';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { campaignsOfTask, loadLineageIndex } from '../analysis/lineage/store.js';
 import { replayCampaign } from '../analysis/replay/replay.js';
 import { campaignStatus } from '../analysis/status/campaign-status.js';
 import { dashboardSeries, rewardHistory } from '../analysis/status/dashboard.js';
-import { LoopHarness } from '../dev/harness/loop.js';
-import {
-  type StandinProcess,
-  standinCampaign,
-  standinEndpoints,
-  startStandin,
-} from '../dev/harness/standin.js';
+import type { LoopHarness } from '../dev/harness/loop.js';
+import { standinCampaign } from '../dev/harness/standin.js';
 import { createPool } from '../platform/store/db.js';
-import { installWorkerRuntime } from '../platform/temporal/connect.js';
+import { standinCampaigns } from './support/standin-campaign.js';
 
 interface Captured {
   text: string;
@@ -95,7 +88,7 @@ async function scanningEvents(db: pg.Pool, captured: Captured[]): Promise<string
   return out;
 }
 
-let standin: StandinProcess;
+const campaigns = standinCampaigns(['--seed', '5', '--quiet']);
 let loop: LoopHarness;
 const endpoints = inject('endpoints');
 // Replay builds scratch schemas, which only the owner role may (platform/store/migrate.ts).
@@ -105,36 +98,19 @@ const ownerPool = createPool({
 });
 
 beforeAll(async () => {
-  await installWorkerRuntime('WARN');
-  const workflowBundle = await bundleWorkflowCode({
-    logger: Runtime.instance().logger,
-    workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)),
-  });
-  standin = await startStandin(['--seed', '5', '--quiet']);
-  loop = new LoopHarness({
-    endpoints: standinEndpoints(standin.url),
-    workflowBundle,
-    config: standinCampaign(
+  loop = await campaigns.start(
+    standinCampaign(
       3,
       { base: 1, miss_func: 1, miss_param: 1 },
       { pool: { injectionCadence: 'steps:1', injectionShare: 1 } },
     ),
-  });
-  await loop.start();
-  for (let step = 1; step <= 3; step++) {
-    await loop.trainStep(step);
-    await loop.waitPlanned(step);
-    await loop.waitSynthesesDone();
-  }
+  );
+  await campaigns.runSteps(loop, 3);
   // A first rebuild, so that the one below resumes from its checkpoint.
   await replayCampaign(ownerPool, { campaignId: loop.campaignId, fresh: true });
 }, 600_000);
 
-afterAll(async () => {
-  await loop?.close();
-  await standin?.stop();
-  await ownerPool.end();
-});
+afterAll(() => ownerPool.end());
 
 describe('query plans of the repeated paths', () => {
   it('finds a sequential scan of events when a query has no index to use', async () => {
