@@ -53,6 +53,24 @@ class Encoder {
     throw new CanonicalJsonError(`${pathOf(this.root, w)}: ${what}`);
   }
 
+  /**
+   * An array of finite numbers, strings and nulls only (a statistics record's columns) as
+   * JSON.stringify writes it, which is the same text the item-by-item path builds, in one call;
+   * undefined for any other array (a hole, an object, a non-finite number: the item path decides).
+   */
+  private flatArray(a: unknown[], w: Where | null): string | undefined {
+    const check = this.opts.checkString;
+    for (let i = 0; i < a.length; i++) {
+      const v = a[i];
+      if (typeof v === 'number') {
+        if (!Number.isFinite(v)) return undefined;
+      } else if (typeof v === 'string') {
+        if (check) check(v, () => pathOf(this.root, { parent: w, key: i }));
+      } else if (v !== null) return undefined;
+    }
+    return JSON.stringify(a);
+  }
+
   /** The value's canonical text, or undefined for what JSON drops (undefined, functions, symbols). */
   encode(value: unknown, w: Where | null, depth: number): string | undefined {
     if (depth > MAX_CANONICAL_DEPTH) this.fail(w, `nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
@@ -81,6 +99,8 @@ class Encoder {
     }
     if (value === null) return 'null';
     if (Array.isArray(value)) {
+      const flat = this.flatArray(value, w);
+      if (flat !== undefined) return flat;
       let out = '[';
       for (let i = 0; i < value.length; i++) {
         if (i > 0) out += ',';

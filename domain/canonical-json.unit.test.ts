@@ -91,6 +91,33 @@ describe('canonicalJson', () => {
     expect(canonicalJson(ok)).toBe(`${'['.repeat(MAX_CANONICAL_DEPTH)}1${']'.repeat(MAX_CANONICAL_DEPTH)}`);
   });
 
+  it('writes an array of numbers, strings and nulls in one call, as item by item, and still checks every item', () => {
+    const rnd = mulberry32(7);
+    const itemByItem = (a: unknown[]) => `[${a.map((v) => JSON.stringify(v)).join(',')}]`;
+    for (let i = 0; i < 500; i++) {
+      const a = Array.from({ length: Math.floor(rnd() * 20) }, () => {
+        const k = Math.floor(rnd() * 5);
+        return k === 0
+          ? randomString(rnd)
+          : k === 1
+            ? null
+            : k === 2
+              ? -0
+              : (rnd() - 0.5) * 10 ** (rnd() * 40 - 20);
+      });
+      expect(canonicalJson(a)).toBe(itemByItem(a));
+    }
+    expect(() => canonicalJson({ m: [0.5, Number.NaN] })).toThrow(/\$\.m\[1\]: NaN is not a finite number/);
+    expect(() => storeCanonicalJson({ id: ['a', 'b\u0000'] })).toThrow(
+      /\$\.id\[1\]: string contains U\+0000/,
+    );
+    // A hole or an object sends the array down the item path.
+    const holed = [1, 2];
+    holed.length = 4;
+    expect(canonicalJson(holed)).toBe('[1,2,null,null]');
+    expect(canonicalJson([1, { b: 1, a: 2 }])).toBe('[1,{"a":2,"b":1}]');
+  });
+
   it('is the encoding of the event store hash chain (platform/store/events/canonical.ts) on any JSON value', () => {
     const rnd = mulberry32(42);
     for (let i = 0; i < 2000; i++) {

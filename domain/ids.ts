@@ -173,6 +173,12 @@ export const eventIds = {
   /** A step passed over under ingestion.missingSteps (the campaign's awaitStep). */
   stepSkipped: (campaignId: string, step: number) => derivedUuid('StepSkipped', campaignId, step),
   /**
+   * A step's statistics record of one batch, named by its first task and that task's group count
+   * after the step (a task's count only grows, so no other record of the campaign has the pair).
+   */
+  stepStatsRecorded: (campaignId: string, step: number, firstTaskId: string, groupCount: number) =>
+    derivedUuid('StepStatsRecorded', campaignId, step, firstTaskId, groupCount),
+  /**
    * The band change caused by one RolloutGroupScored of a campaign (the campaign is part of it:
    * two campaigns fed by one seeded producer run carry the same group event ids).
    */

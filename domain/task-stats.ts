@@ -1,6 +1,8 @@
 // Per-task reward statistics, one reward group at a time: all-rollout moments, the latest
 // group, an EWMA of group means, a bounded window of recent group means, the detector signal,
 // φ and the band. Pure: the aggregator, replay and what-if call the same function.
+
+import type { TaskStatsColumns } from '../schemas/types.generated.js';
 import { type Band, bandOf, type DetectorConfig, phi } from './band.js';
 import { EMPTY_MOMENTS, type Moments, mergeMoments, momentsOf, populationVariance } from './moments.js';
 
@@ -101,7 +103,105 @@ export function applyGroup(
   return { state, bandChange, group: { mean: g.mean, variance: groupVariance, n: g.n } };
 }
 
-/** The TaskStats record of the event schemas (TaskStatsUpdated, TaskBandChanged, ...). */
+/**
+ * A task's entry in a step's statistics record (StepStatsRecorded): what the state store keeps,
+ * less what derives from it (variance, phi) and the detector's window.
+ */
+export interface StepStatsEntry {
+  taskId: string;
+  groupCount: number;
+  count: number;
+  mean: number;
+  m2: number;
+  latestGroupMean: number;
+  latestGroupVariance: number;
+  ewma: number;
+  signal: number;
+  band: Band;
+  bandBefore: Band | null;
+  lastStep: number;
+}
+
+const COLUMNS = [
+  'taskId',
+  'groupCount',
+  'count',
+  'mean',
+  'm2',
+  'latestGroupMean',
+  'latestGroupVariance',
+  'ewma',
+  'signal',
+  'band',
+  'bandBefore',
+  'lastStep',
+] as const satisfies readonly (keyof StepStatsEntry & keyof TaskStatsColumns)[];
+
+/** The tasks' states after a step, with their bands before it, as the record's parallel columns. */
+export function stepStatsColumns(
+  tasks: readonly { taskId: string; state: TaskState; bandBefore: Band | null }[],
+): TaskStatsColumns {
+  // Filled column by column from the states: no entry object per task on the aggregator's path.
+  const col = <T>(f: (t: (typeof tasks)[number]) => T): T[] => tasks.map(f);
+  return {
+    taskId: col((t) => t.taskId),
+    groupCount: col((t) => t.state.groups),
+    count: col((t) => t.state.moments.n),
+    mean: col((t) => t.state.moments.mean),
+    m2: col((t) => t.state.moments.m2),
+    latestGroupMean: col((t) => t.state.latestMean),
+    latestGroupVariance: col((t) => t.state.latestVariance),
+    ewma: col((t) => t.state.ewma),
+    signal: col((t) => t.state.signal),
+    band: col((t) => t.state.band),
+    bandBefore: col((t) => t.bandBefore),
+    lastStep: col((t) => t.state.lastStep),
+  };
+}
+
+export class StepStatsColumnsError extends Error {
+  override name = 'StepStatsColumnsError';
+}
+
+/**
+ * The record's columns back as one entry per task. Columns of unequal length are not a record the
+ * aggregator writes: refused, not read as far as the shortest.
+ */
+export function stepStatsEntries(cols: TaskStatsColumns): StepStatsEntry[] {
+  const n = cols.taskId.length;
+  for (const c of COLUMNS)
+    if (!Array.isArray(cols[c]) || cols[c].length !== n)
+      throw new StepStatsColumnsError(
+        `statistics column ${c} has ${Array.isArray(cols[c]) ? cols[c].length : 'no'} entries for ${n} tasks`,
+      );
+  const out = new Array<StepStatsEntry>(n);
+  for (let i = 0; i < n; i++) {
+    const e = {} as Record<string, unknown>;
+    for (const c of COLUMNS) e[c] = cols[c][i];
+    out[i] = e as unknown as StepStatsEntry;
+  }
+  return out;
+}
+
+/** A step record's entry as the TaskStats record (variance and phi derived as statsRecord derives them). */
+export function statsOfStepEntry(e: StepStatsEntry) {
+  return {
+    groupCount: e.groupCount,
+    count: e.count,
+    mean: e.mean,
+    m2: e.m2,
+    variance: populationVariance({ n: e.count, mean: e.mean, m2: e.m2 }),
+    latestGroupMean: e.latestGroupMean,
+    latestGroupVariance: e.latestGroupVariance,
+    ewma: e.ewma,
+    signal: e.signal,
+    phi: phi(e.signal),
+    band: e.band,
+    lastStep: e.lastStep,
+  };
+}
+
+/** The TaskStats record of the event schemas (TaskRetired, SeedSelected, ...). */
 export function statsRecord(s: TaskState) {
   return {
     groupCount: s.groups,

@@ -2,7 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { bandOf, DetectorConfigSchema, PAPER_DETECTOR, parseWindow, phi, windowSpec } from './band.js';
 import { checkGroup, DEFAULT_REWARD_LIMITS } from './reward-group.js';
 import { addToTally, bandSummary, boundaryVarianceRatio, emptyTally } from './step-tally.js';
-import { applyGroup, statsRecord, type TaskState } from './task-stats.js';
+import {
+  applyGroup,
+  StepStatsColumnsError,
+  statsOfStepEntry,
+  statsRecord,
+  stepStatsColumns,
+  stepStatsEntries,
+  type TaskState,
+} from './task-stats.js';
 
 const group = (ones: number, k = 16) => Array.from({ length: k }, (_, i) => (i < ones ? 1 : 0));
 
@@ -133,5 +141,35 @@ describe('step tally', () => {
     expect(bandSummary(t.boundary)).toEqual({ tasks: 2, meanVariance: 0.225 });
     expect(bandSummary(emptyTally().hard)).toEqual({ tasks: 0, meanVariance: null });
     expect(boundaryVarianceRatio(t)).toBeCloseTo(0.225 / 0.05, 12);
+  });
+});
+
+describe("a step record's columns", () => {
+  const a = applyGroup(undefined, group(4), 3, PAPER_DETECTOR).state;
+  const b = applyGroup(
+    applyGroup(undefined, group(16), 2, PAPER_DETECTOR).state,
+    group(9),
+    3,
+    PAPER_DETECTOR,
+  ).state;
+  const cols = stepStatsColumns([
+    { taskId: 'a', state: a, bandBefore: null },
+    { taskId: 'b', state: b, bandBefore: 'mastered' },
+  ]);
+
+  it('carry each task column by column, and give every field back per task', () => {
+    expect(cols.taskId).toEqual(['a', 'b']);
+    expect(cols.bandBefore).toEqual([null, 'mastered']);
+    expect(cols.band).toEqual(['boundary', 'boundary']);
+    const [ea, eb] = stepStatsEntries(cols);
+    expect([ea!.taskId, ea!.bandBefore, eb!.taskId, eb!.bandBefore]).toEqual(['a', null, 'b', 'mastered']);
+    // With what an entry leaves out derived, each is the state's own record.
+    expect(statsOfStepEntry(ea!)).toEqual(statsRecord(a));
+    expect(statsOfStepEntry(eb!)).toEqual(statsRecord(b));
+  });
+
+  it('refuse columns of unequal length instead of reading the shortest', () => {
+    expect(() => stepStatsEntries({ ...cols, mean: [0.5] })).toThrow(StepStatsColumnsError);
+    expect(() => stepStatsEntries({ ...cols, mean: [0.5] })).toThrow(/column mean has 1 entries for 2 tasks/);
   });
 });

@@ -20,6 +20,7 @@ const CATALOGUE = [
   'StepClosed',
   'TaskStatsUpdated',
   'TaskBandChanged',
+  'StepStatsRecorded',
   'StepAggregated',
   'StepSkipped',
   'CampaignStarted',

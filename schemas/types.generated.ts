@@ -383,6 +383,50 @@ export interface StepSkipped {
   occurredAt: number;
 }
 
+/** The tasks' statistics as parallel columns of equal length (entry i of every column is task i): each task's state right after the last of its reward groups of this step that the batch applied. Variance (m2 / count) and phi (4 * signal * (1 - signal)) derive from them. Columns, not one record per task, halve the bytes an 800-task step adds to the log. */
+export interface TaskStatsColumns {
+  /** Ids of the tasks (BFCL multi-turn record ids), in the order the batch first applied a group of this step to them. */
+  taskId: string[];
+  /** Reward groups observed for each task. */
+  groupCount: number[];
+  /** Rewards (rollouts) observed across all groups of each task. */
+  count: number[];
+  /** Running mean of all observed rewards of each task (Welford). */
+  mean: number[];
+  /** Running sum of squared deviations from the mean of each task (Welford's M2). */
+  m2: number[];
+  /** Mean reward of each task's latest group. */
+  latestGroupMean: number[];
+  /** Population variance of the rewards of each task's latest group. */
+  latestGroupVariance: number[];
+  /** Exponentially weighted mean of each task's group means (alpha from the campaign's detector config; the first group sets it). */
+  ewma: number[];
+  /** The statistic m the campaign's band detector used for each task: the latest group mean by default, or the EWMA, or the mean of the last k group means. */
+  signal: number[];
+  /** Band of each task from the detector signal, after this step's groups. */
+  band: Band[];
+  /** Band of each task before this step's groups in the batch; null when they were its first observation. A task changed band at this step when it differs from band. */
+  bandBefore: (Band | null)[];
+  /** Training step of each task's newest observed group (above this step when the group was a late one folded under rewards.lateGroups = fold). */
+  lastStep: number[];
+}
+
+/** Aggregate: the statistics of every task whose reward groups of one training step one aggregator batch applied, recorded once per campaign, step and batch (at most 2,000 tasks an event) instead of once per reward group; the band changes of the step ride in it (bandBefore). Replaces TaskStatsUpdated and TaskBandChanged, which recorded campaigns still carry and replay. */
+export interface StepStatsRecorded {
+  /** Unique id of this event (UUID); consumers deduplicate on it. */
+  eventId: string;
+  /** Id of the campaign the event belongs to. */
+  campaignId: string;
+  /** The training step whose reward groups were applied. */
+  step: number;
+  /** Reward groups of this step the batch applied to these tasks. */
+  groups: number;
+  /** The tasks' statistics, column by column. */
+  tasks: TaskStatsColumns;
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
 /** Curriculum decision: synthesis of new tasks from a selected seed started. */
 export interface SynthesisStarted {
   /** Unique id of this event (UUID); consumers deduplicate on it. */
@@ -527,6 +571,7 @@ export type EventName =
   | 'StepAggregated'
   | 'StepClosed'
   | 'StepSkipped'
+  | 'StepStatsRecorded'
   | 'SynthesisStarted'
   | 'TaskBandChanged'
   | 'TaskInjected'
@@ -553,6 +598,7 @@ export interface EventPayloads {
   StepAggregated: StepAggregated;
   StepClosed: StepClosed;
   StepSkipped: StepSkipped;
+  StepStatsRecorded: StepStatsRecorded;
   SynthesisStarted: SynthesisStarted;
   TaskBandChanged: TaskBandChanged;
   TaskInjected: TaskInjected;
@@ -580,6 +626,7 @@ export const EVENT_NAMES: readonly EventName[] = [
   'StepAggregated',
   'StepClosed',
   'StepSkipped',
+  'StepStatsRecorded',
   'SynthesisStarted',
   'TaskBandChanged',
   'TaskInjected',

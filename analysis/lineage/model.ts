@@ -97,6 +97,11 @@ export interface Lineage {
   /** True when every chain ends at a human seed. */
   complete: boolean;
   root: LineageNode;
+  /**
+   * The training steps whose band changes the lives show, from the per-step statistics records
+   * (a window of the newest steps, `rods lineage --steps`); null when none were read.
+   */
+  bandWindow: { from: number; to: number } | null;
 }
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
@@ -121,7 +126,12 @@ export class LineageIndex {
   readonly stages = new Map<string, LineageEvent[]>();
   readonly retired = new Map<string, LineageEvent>();
   readonly pruned = new Map<string, { event: LineageEvent; phi: number | null }>();
-  readonly bandChanges = new Map<string, LineageEvent[]>();
+  readonly bandChanges = new Map<string, BandChange[]>();
+  /**
+   * The steps whose per-step statistics records the band changes were read from (null: none were
+   * read); TaskBandChanged events of campaigns recorded before are all read.
+   */
+  bandWindow: { from: number; to: number } | null = null;
 
   constructor(
     readonly campaignId: string,
@@ -162,12 +172,27 @@ export class LineageIndex {
             if (!this.pruned.has(x.taskId)) this.pruned.set(x.taskId, { event: e, phi: num(x.phi) });
           break;
         case 'TaskBandChanged':
-          push(this.bandChanges, String(p.taskId), e);
+          push(this.bandChanges, String(p.taskId), {
+            from: str(p.from),
+            to: String(p.to),
+            step: num(p.step) ?? 0,
+            stats: p.stats ?? null,
+          });
           break;
         default:
           break;
       }
     }
+  }
+
+  /** Band changes read from the per-step statistics records of the steps in `window`. */
+  addBandChanges(changes: Iterable<BandChange & { taskId: string }>, window: { from: number; to: number }) {
+    for (const { taskId, ...c } of changes) {
+      const l = this.bandChanges.get(taskId);
+      if (l) l.push(c);
+      else this.bandChanges.set(taskId, [c]);
+    }
+    this.bandWindow = window;
   }
 
   /** Whether the campaign has any record of this task (seeded, injected or a validated candidate). */
@@ -208,12 +233,7 @@ export class LineageIndex {
     const life: TaskLife = {
       seeded: s ? { poolVersion: num(s.poolVersion) ?? 0, source: str(s.source) } : null,
       injected: i ? { step: num(i.step) ?? 0, poolVersion: num(i.poolVersion) ?? 0 } : null,
-      bandChanges: (this.bandChanges.get(taskId) ?? []).map((e) => ({
-        from: str(e.payload.from),
-        to: String(e.payload.to),
-        step: num(e.payload.step) ?? 0,
-        stats: e.payload.stats ?? null,
-      })),
+      bandChanges: [...(this.bandChanges.get(taskId) ?? [])],
       retired: r
         ? {
             rule: String(r.rule),
@@ -325,7 +345,7 @@ export class LineageIndex {
       };
     };
     const root = build(taskId, new Set());
-    return { campaignId: this.campaignId, taskId, complete, root };
+    return { campaignId: this.campaignId, taskId, complete, root, bandWindow: this.bandWindow };
   }
 
   /** Depth of every pool task (seed 0; a generated task one more than its deepest known parent). */

@@ -42,6 +42,26 @@ describe('lineage model', () => {
     expect(index.lineage('nope')).toBeUndefined();
   });
 
+  it('adds band changes read from per-step records after the recorded ones, in step order, with their window', () => {
+    const index = new LineageIndex(C, events());
+    expect(index.lineage('s')!.bandWindow).toBeNull();
+    index.addBandChanges(
+      [
+        { taskId: 's', from: 'mastered', to: 'hard', step: 9, stats: null },
+        { taskId: 's', from: 'boundary', to: 'mastered', step: 3, stats: null },
+        { taskId: 'elsewhere', from: null, to: 'hard', step: 3, stats: null },
+      ],
+      { from: 2, to: 9 },
+    );
+    const l = index.lineage('s')!;
+    expect(l.bandWindow).toEqual({ from: 2, to: 9 });
+    expect(l.root.life.bandChanges.map((b) => [b.step, b.from, b.to])).toEqual([
+      [1, null, 'boundary'],
+      [3, 'boundary', 'mastered'],
+      [9, 'mastered', 'hard'],
+    ]);
+  });
+
   it('marks a chain without a recorded parent as incomplete', () => {
     const evs = events().filter((e) => !(e.type === 'TaskSeeded' && e.payload.taskId === 's'));
     const l = new LineageIndex(C, evs).lineage('s~s2')!;

@@ -1,15 +1,18 @@
 // Reads what `rods lineage` needs from the event store (not the projections): the campaign's
 // decision stream (campaign-<id>: TaskSeeded, SeedSelected, TaskInjected, TaskRetired,
 // PoolPruned), its CandidateValidated outcomes, the synthesis streams (synthesis-<id>:
-// SynthesisStarted, StageCompleted) of the task's ancestry, and the TaskBandChanged events of
-// those tasks from the aggregator's stats streams.
+// SynthesisStarted, StageCompleted) of the task's ancestry, and those tasks' band changes from
+// the aggregator's per-step statistics records of the newest steps (StepStatsRecorded; the
+// TaskBandChanged events of campaigns recorded before them).
 import { streams } from '../../domain/ids.js';
+import { statsOfStepEntry } from '../../domain/task-stats.js';
 import {
   type Queryable,
   type RecordedEvent,
   readCampaignEventsOf,
   readStream,
 } from '../../platform/store/events/event-store.js';
+import { legacyTaskEvents, taskStepHistory } from '../../platform/store/events/task-steps.js';
 import { campaignsOfTask } from '../../platform/store/pool/members.js';
 import type { EventName } from '../../schemas/types.generated.js';
 import { type LineageEvent, LineageIndex } from './model.js';
@@ -47,6 +50,7 @@ export async function loadLineageIndex(
   db: Queryable,
   campaignId: string,
   taskId?: string,
+  opts: { steps?: number } = {},
 ): Promise<LineageIndex> {
   const decisions = (await readStream(db, streams.campaign(campaignId))).map(toLineageEvent);
   const validated = await eventsOfCampaign(db, campaignId, ['CandidateValidated']);
@@ -70,6 +74,28 @@ export async function loadLineageIndex(
       if (e.type === 'SynthesisStarted' || e.type === 'StageCompleted')
         synthesisEvents.push(toLineageEvent(e));
   }
-  const bands = await eventsOfCampaign(db, campaignId, ['TaskBandChanged'], [...ancestry]);
-  return new LineageIndex(campaignId, [...decisions, ...validated, ...synthesisEvents, ...bands]);
+  const legacyBands = (await legacyTaskEvents(db, campaignId, 'TaskBandChanged', [...ancestry])).map(
+    toLineageEvent,
+  );
+  const index = new LineageIndex(campaignId, [
+    ...decisions,
+    ...validated,
+    ...synthesisEvents,
+    ...legacyBands,
+  ]);
+  const recorded = await taskStepHistory(db, campaignId, [...ancestry], { steps: opts.steps });
+  if (recorded.window)
+    index.addBandChanges(
+      recorded.entries
+        .filter((e) => e.bandBefore !== e.band)
+        .map((e) => ({
+          taskId: e.taskId,
+          from: e.bandBefore,
+          to: e.band,
+          step: e.step,
+          stats: statsOfStepEntry(e),
+        })),
+      recorded.window,
+    );
+  return index;
 }

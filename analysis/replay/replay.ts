@@ -3,6 +3,7 @@
 // projections. Resumable: the rebuild commits its cursor with each batch of rows.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { statsOfStepEntry, stepStatsEntries } from '../../domain/task-stats.js';
 import { lastPlannedStep, planState } from '../../platform/store/campaign-plans.js';
 import { isRegistered } from '../../platform/store/campaigns.js';
 import {
@@ -20,13 +21,14 @@ import {
   inReplaySchema,
   PROJECTION_TABLES,
   prepareReplaySchema,
+  type ReplayedTaskStats,
   replayCampaignStarted,
   replayedPool,
   replayTaskStats,
   saveReplayCursor,
   type TableDiff,
 } from '../../platform/store/replay/schema.js';
-import type { TaskStats } from '../../schemas/types.generated.js';
+import type { EventPayloads, TaskStats } from '../../schemas/types.generated.js';
 
 export type { TableDiff };
 
@@ -73,10 +75,29 @@ function stepOf(payload: Record<string, unknown>): number | undefined {
   return typeof stats?.lastStep === 'number' ? stats.lastStep : undefined;
 }
 
-/** Rebuilds the campaign's projections into its replay schema and compares them with the live ones. */
+/**
+ * The task statistics an event records: every task of a step's record (phi derived from the
+ * signal as the aggregator derives it), or the one task of a TaskStatsUpdated (campaigns
+ * recorded before the per-step record).
+ */
+function replayedStats(e: RecordedEvent & { payload: Record<string, unknown> }): ReplayedTaskStats[] {
+  if (e.type === 'StepStatsRecorded') {
+    const p = e.payload as unknown as EventPayloads['StepStatsRecorded'];
+    return stepStatsEntries(p.tasks).map((t) => ({
+      taskId: t.taskId,
+      ...statsOfStepEntry(t),
+      sourceEventId: null,
+    }));
+  }
+  const p = e.payload as unknown as EventPayloads['TaskStatsUpdated'];
+  const s: TaskStats = p.stats;
+  return [{ taskId: p.taskId, ...s, sourceEventId: p.sourceEventId }];
+}
+
 /** How long replay waits for committed events hidden behind an open transaction. */
 const HIDDEN_WAIT_MS = 120_000;
 
+/** Rebuilds the campaign's projections into its replay schema and compares them with the live ones. */
 export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promise<ReplayReport> {
   const { campaignId } = opts;
   if (!(await isRegistered(pool, campaignId)))
@@ -128,15 +149,8 @@ export async function replayCampaign(pool: pg.Pool, opts: ReplayOptions): Promis
             continue;
           if (e.type === 'CampaignStarted')
             await replayCampaignStarted(c, schema, campaignId, e.payload.name, e.payload.config);
-          else if (e.type === 'TaskStatsUpdated')
-            await replayTaskStats(
-              c,
-              schema,
-              campaignId,
-              e.payload.taskId,
-              e.payload.stats as TaskStats,
-              e.payload.sourceEventId,
-            );
+          else if (e.type === 'StepStatsRecorded' || e.type === 'TaskStatsUpdated')
+            await replayTaskStats(c, schema, campaignId, replayedStats(e));
           else await applyPoolEvent(c, e.type, e.payload, e.metadata);
         }
         const last = page[page.length - 1]!;

@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { lastPlannedSteps, planSummaries } from '../../platform/store/campaign-plans.js';
 import { listCampaignRows } from '../../platform/store/campaigns.js';
 import { synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
-import { readCampaignEventsOf } from '../../platform/store/events/event-store.js';
+import { legacyTaskEvents, taskStepHistory } from '../../platform/store/events/task-steps.js';
 import {
   type CompositionRow,
   findPoolTasks,
@@ -164,24 +164,36 @@ export interface RewardPoint {
   band: string | null;
 }
 
-/** The reward history of these tasks: one point per TaskStatsUpdated the aggregator recorded. */
+/**
+ * The reward history of these tasks: one point per step from the aggregator's per-step records of
+ * the newest `steps` steps (default DEFAULT_HISTORY_STEPS), after the points of the TaskStatsUpdated
+ * events of campaigns recorded before them.
+ */
 export async function rewardHistory(
   db: pg.Pool,
   campaignId: string,
   taskIds: readonly string[],
+  opts: { steps?: number } = {},
 ): Promise<RewardPoint[]> {
   if (taskIds.length === 0) return [];
-  const events = await readCampaignEventsOf(db, campaignId, ['TaskStatsUpdated'], { taskIds });
-  const rows = events.map((e) => ({
-    task_id: e.payload.taskId,
-    stats: e.payload.stats as unknown as Record<string, unknown>,
+  const legacy = (await legacyTaskEvents(db, campaignId, 'TaskStatsUpdated', taskIds)).map((e) => ({
+    taskId: e.payload.taskId,
+    step: e.payload.stats.lastStep,
+    groupMean: e.payload.stats.latestGroupMean,
+    groupVariance: e.payload.stats.latestGroupVariance,
+    mean: e.payload.stats.mean,
+    band: e.payload.stats.band,
   }));
-  return rows.map((r) => ({
-    taskId: r.task_id,
-    step: num(r.stats.lastStep) ?? 0,
-    groupMean: num(r.stats.latestGroupMean) ?? 0,
-    groupVariance: num(r.stats.latestGroupVariance) ?? 0,
-    mean: num(r.stats.mean) ?? 0,
-    band: typeof r.stats.band === 'string' ? r.stats.band : null,
-  }));
+  const { entries } = await taskStepHistory(db, campaignId, taskIds, opts);
+  return [
+    ...legacy,
+    ...entries.map((e) => ({
+      taskId: e.taskId,
+      step: e.step,
+      groupMean: e.latestGroupMean,
+      groupVariance: e.latestGroupVariance,
+      mean: e.mean,
+      band: e.band,
+    })),
+  ];
 }

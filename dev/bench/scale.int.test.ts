@@ -52,10 +52,14 @@ describe('scale bench', () => {
 
     // The campaign's own events: one StepAggregated per step, statistics for every task.
     expect(r.event_store.campaign_events.StepAggregated).toBe(STEPS);
-    // The topic was produced before the aggregator started: its batches coalesce many steps' groups
-    // of a task into one TaskStatsUpdated.
-    expect(r.event_store.campaign_events.TaskStatsUpdated).toBeGreaterThanOrEqual(TASKS);
-    expect(r.event_store.campaign_events.TaskStatsUpdated).toBeLessThan(groups / 2);
+    // One statistics record per step and batch, with an entry per task and step: a batch of a
+    // partition holds many steps, so each step has a record per partition (6), two where a batch
+    // ends inside it.
+    expect(r.event_store.campaign_events.StepStatsRecorded).toBeGreaterThanOrEqual(STEPS);
+    expect(r.event_store.campaign_events.StepStatsRecorded).toBeLessThanOrEqual(STEPS * 6 * 2);
+    expect(r.event_store.step_stats_entries).toBe(groups);
+    expect(r.event_store.campaign_events.TaskStatsUpdated).toBeUndefined();
+    expect(r.event_store.campaign_events.TaskBandChanged).toBeUndefined();
     expect(r.event_store.campaign_event_row_bytes_per_step).toBeGreaterThan(0);
     expect(r.event_store.campaign_event_bytes_per_step_with_indexes).toBeGreaterThan(
       r.event_store.campaign_event_row_bytes_per_step,
@@ -86,7 +90,7 @@ describe('scale bench', () => {
     expect(wf.longest_run_history_events).toBe(Math.max(...wf.run_history_events));
   }, 900_000);
 
-  it('live: each step produced once the previous is applied, one TaskStatsUpdated per applied group', async () => {
+  it('live: each step produced once the previous is applied, its statistics in a few records, not one event per group', async () => {
     const steps = 40;
     const r = await runScale({
       ...scaleOptions({ json: true }),
@@ -99,9 +103,12 @@ describe('scale bench', () => {
     const groups = steps * TASKS;
     expect(r.aggregator).toMatchObject({ applied: groups, duplicate: r.duplicates_sent, rejected: 0 });
     expect(r.statistics.exactly_once).toBe(true);
-    // No batch holds two steps of a task, so none coalesces: the statistics of every group are
-    // appended (a resent group is a duplicate and appends nothing).
-    expect(r.event_store.campaign_events.TaskStatsUpdated).toBe(groups);
+    // No batch holds two steps of a task: every applied group is one task entry of its step's
+    // records (a resent group is a duplicate and adds nothing), in far fewer events than groups.
+    expect(r.event_store.step_stats_entries).toBe(groups);
+    // About one record per step and partition (6), a step's records rarely split over two fetches.
+    expect(r.event_store.campaign_events.StepStatsRecorded).toBeGreaterThanOrEqual(steps);
+    expect(r.event_store.campaign_events.StepStatsRecorded).toBeLessThanOrEqual(steps * 6 * 2);
     expect(r.event_store.campaign_events.StepAggregated).toBe(steps);
     expect(r.replay).toMatchObject({ folded: groups, mismatched_tasks: 0, stats_match: true });
   }, 600_000);

@@ -267,8 +267,9 @@ export async function runScale(o: ScaleOptions) {
     const tableBytesPerStep = Object.fromEntries(
       TABLES.map((t) => [t, Math.round((sizesAfter[t]! - sizesBefore[t]!) / o.steps)]),
     );
-    const { rows: evRows } = await pool.query<{ type: string; n: number; bytes: number }>(
-      `select type, count(*)::int as n, sum(pg_column_size(e.*))::float8 as bytes
+    const { rows: evRows } = await pool.query<{ type: string; n: number; bytes: number; entries: number }>(
+      `select type, count(*)::int as n, sum(pg_column_size(e.*))::float8 as bytes,
+              sum(case when type = 'StepStatsRecorded' then jsonb_array_length(payload->'tasks'->'taskId') end)::float8 as entries
          from events e where payload->>'campaignId' = $1 group by type order by type`,
       [campaignId],
     );
@@ -346,6 +347,8 @@ export async function runScale(o: ScaleOptions) {
           (eventRowBytes + eventCount * indexBytesPerEvent) / o.steps,
         ),
         campaign_events: Object.fromEntries(evRows.map((r) => [r.type, r.n])),
+        // Task entries over the per-step statistics records: one per task and step a batch applied.
+        step_stats_entries: evRows.find((r) => r.type === 'StepStatsRecorded')?.entries ?? 0,
       },
       replay: {
         records: replay.records,

@@ -19,6 +19,7 @@ import { diagnose } from '../../analysis/status/diagnose.js';
 import type { StatusKafka } from '../../analysis/status/kafka-shared.js';
 import { workflowIds } from '../../domain/ids.js';
 import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../../platform/config/endpoints.js';
+import { DEFAULT_HISTORY_STEPS } from '../../platform/store/events/task-steps.js';
 import { temporalUiUrl } from '../../platform/temporal/ui.js';
 import { ACCESS } from './access.js';
 import { ProblemError, parseOr422, problem, sendProblem } from './problem.js';
@@ -44,6 +45,10 @@ export interface DashboardOptions {
 }
 
 const TaskQuery = z.object({ q: z.string().max(200).default('') });
+// How many of the newest steps a lineage view reads band changes and rewards from (each costs a read).
+const LineageQuery = z.object({
+  steps: z.coerce.number().int().min(1).max(10_000).default(DEFAULT_HISTORY_STEPS),
+});
 const LineageParams = z.object({
   id: CampaignParams.shape.id,
   // Any stored task id (ids from the gateway exclude control characters already).
@@ -153,8 +158,9 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
   // A task's ancestry to its human seed (analysis/lineage/), with the reward history of every task in it.
   app.get('/v1/campaigns/:id/dashboard/lineage/:taskId', campaignRead, async (req, reply) => {
     const { id, taskId } = parseOr422(LineageParams, req.params, 'path');
+    const { steps } = parseOr422(LineageQuery, req.query, 'query');
     await requireCampaign(db, id);
-    const index = await loadLineageIndex(db, id, taskId);
+    const index = await loadLineageIndex(db, id, taskId, { steps });
     const lineage = index.lineage(taskId);
     if (!lineage) {
       const elsewhere = (await campaignsOfTask(db, taskId)).length > 0;
@@ -171,6 +177,6 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
       for (const p of n.parents) walk(p);
     };
     walk(lineage.root);
-    return sendTagged(req, reply, { ...lineage, rewards: await rewardHistory(db, id, [...ids]) });
+    return sendTagged(req, reply, { ...lineage, rewards: await rewardHistory(db, id, [...ids], { steps }) });
   });
 }

@@ -83,7 +83,7 @@ export function topology(opts: TopologyOptions = {}): TopicSpec[] {
       partitions,
       replicationFactor,
       config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '60000' },
-      doc: 'latest TaskStatsUpdated per task (compacted)',
+      doc: 'latest TaskStatsUpdated per task (compacted); campaigns recorded before StepStatsRecorded, which goes to the decisions topic',
     },
     {
       name: DECISIONS_TOPIC,

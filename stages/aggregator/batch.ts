@@ -240,7 +240,7 @@ async function processOnce(
       tx,
       topic,
       partition,
-      statsEvents(deps.registry, folded, deps.now ?? Date.now),
+      statsEvents(deps.registry, folded.steps, deps.now ?? Date.now),
     );
     clock.mark('events');
     await upsertStats(tx, folded.touched, deps.dedupeWindow ?? DEFAULT_DEDUPE_WINDOW);

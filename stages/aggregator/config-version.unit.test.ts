@@ -7,7 +7,7 @@ import { DedupeWindows } from '../../domain/dedupe.js';
 import { eventIds } from '../../domain/ids.js';
 import { type CampaignRow, configAtStep } from '../../platform/store/campaigns.js';
 import type { Group } from './decode.js';
-import { foldGroups } from './fold.js';
+import { changedBand, foldGroups } from './fold.js';
 
 const v1 = parseCampaignConfig({ detector: { low: 0.2, high: 0.85 } });
 const v2 = parseCampaignConfig({ detector: { low: 0.6, high: 0.9 } });
@@ -57,7 +57,7 @@ describe('config versions', () => {
     const gs = [group('a', 2), group('b', 2), group('a', 3), group('b', 2)];
     const folded = foldGroups({ groups: gs, campaigns: new Map([['c1', row]]), stored: [] });
     // mean 0.5: boundary under v1 (step 2), hard under v2 (step 3); b's second step-2 group stays v1.
-    expect(folded.bandChanges.map((c) => [c.taskId, c.step, c.to])).toEqual([
+    expect(folded.steps.filter(changedBand).map((c) => [c.taskId, c.step, c.state.band])).toEqual([
       ['a', 2, 'boundary'],
       ['b', 2, 'boundary'],
       ['a', 3, 'hard'],

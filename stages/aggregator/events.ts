@@ -1,59 +1,67 @@
-// The events the aggregator appends to the event store (the outbox relay publishes them):
-// TaskBandChanged for every band change and TaskStatsUpdated for the latest statistics of each
-// task a batch touched, on the partition's stats stream (streams.stats); StepAggregated when a step closes.
-// Their ids derive from the source event (or the step), so a batch applied again after a crash
-// appends events the store recognises as the same.
+// The events the aggregator appends to the event store (the outbox relay publishes them): one
+// StepStatsRecorded per campaign and step a batch applied groups of, carrying the statistics of
+// every task that step changed (band changes included), on the partition's stats stream
+// (streams.stats); StepAggregated when a step closes. Recording per step, not per group, keeps the
+// log growing with steps and tasks: an 800-task step adds about six events (one per partition),
+// where it used to add 800 TaskStatsUpdated and a TaskBandChanged per change.
+// Their ids derive from what they record (a task's group count only grows), so a batch applied
+// again after a crash appends events the store recognises as the same.
 import type pg from 'pg';
 import { eventIds, streams } from '../../domain/ids.js';
 import { bandSummary, type StepTally } from '../../domain/step-tally.js';
-import { statsRecord } from '../../domain/task-stats.js';
+import { stepStatsColumns } from '../../domain/task-stats.js';
 import type { SchemaRegistry } from '../../platform/codec/registry.js';
 import { append, type NewEvent, typedEvent } from '../../platform/store/events/event-store.js';
-import type { EventPayloads } from '../../schemas/types.generated.js';
-import type { Folded } from './fold.js';
+import type { StepEntry } from './fold.js';
 
 const PRODUCER = 'rods-aggregator';
 
-/** A batch's events per campaign: band changes in the order applied, then one TaskStatsUpdated per task touched. */
+/**
+ * The most tasks one StepStatsRecorded carries (about 100 KB of JSON): a step with more tasks on
+ * one partition is recorded in several events, so no event outgrows a Kafka record.
+ */
+export const MAX_TASKS_PER_RECORD = 2000;
+
+/** A batch's events per campaign: one StepStatsRecorded per step (in step order) and chunk of tasks. */
 export function statsEvents(
   registry: SchemaRegistry,
-  folded: Pick<Folded, 'bandChanges' | 'touched'>,
+  entries: readonly StepEntry[],
   now: () => number,
 ): Map<string, NewEvent[]> {
-  const events = new Map<string, NewEvent[]>();
-  const emit = <N extends 'TaskBandChanged' | 'TaskStatsUpdated'>(
-    campaignId: string,
-    type: N,
-    payload: EventPayloads[N],
-  ) => {
-    const list = events.get(campaignId) ?? [];
-    // A statistics update names the group it follows (a band change carries no such id).
-    const causationId = 'sourceEventId' in payload ? payload.sourceEventId : undefined;
-    list.push(typedEvent(type, payload, { producer: PRODUCER, causationId }, registry));
-    events.set(campaignId, list);
-  };
-  for (const c of folded.bandChanges) {
-    emit(c.campaignId, 'TaskBandChanged', {
-      eventId: eventIds.taskBandChanged(c.campaignId, c.sourceEventId),
-      campaignId: c.campaignId,
-      taskId: c.taskId,
-      from: c.from,
-      to: c.to,
-      step: c.step,
-      stats: statsRecord(c.state),
-      occurredAt: now(),
-    });
+  const bySteps = new Map<string, Map<number, StepEntry[]>>();
+  for (const e of entries) {
+    const steps = bySteps.get(e.campaignId) ?? new Map<number, StepEntry[]>();
+    const list = steps.get(e.step) ?? [];
+    list.push(e);
+    steps.set(e.step, list);
+    bySteps.set(e.campaignId, steps);
   }
-  // The latest statistics of each task touched (coalesced per batch: the topic is compacted).
-  for (const t of folded.touched) {
-    emit(t.campaignId, 'TaskStatsUpdated', {
-      eventId: eventIds.taskStatsUpdated(t.campaignId, t.lastEventId),
-      campaignId: t.campaignId,
-      taskId: t.taskId,
-      stats: statsRecord(t.state),
-      sourceEventId: t.lastEventId,
-      occurredAt: now(),
-    });
+  const events = new Map<string, NewEvent[]>();
+  for (const [campaignId, steps] of bySteps) {
+    const list: NewEvent[] = [];
+    for (const step of [...steps.keys()].sort((a, b) => a - b)) {
+      const all = steps.get(step)!;
+      for (let i = 0; i < all.length; i += MAX_TASKS_PER_RECORD) {
+        const chunk = all.slice(i, i + MAX_TASKS_PER_RECORD);
+        const first = chunk[0]!;
+        list.push(
+          typedEvent(
+            'StepStatsRecorded',
+            {
+              eventId: eventIds.stepStatsRecorded(campaignId, step, first.taskId, first.state.groups),
+              campaignId,
+              step,
+              groups: chunk.reduce((a, e) => a + e.groups, 0),
+              tasks: stepStatsColumns(chunk),
+              occurredAt: now(),
+            },
+            { producer: PRODUCER },
+            registry,
+          ),
+        );
+      }
+    }
+    events.set(campaignId, list);
   }
   return events;
 }

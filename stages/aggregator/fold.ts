@@ -11,17 +11,23 @@ import type { DeadLetterNote, Group } from './decode.js';
 import { StepTallies } from './step-progress.js';
 import { groupProblem, unknownCampaign } from './validate.js';
 
-export interface BandChange {
+/**
+ * One task's part of a step's statistics record (StepStatsRecorded): its state after the last of
+ * its groups of that step the batch applied, and its band before the first of them.
+ */
+export interface StepEntry {
   campaignId: string;
   taskId: string;
-  /** The group that moved the task to another band. */
-  sourceEventId: string;
-  from: Band | null;
-  to: Band;
   step: number;
-  /** The task's statistics right after that group. */
   state: TaskState;
+  /** The band before this step's groups (null: they were the task's first observation). */
+  bandBefore: Band | null;
+  /** Groups of this step applied to the task in the batch. */
+  groups: number;
 }
+
+/** Whether the task changed band at the entry's step. */
+export const changedBand = (e: StepEntry): boolean => e.bandBefore !== e.state.band;
 
 /** A group refused for its content (reward limits, an unknown task): counted as rejected for its step once. */
 export interface Refused {
@@ -42,8 +48,11 @@ export interface Folded {
    * otherwise close the step before the groups still owed to it arrived.
    */
   refused: Refused[];
-  /** Every band change, in the order the groups were applied. */
-  bandChanges: BandChange[];
+  /**
+   * Per (campaign, step, task) the task's statistics after the step's groups, in the order the
+   * batch first applied a group of that step to the task: the batch's statistics record.
+   */
+  steps: StepEntry[];
   /** The tasks groups were applied to, with their final statistics, in the order first touched. */
   touched: TaskUpdate[];
   tallies: StepTallies;
@@ -68,6 +77,7 @@ export function foldGroups(input: {
     states.set(taskKey(s.campaignId, s.taskId), s.state);
     windows.load(taskKey(s.campaignId, s.taskId), s.recentEventIds);
   }
+  const entries = new Map<string, StepEntry>();
   const touched = new Map<
     string,
     { campaignId: string; taskId: string; lastEventId: string; policyVersion: string; newEventIds: string[] }
@@ -77,7 +87,7 @@ export function foldGroups(input: {
     duplicates: 0,
     dead: [],
     refused: [],
-    bandChanges: [],
+    steps: [],
     touched: [],
     tallies: new StepTallies(),
   };
@@ -126,16 +136,22 @@ export function foldGroups(input: {
       });
     }
     out.tallies.applied(g.campaignId, g.step, r.state.band, r.group.variance);
-    if (r.bandChange) {
-      out.bandChanges.push({
+    const ek = `${g.step}\u0000${k}`;
+    const e = entries.get(ek);
+    if (e) {
+      e.state = r.state;
+      e.groups++;
+    } else {
+      const entry = {
         campaignId: g.campaignId,
         taskId: g.taskId,
-        sourceEventId: g.eventId,
-        from: r.bandChange.from,
-        to: r.bandChange.to,
         step: g.step,
         state: r.state,
-      });
+        bandBefore: prev?.band ?? null,
+        groups: 1,
+      };
+      entries.set(ek, entry);
+      out.steps.push(entry);
     }
   }
   out.touched = [...touched].map(([k, t]) => ({

@@ -1,14 +1,15 @@
 // The batch pipeline's pure seams: decoding (bad bytes and bad ids become dead-letter notes),
 // folding (dedupe window, reward limits, unknown campaigns, band changes, step tallies) and the
-// events derived from a fold (ids derived from the source group, order kept).
+// per-step statistics records derived from a fold (one per campaign and step, ids from what they record).
 import { describe, expect, it } from 'vitest';
 import { parseCampaignConfig } from '../../domain/campaign-config.js';
 import { eventIds } from '../../domain/ids.js';
-import { applyGroup } from '../../domain/task-stats.js';
+import { applyGroup, stepStatsEntries } from '../../domain/task-stats.js';
 import { defaultRegistry, encode } from '../../platform/codec/registry.js';
 import type { CampaignRow } from '../../platform/store/campaigns.js';
+import type { EventPayloads } from '../../schemas/types.generated.js';
 import { decodeBatch, type Group } from './decode.js';
-import { statsEvents } from './events.js';
+import { MAX_TASKS_PER_RECORD, statsEvents } from './events.js';
 import { foldGroups } from './fold.js';
 
 const registry = defaultRegistry();
@@ -119,8 +120,13 @@ describe('foldGroups', () => {
       [2, 1, 0],
       [3, 1, 0],
     ]);
-    // t1's first group sets its band; each band change names the group that caused it.
-    expect(folded.bandChanges[0]).toMatchObject({ taskId: 't1', from: null, sourceEventId: first.eventId });
+    // One entry per task and step; t1's first group sets its band (no band before it).
+    expect(folded.steps.map((e) => [e.taskId, e.step, e.groups, e.bandBefore === null])).toEqual([
+      ['t1', 1, 1, true],
+      ['t1', 2, 1, false],
+      ['t2', 3, 1, false],
+    ]);
+    expect(folded.steps[1]!.bandBefore).toBe(folded.steps[0]!.state.band);
   });
 
   it('keeps the window to its size, oldest ids dropped first', () => {
@@ -131,21 +137,54 @@ describe('foldGroups', () => {
 });
 
 describe('statsEvents', () => {
-  it('emits the band changes in order, then one TaskStatsUpdated per task with ids derived from the groups', () => {
-    const gs = [group('a', 1, [0]), group('b', 1, [1]), group('a', 2, [1])];
+  it('records each step once per campaign, with every task it changed, their bands before, ids from the first task and its group count', () => {
+    const gs = [
+      group('a', 1, [0]),
+      group('b', 1, [1]),
+      group('a', 2, [1]),
+      group('a', 1, [1]), // a second group of a for step 1, after its step-2 group
+      group('c', 2, [0.5], { campaignId: 'c2' }),
+    ];
+    const two = new Map([...campaigns, ['c2', { ...campaigns.get('c1')!, campaignId: 'c2', name: 'c2' }]]);
+    const folded = foldGroups({ groups: gs, campaigns: two, stored: [], dedupeWindow: 64 });
+    const byCampaign = statsEvents(registry, folded.steps, () => 7);
+    expect([...byCampaign.keys()]).toEqual(['c1', 'c2']);
+    const events = byCampaign.get('c1')!;
+    expect(events.map((e) => [e.type, (e.payload as { step: number }).step])).toEqual([
+      ['StepStatsRecorded', 1],
+      ['StepStatsRecorded', 2],
+    ]);
+    const [s1, s2] = events.map((e) => {
+      const p = e.payload as EventPayloads['StepStatsRecorded'];
+      return { ...p, tasks: stepStatsEntries(p.tasks) };
+    });
+    // Step 1: a after both its step-1 groups (3 groups in all by then), then b.
+    expect(s1!.groups).toBe(3);
+    expect(s1!.tasks.map((t) => [t.taskId, t.groupCount, t.count, t.bandBefore])).toEqual([
+      ['a', 3, 3, null],
+      ['b', 1, 1, null],
+    ]);
+    expect(s1!.tasks[0]).toMatchObject({ mean: 2 / 3, latestGroupMean: 1, lastStep: 2, band: 'mastered' });
+    // Step 2: a moved from hard (its first step-1 group) to mastered.
+    expect(s2!.tasks).toEqual([
+      expect.objectContaining({ taskId: 'a', groupCount: 2, bandBefore: 'hard', band: 'mastered' }),
+    ]);
+    expect(events.map((e) => e.eventId)).toEqual([
+      eventIds.stepStatsRecorded('c1', 1, 'a', 3),
+      eventIds.stepStatsRecorded('c1', 2, 'a', 2),
+    ]);
+    expect(events[0]!.metadata).toEqual({ producer: 'rods-aggregator' });
+  });
+
+  it('splits a step with more tasks than one record holds', () => {
+    const gs = Array.from({ length: MAX_TASKS_PER_RECORD + 3 }, (_, i) => group(`t${i}`, 4, [0.5]));
     const folded = foldGroups({ groups: gs, campaigns, stored: [], dedupeWindow: 64 });
-    const events = statsEvents(registry, folded, () => 7).get('c1')!;
-    expect(events.map((e) => e.type)).toEqual([
-      ...folded.bandChanges.map(() => 'TaskBandChanged'),
-      'TaskStatsUpdated',
-      'TaskStatsUpdated',
-    ]);
-    expect(events[0]!.eventId).toBe(eventIds.taskBandChanged(gs[0]!.campaignId, gs[0]!.eventId));
-    const updates = events.filter((e) => e.type === 'TaskStatsUpdated');
-    expect(updates.map((e) => e.eventId)).toEqual([
-      eventIds.taskStatsUpdated(gs[2]!.campaignId, gs[2]!.eventId),
-      eventIds.taskStatsUpdated(gs[1]!.campaignId, gs[1]!.eventId),
-    ]);
-    expect(updates[0]!.metadata).toEqual({ producer: 'rods-aggregator', causationId: gs[2]!.eventId });
+    const events = statsEvents(registry, folded.steps, () => 7).get('c1')!;
+    const tasks = events.map((e) =>
+      stepStatsEntries((e.payload as EventPayloads['StepStatsRecorded']).tasks),
+    );
+    expect(tasks.map((t) => t.length)).toEqual([MAX_TASKS_PER_RECORD, 3]);
+    expect(tasks[1]![0]!.taskId).toBe(`t${MAX_TASKS_PER_RECORD}`);
+    expect(new Set(events.map((e) => e.eventId)).size).toBe(2);
   });
 });

@@ -1,12 +1,15 @@
-// The aggregator's outputs end to end: metrics, TaskStatsUpdated on a compacted topic through the
-// event store and the outbox relay, and the `rods stats` / `rods watermark` commands.
+// The aggregator's outputs end to end: metrics, the per-step statistics records (StepStatsRecorded)
+// on the decisions topic through the event store and the outbox relay, and the `rods stats` /
+// `rods watermark` commands.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { stepStatsEntries } from '../../domain/task-stats.js';
 import { decode } from '../../platform/codec/registry.js';
 import { ensureTopics, readUntil, withAdmin } from '../../platform/kafka/client.js';
+import { DECISIONS_TOPIC } from '../../platform/kafka/topology.js';
 import { registerCampaign } from '../../platform/store/campaigns.js';
 import { createPool } from '../../platform/store/db.js';
 import { headCursor } from '../../platform/store/events/event-store.js';
@@ -40,23 +43,14 @@ async function rods(args: string[]): Promise<{ code: number; stdout: string; std
 }
 
 describe('aggregator outputs', () => {
-  it('serves metrics, publishes TaskStatsUpdated to a compacted topic through the relay, and answers stats/watermark', async () => {
+  it('serves metrics, publishes the per-step statistics records through the relay, and answers stats/watermark', async () => {
     const campaignId = `pipe-${randomUUID().slice(0, 8)}`;
     await registerCampaign(pool, { campaignId });
     const rewards = await freshRewardTopic('pipe.rewards', 3);
-    const statsTopic = `pipe.task-stats.${campaignId}`;
     const decisionsTopic = `pipe.decisions.${campaignId}`;
-    topics.push(rewards, statsTopic, decisionsTopic);
+    topics.push(rewards, decisionsTopic);
     await withAdmin((a) =>
       ensureTopics(a, [
-        {
-          name: statsTopic,
-          key: 'task',
-          partitions: 3,
-          replicationFactor: 1,
-          config: { 'cleanup.policy': 'compact' },
-          doc: 'test',
-        },
         {
           name: decisionsTopic,
           key: 'campaign',
@@ -101,10 +95,11 @@ describe('aggregator outputs', () => {
     const relay = new Relay(pool, {
       name: `pipe-${campaignId}`,
       startAfter: start,
-      route: (e) => ({
-        topic: e.type === 'TaskStatsUpdated' ? statsTopic : decisionsTopic,
-        key: defaultRoute(e).key,
-      }),
+      route: (e) => {
+        // The records go where the default route sends them: the decisions topic, by campaign.
+        expect(defaultRoute(e).topic).toBe(DECISIONS_TOPIC);
+        return { topic: decisionsTopic, key: defaultRoute(e).key };
+      },
     });
     await relay.start();
     try {
@@ -113,18 +108,19 @@ describe('aggregator outputs', () => {
       await relay.stop();
     }
 
-    // The latest TaskStatsUpdated per key equals the task's statistics.
+    // Each task's entry with the most groups, over the campaign's records, equals its statistics.
     const latest = new Map<string, { groupCount: number; mean: number }>();
+    let records = 0;
     await readUntil(
-      statsTopic,
+      decisionsTopic,
       (record) => {
         const d = decode(record.value!);
-        if (d.name !== 'TaskStatsUpdated' || d.payload.campaignId !== campaignId) return false;
-        expect(record.key!.toString()).toBe(`${campaignId}/${d.payload.taskId}`);
-        latest.set(d.payload.taskId, {
-          groupCount: d.payload.stats.groupCount,
-          mean: d.payload.stats.mean,
-        });
+        if (d.name !== 'StepStatsRecorded' || d.payload.campaignId !== campaignId) return false;
+        expect(record.key!.toString()).toBe(campaignId);
+        records++;
+        for (const t of stepStatsEntries(d.payload.tasks))
+          if ((latest.get(t.taskId)?.groupCount ?? 0) < t.groupCount)
+            latest.set(t.taskId, { groupCount: t.groupCount, mean: t.mean });
         return latest.size === 30 && [...latest.values()].every((v) => v.groupCount === 4);
       },
       { timeoutMs: 60_000 },
@@ -133,6 +129,10 @@ describe('aggregator outputs', () => {
     });
     const rows = await queryStats(pool, { campaignId });
     for (const r of rows) expect(latest.get(r.taskId)).toEqual({ groupCount: r.groups, mean: r.mean });
+    // A record per step and batch, not per group: at most 4 steps x 3 partitions x batches, far
+    // fewer than the 120 groups.
+    expect(records).toBeGreaterThanOrEqual(4);
+    expect(records).toBeLessThan(trace.groups.length / 2);
 
     // The CLI views.
     const stats = await rods(['stats', '--campaign', campaignId, '--json']);

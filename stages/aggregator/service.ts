@@ -135,7 +135,7 @@ export class AggregatorService {
   });
   private readonly statsEvents = new client.Counter({
     name: 'rods_aggregator_stats_events_total',
-    help: 'TaskBandChanged and TaskStatsUpdated events appended to the event store by applied batches',
+    help: 'StepStatsRecorded events (one per campaign, step and batch) appended to the event store by applied batches',
     registers: [this.metrics],
   });
   private readonly lag = new client.Gauge({

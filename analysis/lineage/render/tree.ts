@@ -32,6 +32,8 @@ export function renderTree(l: Lineage): string {
   const lines: string[] = [
     `lineage of ${l.taskId} (campaign ${l.campaignId})${l.complete ? '' : ' [INCOMPLETE: a chain does not reach a human seed]'}`,
   ];
+  if (l.bandWindow)
+    lines.push(`band changes of steps ${l.bandWindow.from}-${l.bandWindow.to} (--steps N for more)`);
   const walk = (n: LineageNode, indent: string) => {
     const pad = `${indent}  `;
     lines.push(

@@ -11,7 +11,9 @@ import { lineageStats } from '../../../analysis/lineage/stats.js';
 import { campaignHasEvents, campaignsOfTask, loadLineageIndex } from '../../../analysis/lineage/store.js';
 import { loadCampaign } from '../../../platform/store/campaigns.js';
 import { createPool } from '../../../platform/store/db.js';
+import { DEFAULT_HISTORY_STEPS } from '../../../platform/store/events/task-steps.js';
 import { UsageError } from '../errors.js';
+import { positiveInt } from '../options.js';
 import { printJson } from '../output.js';
 
 interface Opts {
@@ -19,6 +21,7 @@ interface Opts {
   format: string;
   stats?: boolean;
   json?: boolean;
+  steps?: number;
 }
 
 export function register(program: Command): void {
@@ -37,6 +40,11 @@ export function register(program: Command): void {
     .option(
       '--stats',
       'per-generation summary of the campaign: tasks, injected, active, retired, pruned, branching, survival',
+    )
+    .option(
+      '--steps <n>',
+      `band changes from the per-step statistics records of the newest N steps (default ${DEFAULT_HISTORY_STEPS}); each step more is read`,
+      positiveInt('--steps'),
     )
     .option('--json', 'JSON output (same as --format json)')
     .action(async (taskId: string | undefined, opts: Opts) => {
@@ -76,7 +84,7 @@ export function register(program: Command): void {
         } else if (!(await loadCampaign(pool, campaignId)) && !(await campaignHasEvents(pool, campaignId))) {
           throw new UsageError(`unknown campaign ${JSON.stringify(campaignId)}`);
         }
-        const index = await loadLineageIndex(pool, campaignId, taskId);
+        const index = await loadLineageIndex(pool, campaignId, taskId, { steps: opts.steps });
         const l = index.lineage(taskId);
         if (!l) throw new UsageError(`unknown task ${JSON.stringify(taskId)} in campaign ${campaignId}`);
         process.stdout.write(renderLineage(l, format));

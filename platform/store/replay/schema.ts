@@ -38,8 +38,10 @@ const COMPARED: Record<string, string> = {
   seed_rejection_runs: 'campaign_id, seed_task_id, run, reasons, has_validated',
   candidates:
     'campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage',
+  // Not last_event_id: the aggregator's own bookkeeping (its cache check), which the per-step
+  // record (StepStatsRecorded) does not carry.
   task_stats:
-    'campaign_id, task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma, last_step, signal, phi, band, last_event_id',
+    'campaign_id, task_id, groups, rollouts, mean, m2, latest_mean, latest_variance, ewma, last_step, signal, phi, band',
 };
 
 export async function prepareReplaySchema(
@@ -159,36 +161,50 @@ export async function replayCampaignStarted(
   );
 }
 
-/** A task's statistics as one TaskStatsUpdated event carries them (the newest event wins). */
+/** What replay writes of a task's statistics (from TaskStatsUpdated, or an entry of StepStatsRecorded). */
+export type ReplayedTaskStats = TaskStats & {
+  taskId: string;
+  /** The last group applied (recorded by TaskStatsUpdated only). */
+  sourceEventId: string | null;
+};
+
+/**
+ * Tasks' statistics as an event carries them. The entry with the most groups wins, whatever the
+ * order the events come in: one batch's records are per step, and a late group of an earlier step
+ * (rewards.lateGroups = fold) is applied after a newer step's groups.
+ */
 export async function replayTaskStats(
   c: pg.ClientBase,
   schema: string,
   campaignId: string,
-  taskId: unknown,
-  s: TaskStats,
-  sourceEventId: unknown,
+  tasks: readonly ReplayedTaskStats[],
 ): Promise<void> {
+  if (tasks.length === 0) return;
+  const col = <K extends keyof ReplayedTaskStats>(k: K) => tasks.map((t) => t[k]);
   await c.query(
-    `insert into ${schema}.task_stats values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    `insert into ${schema}.task_stats
+     select $1, * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[],
+                             $8::float8[], $9::float8[], $10::bigint[], $11::float8[], $12::float8[], $13::text[], $14::uuid[])
      on conflict (campaign_id, task_id) do update set groups = excluded.groups, rollouts = excluded.rollouts,
        mean = excluded.mean, m2 = excluded.m2, latest_mean = excluded.latest_mean,
        latest_variance = excluded.latest_variance, ewma = excluded.ewma, last_step = excluded.last_step,
-       signal = excluded.signal, phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id`,
+       signal = excluded.signal, phi = excluded.phi, band = excluded.band, last_event_id = excluded.last_event_id
+       where excluded.groups >= task_stats.groups`,
     [
       campaignId,
-      taskId,
-      s.groupCount,
-      s.count,
-      s.mean,
-      s.m2,
-      s.latestGroupMean,
-      s.latestGroupVariance,
-      s.ewma,
-      s.lastStep,
-      s.signal,
-      s.phi,
-      s.band,
-      sourceEventId,
+      col('taskId'),
+      col('groupCount'),
+      col('count'),
+      col('mean'),
+      col('m2'),
+      col('latestGroupMean'),
+      col('latestGroupVariance'),
+      col('ewma'),
+      col('lastStep'),
+      col('signal'),
+      col('phi'),
+      col('band'),
+      col('sourceEventId'),
     ],
   );
 }
