@@ -16,10 +16,14 @@ import {
   standinGenerator,
   startStandin,
 } from '../../dev/harness/standin.js';
+import { statsOfStepEntry } from '../../domain/task-stats.js';
+import { EVENT_COLUMNS, type EventRow, toEvents } from '../../platform/store/events/event-store.js';
+import { taskStepHistory } from '../../platform/store/events/task-steps.js';
 import { executeUpdateWithRetry, installWorkerRuntime } from '../../platform/temporal/connect.js';
 import { ROOT } from '../../test/support/sources.js';
-import type { Lineage, LineageNode } from './model.js';
+import { type Lineage, LineageIndex, type LineageNode } from './model.js';
 import type { LineageStats } from './stats.js';
+import { loadLineageIndex } from './store.js';
 
 let bundle: WorkflowBundleWithSourceMap;
 let standin: StandinProcess;
@@ -227,6 +231,43 @@ describe('rods lineage', () => {
     expect(d.promptVersions.plan).toBe(plan.promptVersionHash);
     expect(d.models.plan).toBe('rods-standin-generator');
     expect(Object.keys(d.stageOutputs).length).toBeGreaterThan(0);
+  });
+
+  it('reads the same lineage of every task as an index of the whole campaign gives', async () => {
+    // The reference: every event of the campaign, and the per-step records' band changes of every
+    // task it knows (the window a lookup reads).
+    const { rows } = await loop.pool.query<EventRow>(
+      `select ${EVENT_COLUMNS} from events where payload->>'campaignId' = $1 order by transaction_id, position`,
+      [loop.campaignId],
+    );
+    const whole = new LineageIndex(
+      loop.campaignId,
+      toEvents(rows).map((e) => ({
+        ...e,
+        payload: e.payload as Record<string, unknown>,
+        metadata: e.metadata as Record<string, unknown>,
+      })),
+    );
+    const tasks = [...new Set([...whole.poolTasks(), ...whole.validated.keys()])];
+    const recorded = await taskStepHistory(loop.pool, loop.campaignId, tasks);
+    whole.addBandChanges(
+      recorded.entries
+        .filter((e) => e.bandBefore !== e.band)
+        .map((e) => ({
+          taskId: e.taskId,
+          from: e.bandBefore,
+          to: e.band,
+          step: e.step,
+          stats: statsOfStepEntry(e),
+        })),
+      recorded.window!,
+    );
+    expect(tasks).toContain(injectedTask);
+    expect(tasks.some((t) => whole.lineage(t)!.root.origin === 'generated')).toBe(true);
+    for (const t of [...tasks, 'no-such-task']) {
+      const index = await loadLineageIndex(loop.pool, loop.campaignId, t);
+      expect(index.lineage(t), t).toEqual(whole.lineage(t));
+    }
   });
 
   it('renders every format', async () => {
