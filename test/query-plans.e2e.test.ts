@@ -165,6 +165,8 @@ describe('query plans of the repeated paths', () => {
     expect(texts.planning).toMatch(/from seed_rejection_runs/);
     expect(texts.planning).toMatch(/campaign_plans/);
     expect(texts.replay).toMatch(/replay_checkpoint/);
+    // The dashboard's funnel comes from the projection's counts, not the campaign's events.
+    expect(texts.dashboard).toMatch(/from synthesis_funnel_counts/);
     for (const [name, r] of Object.entries(report))
       expect(r.queries, `${name} sent no query`).toBeGreaterThan(0);
     expect(Object.fromEntries(Object.entries(report).map(([k, r]) => [k, r.scanningEvents]))).toEqual({

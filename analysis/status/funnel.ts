@@ -1,9 +1,10 @@
-// The synthesis funnel of a campaign, per stage, from its events: how many runs reached each
-// stage, how many candidates came out validated, rejected (by reason) and injected. The demo's
-// report shows it; it reads only the event store, so it holds for any campaign.
+// The synthesis funnel of a campaign, per stage: how many runs reached each stage, how many
+// candidates came out validated, rejected (by reason) and injected. The dashboard and the demo's
+// report show it. It reads the counts the pool projection keeps with every event it records
+// (platform/store/pool/funnel.ts), a handful of rows whatever the campaign's age.
 import type pg from 'pg';
 import { promptVersion } from '../../platform/config/prompts.js';
-import { synthesisFunnelRows } from '../../platform/store/events/campaign-reads.js';
+import { synthesisFunnelRows } from '../../platform/store/pool/funnel.js';
 
 export interface SynthesisFunnel {
   /** Seeds selected for synthesis (one run each). */
@@ -39,8 +40,11 @@ export async function synthesisFunnel(
           (key === undefined || r.key === key),
       )
       .reduce((a, r) => a + r.n, 0);
+  // A reason can come from several stages (a run that ended without an outcome): its rows add up.
   const rejectedByReason: Record<string, number> = {};
-  for (const r of rows) if (r.type === 'CandidateRejected') rejectedByReason[r.key ?? 'unknown'] = r.n;
+  for (const r of rows)
+    if (r.type === 'CandidateRejected')
+      rejectedByReason[r.key ?? 'unknown'] = (rejectedByReason[r.key ?? 'unknown'] ?? 0) + r.n;
   return {
     selected: count('SeedSelected'),
     planned: count('StageCompleted', 'plan'),

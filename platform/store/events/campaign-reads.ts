@@ -1,55 +1,11 @@
 // Reads of a campaign's events that planning and the analysis tools make (the event log's SQL
-// stays in platform/store/events/): the synthesis funnel and latencies, each seed's latest outcomes,
-// and the pages and payload keys an export reads.
+// stays in platform/store/events/): the synthesis latencies, each seed's latest outcomes, and the
+// pages and payload keys an export reads. (The synthesis funnel is a projection:
+// platform/store/pool/funnel.ts.)
 import type pg from 'pg';
+import { streams } from '../../../domain/ids.js';
 import { EVENT_COLUMNS, type EventRow, type Queryable, toEvents } from './event-store.js';
 import type { RecordedEvent } from './recorded-event.js';
-
-export interface FunnelRow {
-  type: string;
-  stage: string | null;
-  key: string | null;
-  n: number;
-}
-
-/**
- * The funnel's counts per event type, stage and key (the repair's prompt hash tells a repair
- * from a model's execute stage); analysis/status/funnel.ts reads them.
- */
-export async function synthesisFunnelRows(
-  db: Queryable,
-  campaignId: string,
-  repairPromptHash: string,
-): Promise<FunnelRow[]> {
-  const { rows } = await db.query<FunnelRow>(
-    // A run is a SynthesisStarted; an Augment variant has none and counts for the run its id
-    // extends (a seed task id may itself end in ~miss_param, so the suffix alone cannot tell).
-    `with campaign_events as (
-       select type, payload from events
-        where payload->>'campaignId' = $1
-          and type in ('SynthesisStarted', 'SeedSelected', 'StageCompleted', 'CandidateValidated',
-                       'CandidateRejected', 'TaskInjected')
-     ), runs as (
-       select payload->>'synthesisId' as id from campaign_events where type = 'SynthesisStarted'
-     )
-     select type,
-            payload->>'stage' as stage,
-            case when type = 'StageCompleted' then
-              case when payload->>'promptVersionHash' = $2 then 'repair'
-                   when payload->>'model' is null then 'no-model' else 'model' end
-                 when type = 'CandidateRejected' then payload->>'reasonCode' end as key,
-            (case when type = 'StageCompleted'
-                  then count(distinct case when payload->>'synthesisId' in (select id from runs)
-                                           then payload->>'synthesisId'
-                                           else regexp_replace(payload->>'synthesisId', '~(miss_func|miss_param)$', '') end)
-                  else count(*) end)::int as n
-       from campaign_events
-      where type <> 'SynthesisStarted'
-      group by 1, 2, 3`,
-    [campaignId, repairPromptHash],
-  );
-  return rows;
-}
 
 export interface LatencyRow {
   synthesis_id: string;
@@ -60,28 +16,40 @@ export interface LatencyRow {
   ms: number;
 }
 
-/** Each synthesis run's first outcome and how long after its start it came. */
-export async function synthesisLatencyRows(db: Queryable, campaignId: string): Promise<LatencyRow[]> {
+/** How many runs synthesisLatencyRows reads by default (the dashboard's recent series). */
+export const LATENCY_RUNS = 200;
+
+/**
+ * The first outcome of each of the campaign's newest `runs` synthesis runs (by start) and how long
+ * after its start it came, oldest outcome first; a run still without an outcome is left out. The
+ * runs are found through their SynthesisStarted index and each outcome in the run's own stream, so
+ * the cost follows `runs`, not the campaign's age.
+ */
+export async function synthesisLatencyRows(
+  db: Queryable,
+  campaignId: string,
+  runs: number = LATENCY_RUNS,
+): Promise<LatencyRow[]> {
   const { rows } = await db.query<LatencyRow>(
-    // Each run's first outcome (an Augment variant's outcomes come later under its own id).
-    `with started as (
-       select payload->>'synthesisId' as id, payload->>'seedTaskId' as seed, recorded_at,
-              case when payload->>'selectionEventId' ~* '^[0-9a-f-]{36}$'
-                   then (payload->>'selectionEventId')::uuid end as selection
-         from events where payload->>'campaignId' = $1 and type = 'SynthesisStarted'
-     ), outcomes as (
-       select distinct on (payload->>'synthesisId') payload->>'synthesisId' as id, type,
-              payload->>'reasonCode' as reason, recorded_at
-         from events
-        where payload->>'campaignId' = $1 and type in ('CandidateValidated', 'CandidateRejected')
-        order by payload->>'synthesisId', transaction_id, position
-     )
-     select s.id as synthesis_id, s.seed, sel.payload->>'step' as step, o.type, o.reason,
+    // An Augment variant's outcomes are in its own stream (its own synthesis id), not its run's.
+    `select s.id as synthesis_id, s.seed, sel.payload->>'step' as step, o.type, o.reason,
             (extract(epoch from (o.recorded_at - s.recorded_at)) * 1000)::float8 as ms
-       from started s join outcomes o on o.id = s.id
+       from (select payload->>'synthesisId' as id, payload->>'seedTaskId' as seed, recorded_at,
+                    case when payload->>'selectionEventId' ~* '^[0-9a-f-]{36}$'
+                         then (payload->>'selectionEventId')::uuid end as selection
+               from events
+              where payload->>'campaignId' = $1 and type = 'SynthesisStarted'
+              order by transaction_id desc, position desc
+              limit $2) s
+      cross join lateral (
+        select type, payload->>'reasonCode' as reason, recorded_at
+          from events
+         where stream_id = $3::text || s.id and type in ('CandidateValidated', 'CandidateRejected')
+         order by stream_version
+         limit 1) o
        left join events sel on sel.event_id = s.selection
       order by o.recorded_at`,
-    [campaignId],
+    [campaignId, runs, streams.synthesis('')],
   );
   return rows;
 }
