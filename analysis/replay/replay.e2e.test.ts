@@ -91,11 +91,15 @@ describe('replay', () => {
       ['candidates', true],
       ['campaign_configs', true],
       ['seed_rejection_runs', true],
+      ['synthesis_funnel_marks', true],
+      ['synthesis_funnel_counts', true],
+      ['open_syntheses', true],
       ['task_stats', true],
     ]);
     expect(r.equal).toBe(true);
-    // The seeds' rejection runs were rebuilt, not two empty tables compared.
-    expect(r.tables.find((t) => t.table === 'seed_rejection_runs')!.liveRows).toBeGreaterThan(0);
+    // The seeds' rejection runs and the funnel were rebuilt, not empty tables compared.
+    for (const t of ['seed_rejection_runs', 'synthesis_funnel_marks', 'synthesis_funnel_counts'])
+      expect(r.tables.find((x) => x.table === t)!.liveRows, t).toBeGreaterThan(0);
     expect(r.tables.find((t) => t.table === 'pool_members')!.replayRows).toBe(
       r.tables.find((t) => t.table === 'pool_members')!.liveRows,
     );
@@ -150,6 +154,22 @@ describe('replay', () => {
     const report = JSON.parse(ok.stdout);
     expect(report).toMatchObject({ equal: true, audit: { ok: true } });
     expect(report.audit.events).toBeGreaterThan(0);
+    // Rebuild only, then a resume that compares: it starts from the rebuild's checkpoint.
+    const rebuilt = await rods([
+      'replay',
+      '--campaign',
+      loop.campaignId,
+      '--fresh',
+      '--no-compare',
+      '--json',
+    ]);
+    expect(rebuilt.code).toBe(0);
+    expect(JSON.parse(rebuilt.stdout)).toMatchObject({ equal: null, compared: false, tables: [] });
+    const resumed = JSON.parse((await rods(['replay', '--campaign', loop.campaignId, '--json'])).stdout);
+    expect(resumed).toMatchObject({ equal: true, resumedFrom: JSON.parse(rebuilt.stdout).events });
+    expect(
+      (await rods(['replay', '--campaign', loop.campaignId, '--no-compare', '--to-step', '2'])).code,
+    ).toBe(2);
     expect((await rods(['replay', '--campaign', loop.campaignId, '--to-step', '999'])).code).toBe(2);
     expect((await rods(['replay', '--campaign', 'no-such-campaign'])).code).toBe(2);
     expect((await rods(['replay', '--campaign', loop.campaignId, '--source', 'tape'])).code).toBe(2);

@@ -2,8 +2,7 @@
 // groups), the batches of its oldest open step, its planned steps and its unfinished syntheses.
 // These answer with no worker and no workflow (`rods campaign status` of a finished campaign).
 import type pg from 'pg';
-import { legacySynthesisId, synthesisId } from '../../domain/ids.js';
-import { readCampaignEventsOf } from '../../platform/store/events/event-store.js';
+import { openSyntheses } from '../../platform/store/pool/open-syntheses.js';
 import type { StepRowView } from '../../platform/store/steps/view.js';
 import type { SynthesisView, WaitingFor } from './report.js';
 
@@ -26,40 +25,17 @@ export function waitingFor(
 }
 
 /**
- * Syntheses of the campaign that have no outcome yet: selected seeds (SeedSelected) without a
- * CandidateValidated or CandidateRejected, with when they were selected and started.
+ * Syntheses of the campaign that have no outcome yet: selected seeds without a CandidateValidated
+ * or CandidateRejected, with when they were selected and started (the open_syntheses projection,
+ * platform/store/pool/open-syntheses.ts: the runs in flight, not the campaign's history).
  */
 export async function unfinishedSyntheses(db: pg.Pool, campaignId: string): Promise<SynthesisView[]> {
-  const events = await readCampaignEventsOf(db, campaignId, [
-    'SeedSelected',
-    'SynthesisStarted',
-    'CandidateValidated',
-    'CandidateRejected',
-  ]);
-  const open = new Map<string, SynthesisView>();
-  const aliases = new Map<string, string>();
-  const done = new Set<string>();
-  for (const e of events) {
-    if (e.type === 'SeedSelected') {
-      const { seedTaskId, step } = e.payload;
-      // The run's id in either form (a campaign started before ids were made injective keeps its own).
-      const id = synthesisId(campaignId, Number(step), seedTaskId);
-      aliases.set(legacySynthesisId(campaignId, Number(step), seedTaskId), id);
-      open.set(id, {
-        synthesisId: id,
-        seedTaskId,
-        step: Number(step),
-        selectedAt: e.recordedAt.toISOString(),
-        startedAt: null,
-        runningS: 0,
-      });
-    } else if (e.type === 'SynthesisStarted') {
-      const s = open.get(aliases.get(e.payload.synthesisId) ?? e.payload.synthesisId);
-      if (s) {
-        s.startedAt = e.recordedAt.toISOString();
-        s.synthesisId = e.payload.synthesisId;
-      }
-    } else done.add(aliases.get(e.payload.synthesisId) ?? e.payload.synthesisId);
-  }
-  return [...open.entries()].filter(([id]) => !done.has(id)).map(([, s]) => s);
+  return (await openSyntheses(db, campaignId)).map((r) => ({
+    synthesisId: r.synthesisId,
+    seedTaskId: r.seedTaskId,
+    step: r.step,
+    selectedAt: r.selectedAt.toISOString(),
+    startedAt: r.startedAt?.toISOString() ?? null,
+    runningS: 0,
+  }));
 }

@@ -22,8 +22,16 @@ export const TABLE_OWNERS = {
   candidates: 'platform/store/pool/',
   pool_members: 'platform/store/pool/',
   pool_versions: 'platform/store/pool/',
+  // Counts of pool members (by origin, depth and state) and candidates (by status), kept by triggers.
+  pool_member_counts: 'platform/store/pool/',
+  candidate_counts: 'platform/store/pool/',
+  // The synthesis runs in flight (selected, no outcome yet), kept by the pool projection.
+  open_syntheses: 'platform/store/pool/',
   // Each seed's run of rejected children, kept with every candidate outcome (the rejection backoff).
   seed_rejection_runs: 'platform/store/pool/',
+  // The synthesis funnel: each run's marks per stage and the counts the funnel reads (funnel.ts).
+  synthesis_funnel_marks: 'platform/store/pool/',
+  synthesis_funnel_counts: 'platform/store/pool/',
   // A training step's intake, in one folder of small SQL modules: the batches the gateway
   // accepted and their claim checks, what the aggregator counted per partition, which steps
   // closed (and the watermark and missing steps read from them).
@@ -55,4 +63,15 @@ export async function campaignRows(
 ): Promise<{ columns: string[]; rows: Record<string, unknown>[] }> {
   const r = await c.query(`select * from ${table} where campaign_id = $1 order by ${order}`, [campaignId]);
   return { columns: r.fields.map((f) => f.name), rows: r.rows };
+}
+
+/** Bytes of every owned table on disk, indexes and TOAST included (the benches' growth figures). */
+export async function relationSizes(db: pg.Pool | pg.ClientBase): Promise<Record<string, number>> {
+  const tables = Object.keys(TABLE_OWNERS);
+  const r = await db.query<{ name: string; bytes: string }>(
+    `select t as name, pg_total_relation_size(to_regclass(t))::text as bytes from unnest($1::text[]) t
+      where to_regclass(t) is not null`,
+    [tables],
+  );
+  return Object.fromEntries(r.rows.map((x) => [x.name, Number(x.bytes)]));
 }

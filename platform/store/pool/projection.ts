@@ -1,4 +1,5 @@
-// The pool projection: pool_members / pool_versions / candidates from the curriculum events.
+// The pool projection: pool_members / pool_versions / candidates from the curriculum events, each
+// seed's run of rejected children, and the synthesis funnel's counts (funnel.ts).
 // The same function runs live (in the transaction that appends the events) and in replay
 // (into another schema), so both give the same rows.
 import type pg from 'pg';
@@ -13,6 +14,8 @@ import type {
 import { reconfigurationPoint, setCampaignConfig, setCampaignStatus } from '../campaigns.js';
 import { inTransaction } from '../db.js';
 import { append, type NewEvent } from '../events/event-store.js';
+import { recordFunnelEvent } from './funnel.js';
+import { recordOpenSynthesis } from './open-syntheses.js';
 import { recordSeedOutcome } from './rejection-runs.js';
 
 export const POOL_EVENT_TYPES = [
@@ -26,6 +29,10 @@ export const POOL_EVENT_TYPES = [
   'PoolPruned',
   'CandidateValidated',
   'CandidateRejected',
+  // the synthesis funnel's only
+  'SeedSelected',
+  'SynthesisStarted',
+  'StageCompleted',
 ] as const;
 
 async function bumpVersion(
@@ -96,6 +103,8 @@ export async function applyPoolEvent(
   payload: unknown,
   metadata: Record<string, unknown> = {},
 ): Promise<void> {
+  await recordFunnelEvent(c, type, payload);
+  await recordOpenSynthesis(c, type, payload);
   switch (type) {
     case 'TaskSeeded': {
       const p = payload as TaskSeeded;

@@ -1,5 +1,7 @@
 // A campaign's pool at a glance: version, active members by origin and band, queue, retired and
-// pruned counts (used by `rods campaign status`, `rods pool` and the gateway).
+// pruned counts (used by `rods campaign status`, `rods pool` and the gateway). The counts come from
+// pool_member_counts and candidate_counts (kept by triggers, migration 0020): a view reads the
+// active members and a handful of counts, not every task the campaign ever had.
 import { countsOf, type Pool } from '../db.js';
 import { taskBands } from '../task-stats/view.js';
 
@@ -23,15 +25,22 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
     [campaignId],
   );
   // Bands come from the statistics' owner; the active members are at most the pool's size.
-  const members = await pool.query<{
-    task_id: string;
-    origin: string;
-    active: boolean;
-    removed_rule: string | null;
-  }>('select task_id, origin, active, removed_rule from pool_members where campaign_id = $1', [campaignId]);
-  const bands = await taskBands(pool, campaignId);
+  const members = await pool.query<{ task_id: string; origin: string }>(
+    'select task_id, origin from pool_members where campaign_id = $1 and active',
+    [campaignId],
+  );
+  const bands = await taskBands(
+    pool,
+    campaignId,
+    members.rows.map((r) => r.task_id),
+  );
+  const removed = await pool.query<{ state: string; n: number }>(
+    `select state, sum(n)::int as n from pool_member_counts
+      where campaign_id = $1 and state <> 'active' group by 1`,
+    [campaignId],
+  );
   const cands = await pool.query<{ status: string; n: number }>(
-    'select status, count(*)::int as n from candidates where campaign_id = $1 group by 1',
+    'select status, n::int as n from candidate_counts where campaign_id = $1 and n > 0',
     [campaignId],
   );
   const view: PoolView = {
@@ -43,16 +52,11 @@ export async function poolView(pool: Pool, campaignId: string): Promise<PoolView
     byBand: {},
     byOriginAndBand: {},
     queueLength: 0,
-    retired: 0,
-    pruned: 0,
+    retired: removed.rows.find((r) => r.state === 'retired')?.n ?? 0,
+    pruned: removed.rows.find((r) => r.state === 'pruned')?.n ?? 0,
     candidates: Object.fromEntries(cands.rows.map((r) => [r.status, r.n])),
   };
   for (const r of members.rows) {
-    if (!r.active) {
-      if (r.removed_rule === 'pruned') view.pruned++;
-      else view.retired++;
-      continue;
-    }
     const band = bands.get(r.task_id) ?? 'unobserved';
     view.active++;
     view.byOrigin[r.origin] = (view.byOrigin[r.origin] ?? 0) + 1;
@@ -127,10 +131,10 @@ export interface CompositionRow {
 export async function poolComposition(db: Pool, campaignId: string): Promise<CompositionRow[]> {
   const { rows } = await db.query<CompositionRow>(
     `select origin, depth,
-            count(*) filter (where active)::int as active,
-            count(*) filter (where not active and removed_rule is distinct from 'pruned')::int as retired,
-            count(*) filter (where not active and removed_rule = 'pruned')::int as pruned
-       from pool_members where campaign_id = $1 group by 1, 2 order by 2, 1`,
+            coalesce(sum(n) filter (where state = 'active'), 0)::int as active,
+            coalesce(sum(n) filter (where state = 'retired'), 0)::int as retired,
+            coalesce(sum(n) filter (where state = 'pruned'), 0)::int as pruned
+       from pool_member_counts where campaign_id = $1 group by 1, 2 having sum(n) > 0 order by 2, 1`,
     [campaignId],
   );
   return rows;

@@ -25,6 +25,9 @@ export const PROJECTION_TABLES = [
   'candidates',
   'campaign_configs',
   'seed_rejection_runs',
+  'synthesis_funnel_marks',
+  'synthesis_funnel_counts',
+  'open_syntheses',
 ] as const;
 
 /** Columns compared per table (creation and update times are not part of the projection's meaning). */
@@ -36,6 +39,11 @@ const COMPARED: Record<string, string> = {
     'campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth, added_step, added_version, active, removed_step, removed_version, removed_rule',
   pool_versions: 'campaign_id, version, step',
   seed_rejection_runs: 'campaign_id, seed_task_id, run, reasons, has_validated',
+  synthesis_funnel_marks: 'campaign_id, run_id, stage, no_model, hashes',
+  synthesis_funnel_counts: 'campaign_id, type, stage, key, hashes, n',
+  // Not the times: replay records when it ran, not when the run was selected.
+  open_syntheses:
+    'campaign_id, synthesis_id, legacy_id, seed_task_id, step, started_at is not null as started',
   candidates:
     'campaign_id, candidate_hash, candidate_id, synthesis_id, seed_task_id, status, candidate, lineage',
   // Not last_event_id: the aggregator's own bookkeeping (its cache check), which the per-step
@@ -50,12 +58,13 @@ export async function prepareReplaySchema(
   campaignId: string,
   fresh: boolean,
 ): Promise<Cursor & { events: number }> {
-  // A rebuild from before config versions (no campaign_configs) or seed runs: start it again.
-  const exists = await c.query('select 1 where to_regclass($1) is not null and to_regclass($2) is not null', [
-    `${schema}.campaign_configs`,
-    `${schema}.seed_rejection_runs`,
-  ]);
-  if (exists.rowCount && !fresh) {
+  // A rebuild from before a projection table existed (config versions, seed runs, the funnel):
+  // start it again.
+  const exists = await c.query<{ ok: boolean }>(
+    'select bool_and(to_regclass(t) is not null) as ok from unnest($1::text[]) t',
+    [PROJECTION_TABLES.map((t) => `${schema}.${t}`)],
+  );
+  if (exists.rows[0]?.ok && !fresh) {
     const cp = await c
       .query<{ transaction_id: string; position: number; events: number; campaign_id: string | null }>(
         `select transaction_id, position, events,
@@ -90,6 +99,11 @@ export async function prepareReplaySchema(
   await c.query(`alter table ${schema}.campaigns add primary key (campaign_id)`);
   await c.query(`alter table ${schema}.campaign_configs add primary key (campaign_id, version)`);
   await c.query(`alter table ${schema}.seed_rejection_runs add primary key (campaign_id, seed_task_id)`);
+  await c.query(`alter table ${schema}.synthesis_funnel_marks add primary key (campaign_id, run_id, stage)`);
+  await c.query(`alter table ${schema}.open_syntheses add primary key (campaign_id, synthesis_id)`);
+  await c.query(
+    `alter table ${schema}.synthesis_funnel_counts add primary key (campaign_id, type, stage, key, hashes)`,
+  );
   await c.query(
     `create table ${schema}.task_stats (campaign_id text, task_id text, groups bigint, rollouts bigint, mean float8, m2 float8,
        latest_mean float8, latest_variance float8, ewma float8, last_step bigint, signal float8, phi float8, band text,

@@ -120,10 +120,15 @@ export async function statsMoments(db: pg.Pool, campaignId: string): Promise<Tas
 }
 
 /** Each observed task's band. */
-export async function taskBands(db: pg.Pool, campaignId: string): Promise<Map<string, string>> {
+export async function taskBands(
+  db: pg.Pool,
+  campaignId: string,
+  /** Only these tasks (the pool's active members); all when absent. */
+  taskIds?: readonly string[],
+): Promise<Map<string, string>> {
   const { rows } = await db.query<{ task_id: string; band: string }>(
-    'select task_id, band from task_stats where campaign_id = $1',
-    [campaignId],
+    'select task_id, band from task_stats where campaign_id = $1 and ($2::text[] is null or task_id = any($2::text[]))',
+    [campaignId, taskIds ?? null],
   );
   return new Map(rows.map((r) => [r.task_id, r.band]));
 }
