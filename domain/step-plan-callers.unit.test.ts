@@ -61,9 +61,7 @@ describe('one step decider for live planning and what-if', () => {
     const seen = new DedupeWindows();
     const groups: RecordedGroup[] = [];
     const candidates: ValidatedCandidate[] = [];
-    const plans: { step: number; state: PoolState; result: RecordedPlan }[] = [
-      { step: 0, state: seeded, result: { step: 0, selected: [], retired: [], injected: [] } },
-    ];
+    const plans: { step: number; result: RecordedPlan }[] = [];
     const live: StepDecisions[] = [];
     for (let step = 1; step <= steps; step++) {
       const stepGroups = pool.members.map((m, i) => group(m.taskId, i, step));
@@ -86,7 +84,6 @@ describe('one step decider for live planning and what-if', () => {
       pool = decided.decisions.state;
       plans.push({
         step,
-        state: pool,
         result: { ...decided.plan, selected: decided.decisions.selected.map((d) => ({ taskId: d.taskId })) },
       });
       // each selected seed's synthesis yields a validated candidate, queued at the next step
@@ -105,7 +102,7 @@ describe('one step decider for live planning and what-if', () => {
     expect([...kinds].sort()).toEqual(['enqueue', 'inject', 'observe', 'prune', 'retire', 'select']);
 
     // What-if under the campaign's own config re-decides every step through planStep.
-    const report = whatIfReport(campaignId, cfg, { plans, candidates, groups });
+    const report = whatIfReport(campaignId, cfg, { seeded, plans, candidates, groups });
     expect(spy).toHaveBeenCalledTimes(2 * steps);
     expect(report.reproduced).toBe(true);
     expect(report.totals.injected.whatif).toBeGreaterThan(0);

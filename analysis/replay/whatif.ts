@@ -17,7 +17,7 @@ import type { PoolState } from '../../domain/pool/state.js';
 import { planStep, type StepCandidate } from '../../domain/step-plan.js';
 import { statsRecord, type TaskState } from '../../domain/task-stats.js';
 import { campaignConfigOf } from '../../platform/config/campaign-config.js';
-import { allPlans } from '../../platform/store/campaign-plans.js';
+import { planResults, seededState } from '../../platform/store/campaign-plans.js';
 import { loadCampaign } from '../../platform/store/campaigns.js';
 import { allCandidates } from '../../platform/store/pool/candidates.js';
 import type { TaskStats } from '../../schemas/types.generated.js';
@@ -137,8 +137,10 @@ export interface WhatIfCandidate {
 
 /** What a what-if re-decides from: the campaign's recorded plans, candidates and reward groups. */
 export interface CampaignRecord {
-  /** Every plan in step order, the seeding (step 0) first. */
-  plans: readonly { step: number; state: PoolState; result: RecordedPlan }[];
+  /** The pool seeding left (step 0). */
+  seeded: PoolState;
+  /** Every plan after the seeding, in step order. */
+  plans: readonly { step: number; result: RecordedPlan }[];
   candidates: readonly WhatIfCandidate[];
   /** The campaign's reward groups in step order. */
   groups: readonly RecordedGroup[];
@@ -150,17 +152,15 @@ export interface CampaignRecord {
  * campaign recorded (syntheses in flight, candidates queued), and compare with the recorded plan.
  */
 export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIfStep[] {
-  const seeded = record.plans[0];
-  if (seeded?.step !== 0) throw new WhatIfError('the campaign has no seeded pool');
   const byCandidate = new Map(record.candidates.map((c) => [c.candidate_id, c]));
   const groups = record.groups;
-  let state: PoolState = seeded.state;
+  let state: PoolState = record.seeded;
   const states = new Map<string, TaskState>();
   const seen = new DedupeWindows();
   const selectedAt = new Map<string, number[]>(); // seed -> steps selected in the what-if
   let g = 0;
   const steps: WhatIfStep[] = [];
-  for (const row of record.plans.slice(1)) {
+  for (const row of record.plans) {
     const step = row.step;
     const recorded = row.result;
     const upto: RecordedGroup[] = [];
@@ -254,9 +254,11 @@ export async function whatIf(
   const campaign = await loadCampaign(db, opts.campaignId);
   if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
   const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
-  const plans = await allPlans<PoolState, RecordedPlan>(db, opts.campaignId);
-  if (plans[0]?.step !== 0) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  const seeded = await seededState<PoolState>(db, opts.campaignId);
+  if (!seeded) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
+  const plans: { step: number; result: RecordedPlan }[] = [];
+  for await (const p of planResults<RecordedPlan>(db, opts.campaignId)) plans.push(p);
   const candidates = (await allCandidates(db, opts.campaignId)) as WhatIfCandidate[];
   const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
-  return whatIfReport(opts.campaignId, cfg, { plans, candidates, groups });
+  return whatIfReport(opts.campaignId, cfg, { seeded, plans, candidates, groups });
 }

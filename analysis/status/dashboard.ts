@@ -4,7 +4,7 @@
 // what became of the injected tasks, and each synthesis's latency. The live part (aggregator lag,
 // dead letters, what a step waits for) is the campaign status (analysis/status/campaign-status.ts).
 import type pg from 'pg';
-import { lastPlannedSteps, planSummaries } from '../../platform/store/campaign-plans.js';
+import { lastPlannedStep, lastPlannedSteps, planSummaries } from '../../platform/store/campaign-plans.js';
 import { listCampaignRows } from '../../platform/store/campaigns.js';
 import { synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
 import { legacyTaskEvents, taskStepHistory } from '../../platform/store/events/task-steps.js';
@@ -15,7 +15,7 @@ import {
   poolVersions,
   type TaskMatch,
 } from '../../platform/store/pool/view.js';
-import { stepSummaries } from '../../platform/store/steps/view.js';
+import { lastClosedStep, stepSummaries } from '../../platform/store/steps/view.js';
 import { type SynthesisFunnel, synthesisFunnel } from './funnel.js';
 
 export interface StepPoint {
@@ -55,17 +55,38 @@ export interface DashboardSeries {
   pool: PoolPoint[];
   composition: CompositionRow[];
   funnel: SynthesisFunnel & { retired: number; pruned: number };
+  /** The newest 200 runs by start only (synthesisLatencyRows' LATENCY_RUNS): a recent series. */
   latency: SynthesisLatency[];
+  /** The steps and pool series hold every `stride`-th step and the last (every step while there are few). */
+  sampling: { stride: number; points: number };
 }
 
 export type { CompositionRow, TaskMatch };
 
+/** Most points of a step series: a poll costs the same at step 10,000 as at step 100. */
+export const SERIES_POINTS = 120;
+
+/**
+ * The steps a series shows when the campaign is at step `last`: every step up to `points`, then
+ * every `stride`-th (stride = ceil(last / points)) and the last one. undefined: every step.
+ */
+export function sampledSteps(last: number, points = SERIES_POINTS): { stride: number; steps?: number[] } {
+  if (last <= points) return { stride: 1 };
+  const stride = Math.ceil(last / points);
+  const steps: number[] = [];
+  for (let s = stride; s < last; s += stride) steps.push(s);
+  steps.push(last);
+  return { stride, steps };
+}
+
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<DashboardSeries> {
+  const last = Math.max(await lastPlannedStep(db, campaignId), await lastClosedStep(db, campaignId));
+  const sample = sampledSteps(last);
   const [steps, plans, composition, latency, funnel] = await Promise.all([
-    stepSummaries(db, campaignId),
-    planSummaries(db, campaignId),
+    stepSummaries(db, campaignId, sample.steps),
+    planSummaries(db, campaignId, sample.steps),
     poolComposition(db, campaignId),
     synthesisLatencyRows(db, campaignId),
     synthesisFunnel(db, campaignId),
@@ -75,6 +96,7 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
   const generated = composition.filter((r) => r.origin === 'generated');
   return {
     campaignId,
+    sampling: { stride: sample.stride, points: SERIES_POINTS },
     steps: steps.map((r) => ({
       step: Number(r.step),
       closedAt: r.closedAt?.toISOString() ?? null,

@@ -675,15 +675,6 @@ export async function readCampaignEventsOf<N extends EventName>(
   return toEvents(rows) as TypedRecordedEvent<N>[];
 }
 
-/** How many events of the campaign the store holds. */
-export async function campaignEventCount(db: Queryable, campaignId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(
-    `select count(*)::int as n from events where payload->>'campaignId' = $1`,
-    [campaignId],
-  );
-  return rows[0]!.n;
-}
-
 /** The cursor of the campaign's newest event (undefined: none). */
 export async function campaignHeadCursor(db: Queryable, campaignId: string): Promise<Cursor | undefined> {
   const { rows } = await db.query<{ transactionId: string; position: number }>(

@@ -116,10 +116,11 @@ export const lastClosedSteps = (db: pg.Pool, campaignIds: readonly string[]) =>
     campaignIds,
   );
 
-/** The summaries of the campaign's closed steps, in step order. */
+/** The summaries of the campaign's closed steps (of these steps only, when given), in step order. */
 export async function stepSummaries(
   db: Queryable,
   campaignId: string,
+  only?: readonly number[],
 ): Promise<{ step: number; closedAt: Date | null; summary: Record<string, unknown> | null }[]> {
   const { rows } = await db.query<{
     step: string;
@@ -127,8 +128,9 @@ export async function stepSummaries(
     summary: Record<string, unknown> | null;
   }>(
     `select step, closed_at, summary from steps
-      where campaign_id = $1 and summary is not null order by step`,
-    [campaignId],
+      where campaign_id = $1 and summary is not null and ($2::bigint[] is null or step = any($2::bigint[]))
+      order by step`,
+    [campaignId, only ?? null],
   );
   return rows.map((r) => ({ step: Number(r.step), closedAt: r.closed_at, summary: r.summary }));
 }
