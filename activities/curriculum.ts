@@ -46,9 +46,11 @@ export async function rejectionStreaks(
   c: pg.PoolClient,
   campaignId: string,
   streak: number,
+  /** The seeds that may be selected (the pool's members); all when absent. */
+  among?: readonly string[],
 ): Promise<Record<string, RejectionStreak>> {
   if (streak === 0) return {};
-  return rejectionStreaksOf(await seedRejectionRuns(c, campaignId), streak);
+  return rejectionStreaksOf(await seedRejectionRuns(c, campaignId, among), streak);
 }
 
 async function lock(c: pg.PoolClient, campaignId: string): Promise<void> {
@@ -128,7 +130,10 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
             throw new Error(
               `campaign ${campaignId}: step ${step} is not after the last planned step ${prev.step}`,
             );
-          const stats = await loadTaskStats(c, campaignId);
+          // The pool's members only: the campaign's retired and pruned tasks keep their rows, and
+          // reading those each step would cost more with every task the campaign ever had.
+          const members = prev.state.members.map((m) => m.taskId);
+          const stats = await loadTaskStats(c, campaignId, members);
           const cands = await validatedCandidates(c, campaignId);
           const decided = decideStep({
             campaignId,
@@ -139,7 +144,12 @@ export function createCurriculumActivities(deps: CurriculumDeps) {
             candidates: cands,
             inFlight: input.inFlight,
             runningSyntheses: input.runningSyntheses,
-            rejectionStreaks: await rejectionStreaks(c, campaignId, cfg.selection.rejectionBackoff.streak),
+            rejectionStreaks: await rejectionStreaks(
+              c,
+              campaignId,
+              cfg.selection.rejectionBackoff.streak,
+              members,
+            ),
             now,
           });
           const { state } = decided.decisions;

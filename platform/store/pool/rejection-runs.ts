@@ -33,11 +33,17 @@ export async function recordSeedOutcome(
 }
 
 /** The seeds of a campaign with a run of rejected children. */
-export async function seedRejectionRuns(db: pg.ClientBase, campaignId: string): Promise<RejectionRun[]> {
+export async function seedRejectionRuns(
+  db: pg.ClientBase,
+  campaignId: string,
+  /** Only these seeds (the pool's members: a retired task keeps its row); all when absent. */
+  among?: readonly string[],
+): Promise<RejectionRun[]> {
   const { rows } = await db.query<RejectionRun>(
     `select seed_task_id as "seedTaskId", run::int as run, reasons, has_validated as "hasValidated"
-       from seed_rejection_runs where campaign_id = $1 and run > 0`,
-    [campaignId],
+       from seed_rejection_runs
+      where campaign_id = $1 and run > 0 and ($2::text[] is null or seed_task_id = any($2::text[]))`,
+    [campaignId, among ?? null],
   );
   return rows;
 }
