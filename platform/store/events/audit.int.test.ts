@@ -374,6 +374,55 @@ describe('rods audit anchor and verify against it', () => {
     expect(text.stdout).not.toContain(`${prefix}/d:`);
   });
 
+  it('stores only the heads that changed since the anchor before, and verifies against the full set rebuilt from the chain', async () => {
+    const prefix = await twoStreams();
+    const stored = async (anchorId: number) =>
+      (
+        await pool.query<{ base: number | null; heads: [string, number, string][] }>(
+          'select base_anchor_id as base, heads from audit_anchors where anchor_id = $1',
+          [anchorId],
+        )
+      ).rows[0]!;
+    const first = await anchorCli(prefix);
+    expect(await stored(first.anchorId)).toMatchObject({
+      base: null,
+      heads: [
+        [`${prefix}/a`, 5, expect.any(String)],
+        [`${prefix}/b`, 5, expect.any(String)],
+      ],
+    });
+    await append(pool, `${prefix}/b`, 5, [newEvent('E5', {}, { producer: 'audit-test' })]);
+    await append(pool, `${prefix}/c`, 'no-stream', [newEvent('E0', {}, { producer: 'audit-test' })]);
+    const second = await anchorCli(prefix);
+    expect(second.streamCount).toBe(3);
+    const row = await stored(second.anchorId);
+    expect(row.base).toBe(first.anchorId);
+    expect(row.heads.map((h) => [h[0], h[1]])).toEqual([
+      [`${prefix}/b`, 6],
+      [`${prefix}/c`, 1],
+    ]);
+    expect((await verifyCli(prefix, second.anchorId)).out.anchor).toMatchObject({ ok: true, streams: 3 });
+    // A stream anchored by the base only is checked too: rewriting it is found through the chain.
+    await rewriteWithChain(`${prefix}/a`);
+    const r = await verifyCli(prefix, second.anchorId);
+    expect(r.code).toBe(1);
+    expect(r.out.anchor!.findings).toMatchObject([{ streamId: `${prefix}/a`, problem: 'rewritten' }]);
+    // Editing the base's recorded heads breaks the digest of the anchor built on it.
+    await inTransaction(owner, async (c) => {
+      await c.query(`set local rods.allow_event_mutation = 'on'`);
+      await c.query(`update audit_anchors set heads = heads - 0 where anchor_id = $1`, [first.anchorId]);
+    });
+    expect((await verifyCli(prefix, second.anchorId)).out.anchor).toMatchObject({
+      ok: false,
+      anchorProblem: 'digest-mismatch',
+    });
+    // A stream anchored before and gone now cannot be said by a change set: the next one is full.
+    await deleteStream(`${prefix}/c`);
+    const third = await anchorCli(prefix);
+    expect((await stored(third.anchorId)).base).toBeNull();
+    expect((await stored(third.anchorId)).heads).toHaveLength(2);
+  });
+
   it('with RODS_AUDIT_HMAC_KEY, keys the anchor and reports a forged or unkeyed one', async () => {
     const key = { RODS_AUDIT_HMAC_KEY: `k-${randomUUID()}` };
     const prefix = await twoStreams();

@@ -11,7 +11,10 @@
 //
 // Anchors (recordAnchor, verifyAnchor): a digest over every stream's head (id, version, hash of
 // that event) and the global position, kept in audit_anchors (append-only, the application's role
-// cannot change it) and published to Kafka. A stream whose event at the anchored version no
+// cannot change it) and published to Kafka. A row stores only the heads that differ from the
+// anchor before it of the same scope (its base; a full set every FULL_ANCHOR_EVERY anchors), so
+// the table grows with what changed, not with every stream at every anchor; the full set is
+// rebuilt from the chain, and the digest over it checks the rows it came from too. A stream whose event at the anchored version no
 // longer has the anchored hash was rewritten (even with a recomputed chain), one with fewer events
 // was truncated, one without events was deleted. With RODS_AUDIT_HMAC_KEY the digest is an
 // HMAC-SHA256, so whoever can write the table but lacks the key cannot forge an anchor.
@@ -330,6 +333,7 @@ export function auditKey(env: NodeJS.ProcessEnv = process.env): string | undefin
 
 interface AnchorRow {
   anchor_id: number;
+  base_anchor_id: number | null;
   store_id: string;
   anchored_at: Date;
   global_position: number;
@@ -341,9 +345,41 @@ interface AnchorRow {
 }
 
 const ANCHOR_COLUMNS =
-  'anchor_id, store_id, anchored_at, global_position, stream_prefix, stream_count, algorithm, digest';
+  'anchor_id, base_anchor_id, store_id, anchored_at, global_position, stream_prefix, stream_count, algorithm, digest';
 
-function anchorOf(r: Omit<AnchorRow, 'heads'>): Anchor {
+/** Every this many anchors of a scope, one stores the full set of heads (the others, changes). */
+export const FULL_ANCHOR_EVERY = 1000;
+
+/** Stream ids in the order the anchor query sorts them (collate "C": bytes of UTF-8). */
+const byStreamId = (a: AnchorHead, b: AnchorHead) => Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0]));
+
+/**
+ * The full set of heads of an anchor, rebuilt from its chain: the latest full row, then each
+ * row's changes in order. Also the chain's length (rows after the full one).
+ */
+async function anchoredHeads(
+  db: pg.Pool | pg.ClientBase,
+  anchorId: number,
+): Promise<{ heads: AnchorHead[]; depth: number }> {
+  const { rows } = await db.query<{ anchor_id: number; base_anchor_id: number | null; heads: AnchorHead[] }>(
+    `with recursive chain as (
+       select anchor_id, base_anchor_id, 0 as n from audit_anchors where anchor_id = $1
+       union all
+       select a.anchor_id, a.base_anchor_id, c.n + 1 from audit_anchors a join chain c on a.anchor_id = c.base_anchor_id
+        where c.n < $2
+     )
+     select a.anchor_id, a.base_anchor_id, a.heads from chain c join audit_anchors a using (anchor_id)
+      order by c.n desc`,
+    [anchorId, FULL_ANCHOR_EVERY + 1],
+  );
+  if (rows.length === 0 || rows[0]!.base_anchor_id !== null)
+    throw new Error(`anchor ${anchorId}: its chain does not reach a full set of heads`);
+  const heads = new Map<string, AnchorHead>();
+  for (const r of rows) for (const h of r.heads) heads.set(h[0], h);
+  return { heads: [...heads.values()].sort(byStreamId), depth: rows.length - 1 };
+}
+
+function anchorOf(r: Omit<AnchorRow, 'heads' | 'base_anchor_id'>): Anchor {
   return {
     anchorId: r.anchor_id,
     storeId: r.store_id,
@@ -413,10 +449,30 @@ export async function recordAnchor(
         return { ...anchorOf(l), recorded: false };
       }
     }
+    // The changes since the previous anchor of the scope, or the full set (the first, every
+    // FULL_ANCHOR_EVERY, or when a stream anchored before is gone: a change set cannot say so).
+    const prev = await c.query<{ anchor_id: number }>(
+      `select anchor_id from audit_anchors where stream_prefix is not distinct from $1 order by anchor_id desc limit 1`,
+      [prefix],
+    );
+    let base: number | null = null;
+    let stored = heads;
+    const before = prev.rows[0] ? await anchoredHeads(c, prev.rows[0].anchor_id).catch(() => undefined) : undefined;
+    if (before && before.depth + 1 < FULL_ANCHOR_EVERY) {
+      const now = new Map(heads.map((h) => [h[0], h]));
+      if (before.heads.every((h) => now.has(h[0]))) {
+        const was = new Map(before.heads.map((h) => [h[0], h]));
+        base = prev.rows[0]!.anchor_id;
+        stored = heads.filter((h) => {
+          const w = was.get(h[0]);
+          return !w || w[1] !== h[1] || w[2] !== h[2];
+        });
+      }
+    }
     const ins = await c.query<Omit<AnchorRow, 'heads'>>(
-      `insert into audit_anchors (store_id, global_position, stream_prefix, stream_count, algorithm, digest, heads)
-       values ($1, $2, $3, $4, $5, $6, $7) returning ${ANCHOR_COLUMNS}`,
-      [storeId, globalPosition, prefix, heads.length, algorithm, digest, JSON.stringify(heads)],
+      `insert into audit_anchors (store_id, global_position, stream_prefix, stream_count, algorithm, digest, heads, base_anchor_id)
+       values ($1, $2, $3, $4, $5, $6, $7, $8) returning ${ANCHOR_COLUMNS}`,
+      [storeId, globalPosition, prefix, heads.length, algorithm, digest, JSON.stringify(stored), base],
     );
     await c.query('commit');
     return { ...anchorOf(ins.rows[0]!), recorded: true };
@@ -499,12 +555,12 @@ export async function verifyAnchor(pool: pg.Pool, opts: VerifyAnchorOptions = {}
       findings: [],
     };
   }
-  const { rows } = await pool.query<AnchorRow>(
-    `select ${ANCHOR_COLUMNS}, heads from audit_anchors where anchor_id = $1`,
+  const { rows } = await pool.query<Omit<AnchorRow, 'heads'>>(
+    `select ${ANCHOR_COLUMNS} from audit_anchors where anchor_id = $1`,
     [id],
   );
-  const row = rows[0];
-  if (!row) {
+  const found = rows[0];
+  if (!found) {
     return {
       ok: false,
       anchor: null,
@@ -514,7 +570,21 @@ export async function verifyAnchor(pool: pg.Pool, opts: VerifyAnchorOptions = {}
       findings: [],
     };
   }
-  const anchor = anchorOf(row);
+  const anchor = anchorOf(found);
+  let full: AnchorHead[] = [];
+  try {
+    full = (await anchoredHeads(pool, id)).heads;
+  } catch (e) {
+    return {
+      ok: false,
+      anchor,
+      anchorProblem: 'digest-mismatch',
+      anchorDetail: (e as Error).message,
+      streams: 0,
+      findings: [],
+    };
+  }
+  const row: AnchorRow = { ...found, heads: full };
   const out: AnchorCheck = { ok: true, anchor, streams: 0, findings: [] };
   const fail = (p: AnchorProblem, detail: string) => {
     out.ok = false;
