@@ -13,6 +13,7 @@ import { rolloutBatchRecords } from '../platform/kafka/rollout-records.js';
 import { SharedProducer } from '../platform/kafka/shared-producer.js';
 import { REWARDS_TOPIC } from '../platform/kafka/topology.js';
 import {
+  batchOfClaim,
   batchPublication,
   markPublished,
   readClaimCheck,
@@ -49,6 +50,24 @@ export function createIngestionActivities(deps: {
     async publishRolloutBatch(input: IngestionInput): Promise<IngestionResult> {
       const stored = await readClaimCheck(deps.pool, input.claimId);
       if (!stored) throw ApplicationFailure.nonRetryable(`no claim check ${input.claimId}`, 'MissingClaim');
+      if (stored === 'pruned') {
+        // Only a published batch's claim check is emptied (platform/store/steps/batches.ts): a
+        // repeat of its publication has nothing left to do.
+        const b = await batchOfClaim(deps.pool, input.claimId);
+        if (b?.status !== 'published')
+          throw ApplicationFailure.nonRetryable(
+            `claim check ${input.claimId} was emptied before its batch was published`,
+            'MissingClaim',
+          );
+        return {
+          campaignId: b.campaignId,
+          step: b.step,
+          batchId: b.batchId,
+          groups: b.groups,
+          published: 0,
+          stepGroups: b.stepGroups,
+        };
+      }
       const body = readStoredRolloutBatch(stored);
       const { campaignId, step, batchId } = body;
       const batch = await batchPublication(deps.pool, body);

@@ -4,9 +4,11 @@
 // closing batch accepted by the gateway; an earlier step with none (a missing step) holds nothing.
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createIngestionActivities } from '../../activities/ingestion.js';
 import { streams } from '../../domain/ids.js';
 import { createPool } from '../../platform/store/db.js';
 import { readStream } from '../../platform/store/events/event-store.js';
+import { CLAIM_CHECK_STEPS } from '../../platform/store/steps/batches.js';
 import { closeReadySteps } from './steps.js';
 
 const pool = createPool({ application: 'rods-steps-test', max: 4 });
@@ -27,16 +29,17 @@ async function counted(campaign: string, step: number, groups: number) {
 }
 
 /** The gateway's view: the closing batch of a step accepted (its records not yet counted). */
-async function accepted(campaign: string, step: number) {
+async function accepted(campaign: string, step: number, status = 'published') {
   const claim = `claim-${randomUUID()}`;
   await pool.query(`insert into claim_checks (claim_id, kind, body) values ($1, 'rollout-batch', '{}')`, [
     claim,
   ]);
   await pool.query(
     `insert into ingestion_batches (campaign_id, step, batch_id, groups, closes, status, claim_id, workflow_id)
-     values ($1, $2, $3, 2, true, 'published', $4, 'wf')`,
-    [campaign, step, `b-${step}`, claim],
+     values ($1, $2, $3, 2, true, $5, $4, 'wf')`,
+    [campaign, step, `b-${step}`, claim, status],
   );
+  return claim;
 }
 
 const aggregatedSteps = async (campaign: string) =>
@@ -72,5 +75,26 @@ describe('closing steps in order', () => {
       { campaignId: campaign, step: 3 },
     ]);
     expect(await aggregatedSteps(campaign)).toEqual([1, 3]);
+  });
+
+  it('empties the claim checks of published batches CLAIM_CHECK_STEPS steps behind the step it closes, and a repeat of their publication is a no-op', async () => {
+    const campaign = `prune-${randomUUID().slice(0, 8)}`;
+    const claims: string[] = [];
+    const last = CLAIM_CHECK_STEPS + 3;
+    for (let step = 1; step <= last; step++) {
+      // Step 2's batch is still unpublished (its workflow has not run): its body stays.
+      claims.push(await accepted(campaign, step, step === 2 ? 'accepted' : 'published'));
+      await counted(campaign, step, 2);
+    }
+    expect(await closeReadySteps(pool, [campaign])).toHaveLength(last);
+    const { rows } = await pool.query<{ step: number; pruned: boolean }>(
+      `select b.step::int, c.body is null and c.pruned_at is not null as pruned
+         from ingestion_batches b join claim_checks c using (claim_id) where b.campaign_id = $1 order by 1`,
+      [campaign],
+    );
+    expect(rows.filter((r) => r.pruned).map((r) => r.step)).toEqual([1, 3]);
+    // The ingestion workflow run again for a batch whose body is gone: its publication stands.
+    const again = await createIngestionActivities({ pool }).publishRolloutBatch({ claimId: claims[0]! });
+    expect(again).toMatchObject({ campaignId: campaign, step: 1, batchId: 'b-1', groups: 2, published: 0 });
   });
 });

@@ -10,6 +10,7 @@ import { bandSummary, boundaryVarianceRatio } from '../../domain/step-tally.js';
 import { defaultRegistry } from '../../platform/codec/registry.js';
 import { inTransaction } from '../../platform/store/db.js';
 import { append } from '../../platform/store/events/event-store.js';
+import { CLAIM_CHECK_STEPS, pruneClaimChecks } from '../../platform/store/steps/batches.js';
 import {
   campaignsWithOpenSteps,
   earlierStepComing,
@@ -72,6 +73,8 @@ async function tryClose(
       boundaryVarianceRatio: boundaryVarianceRatio(tally),
     };
     await markStepClosed(client, campaignId, step, summary);
+    // The batches of the step CLAIM_CHECK_STEPS back are published and counted: their bodies go.
+    if (step > CLAIM_CHECK_STEPS) await pruneClaimChecks(client, campaignId, step - CLAIM_CHECK_STEPS);
     return 'closed';
   });
 }

@@ -27,13 +27,77 @@ export function readStoredRolloutBatch(stored: StoredRolloutBatch): RolloutBatch
   return { ...rest, groups: JSON.parse(groupsJson) as RolloutBatchBody['groups'] };
 }
 
-/** The claim check stored under `claimId`, if any. */
-export async function readClaimCheck(db: pg.Pool, claimId: string): Promise<StoredRolloutBatch | undefined> {
-  const { rows } = await db.query<{ body: StoredRolloutBatch }>(
+/** The claim check stored under `claimId`, if any (pruned: its batch was published and its step closed long ago). */
+export async function readClaimCheck(
+  db: pg.Pool,
+  claimId: string,
+): Promise<StoredRolloutBatch | 'pruned' | undefined> {
+  const { rows } = await db.query<{ body: StoredRolloutBatch | null }>(
     'select body from claim_checks where claim_id = $1',
     [claimId],
   );
-  return rows[0]?.body;
+  const r = rows[0];
+  return r && (r.body ?? 'pruned');
+}
+
+/** The batch a claim check belongs to: its key, group count and publication. */
+export async function batchOfClaim(
+  db: pg.Pool,
+  claimId: string,
+): Promise<
+  | {
+      campaignId: string;
+      step: number;
+      batchId: string;
+      groups: number;
+      status: string;
+      stepGroups: number | null;
+    }
+  | undefined
+> {
+  const { rows } = await db.query<{
+    campaign_id: string;
+    step: string;
+    batch_id: string;
+    groups: number;
+    status: string;
+    step_groups: number | null;
+  }>(
+    'select campaign_id, step, batch_id, groups, status, step_groups from ingestion_batches where claim_id = $1',
+    [claimId],
+  );
+  const r = rows[0];
+  return (
+    r && {
+      campaignId: r.campaign_id,
+      step: Number(r.step),
+      batchId: r.batch_id,
+      groups: r.groups,
+      status: r.status,
+      stepGroups: r.step_groups,
+    }
+  );
+}
+
+/**
+ * Steps whose claim checks stay after the step closed: a step's batches are emptied when the step
+ * this many later closes (their rewards are on the rewards topic and counted by then).
+ */
+export const CLAIM_CHECK_STEPS = 100;
+
+/**
+ * Empties the claim checks of the campaign's published batches of `step` (the step the closing
+ * one left CLAIM_CHECK_STEPS behind) and of the few steps before it that a skip left behind.
+ */
+export async function pruneClaimChecks(c: pg.ClientBase, campaignId: string, step: number): Promise<number> {
+  const r = await c.query(
+    `update claim_checks set body = null, pruned_at = now()
+      where claim_id in (select claim_id from ingestion_batches
+                          where campaign_id = $1 and step > $2 - 10 and step <= $2 and status = 'published')
+        and body is not null`,
+    [campaignId, step],
+  );
+  return r.rowCount ?? 0;
 }
 
 /** A batch's publication state: 'accepted' or 'published', with the StepClosed count it sent. */
