@@ -184,6 +184,9 @@ describe('replay', () => {
     expect(own.totals.selected.actual).toBeGreaterThan(0);
     expect(own.totals.injected.actual).toBeGreaterThan(0);
     expect(own.reproduced).toBe(true);
+    // Every step was decided with its groups read (none came after), from what was read ahead.
+    expect(own.lateGroups).toBe(0);
+    expect(own.readAhead).toBeGreaterThan(0);
     const other = await whatIf(loop.pool, {
       campaignId: loop.campaignId,
       topic: loop.topic,

@@ -8,7 +8,7 @@ import { eventIdProblem, unstorableProblem } from '../../domain/record-checks.js
 import { checkGroup, type RewardLimits } from '../../domain/reward-group.js';
 import { applyGroup, type TaskState } from '../../domain/task-stats.js';
 import { decode } from '../../platform/codec/registry.js';
-import { openKafka, readToEnd } from '../../platform/kafka/client.js';
+import { type ConsumedRecord, openKafka, readToEnd, withAdmin } from '../../platform/kafka/client.js';
 import { DLQ_TOPIC } from '../../platform/kafka/dlq.js';
 
 export interface RecordedGroup {
@@ -34,33 +34,88 @@ export async function forEachCampaignGroup(
   await readToEnd(
     topic,
     (records, partition) => {
-      const out: RecordedGroup[] = [];
-      for (const m of records) {
-        if (skip.size > 0 && skip.has(`${partition}:${m.offset}`)) continue;
-        try {
-          const d = decode(m.value!);
-          if (
-            d.name === 'RolloutGroupScored' &&
-            d.payload.campaignId === campaignId &&
-            // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
-            !eventIdProblem(d.payload.eventId) &&
-            !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
-          ) {
-            out.push({
-              eventId: d.payload.eventId.toLowerCase(),
-              taskId: d.payload.taskId,
-              step: d.payload.step,
-              rewards: d.payload.rewards,
-            });
-          }
-        } catch {
-          // Undecodable records went to the DLQ in the live pipeline too.
-        }
-      }
-      onBatch(out);
+      onBatch(campaignGroupsOf(records, partition, campaignId, skip));
     },
     read,
   );
+}
+
+/** The campaign's groups among a partition's records, as the aggregator would read them. */
+function campaignGroupsOf(
+  records: readonly ConsumedRecord[],
+  partition: number,
+  campaignId: string,
+  skip: ReadonlySet<string>,
+): RecordedGroup[] {
+  const out: RecordedGroup[] = [];
+  for (const m of records) {
+    if (skip.size > 0 && skip.has(`${partition}:${m.offset}`)) continue;
+    try {
+      const d = decode(m.value!);
+      if (
+        d.name === 'RolloutGroupScored' &&
+        d.payload.campaignId === campaignId &&
+        // What the aggregator dead-letters at decode: ids it cannot store or dedupe by.
+        !eventIdProblem(d.payload.eventId) &&
+        !unstorableProblem({ taskId: d.payload.taskId, policyVersion: d.payload.policyVersion })
+      ) {
+        out.push({
+          eventId: d.payload.eventId.toLowerCase(),
+          taskId: d.payload.taskId,
+          step: d.payload.step,
+          rewards: d.payload.rewards,
+        });
+      }
+    } catch {
+      // Undecodable records went to the DLQ in the live pipeline too.
+    }
+  }
+  return out;
+}
+
+/**
+ * The campaign's groups as forEachCampaignGroup reads them, with `readPast(step)`: whether every
+ * partition of `partitions` (those that hold the campaign's groups) has been read past the step
+ * (a later step of the campaign read from it) or to its end. A task's groups stay in one
+ * partition in production order, so a step that every partition was read past has all its
+ * groups read, save a group published late. Batches are handed over one at a time.
+ */
+export async function forEachCampaignGroupInOrder(
+  topic: string,
+  campaignId: string,
+  partitions: readonly number[],
+  onBatch: (groups: RecordedGroup[], readPast: (step: number) => boolean) => Promise<void>,
+  /** The most bytes a fetch takes from a partition (the read-ahead); default 8 MiB. */
+  maxBytesPerPartition = 8 << 20,
+): Promise<void> {
+  const skip = await processingFailed(topic);
+  const ends = new Map(
+    (await withAdmin((a) => a.fetchTopicOffsets(topic))).map((p) => [p.partition, Number(p.high)]),
+  );
+  const latest = new Map<number, number>();
+  const ended = new Set<number>();
+  const readPast = (step: number) =>
+    partitions.every((p) => ended.has(p) || (latest.get(p) ?? Number.NEGATIVE_INFINITY) > step);
+  let chain = Promise.resolve();
+  const read = { client: openKafka({ clientId: 'rods-replay' }), maxBytesPerPartition };
+  await readToEnd(
+    topic,
+    (records, partition) => {
+      const out = campaignGroupsOf(records, partition, campaignId, skip);
+      const last = records[records.length - 1];
+      const atEnd = last !== undefined && Number(last.offset) + 1 >= (ends.get(partition) ?? 0);
+      // One batch at a time, in the order they came, whatever the consumer runs at once; a
+      // partition counts as read to a step only once its batch is handed over.
+      chain = chain.then(async () => {
+        for (const g of out) latest.set(partition, Math.max(latest.get(partition) ?? g.step, g.step));
+        if (atEnd) ended.add(partition);
+        await onBatch(out, readPast);
+      });
+      return chain;
+    },
+    read,
+  );
+  await chain;
 }
 
 /**
@@ -99,23 +154,6 @@ export async function processingFailed(sourceTopic: string, dlqTopic = DLQ_TOPIC
   return out;
 }
 
-/**
- * Every RolloutGroupScored of the campaign on the topic that the aggregator did not give up on
- * (processingFailed), in each partition's order (a task's groups in production order).
- */
-export async function readCampaignGroups(topic: string, campaignId: string): Promise<RecordedGroup[]> {
-  const out: RecordedGroup[] = [];
-  await forEachCampaignGroup(
-    topic,
-    campaignId,
-    (groups) => {
-      for (const g of groups) out.push(g);
-    },
-    await processingFailed(topic),
-  );
-  return out;
-}
-
 type FoldConfig = { detector: DetectorConfig; rewards: RewardLimits };
 
 /**
@@ -150,7 +188,7 @@ export function foldGroups(
 }
 
 /**
- * readCampaignGroups + foldGroups, folding each batch as it arrives: the same states (folding is
+ * forEachCampaignGroup + foldGroups, folding each batch as it arrives: the same states (folding is
  * sequential, and a task's groups stay in one partition, in order), without keeping every group
  * in memory until the read ends.
  */

@@ -19,9 +19,10 @@ import { statsRecord, type TaskState } from '../../domain/task-stats.js';
 import { campaignConfigOf } from '../../platform/config/campaign-config.js';
 import { planResults, seededState } from '../../platform/store/campaign-plans.js';
 import { loadCampaign } from '../../platform/store/campaigns.js';
-import { allCandidates } from '../../platform/store/pool/candidates.js';
+import { candidatesByIds } from '../../platform/store/pool/candidates.js';
+import { groupPartitions } from '../../platform/store/steps/view.js';
 import type { TaskStats } from '../../schemas/types.generated.js';
-import { foldGroups, type RecordedGroup, readCampaignGroups } from './reward-stream.js';
+import { foldGroups, forEachCampaignGroupInOrder, type RecordedGroup } from './reward-stream.js';
 
 export const WHATIF_LIMITS =
   'The recorded rewards are those of the pool that really trained: after the first differing decision, the rewards that would have followed differ too, and synthesis is not re-run (only candidates that were really synthesized, from seeds the what-if also selected, can be injected). Overlaps after the first difference are indicative, not predictions.';
@@ -147,34 +148,47 @@ export interface CampaignRecord {
 }
 
 /**
- * The pure core of a what-if: from the seeded pool, re-decide every recorded step with planStep
- * under `cfg`, from the statistics the reward groups give up to that step and the inputs the
- * campaign recorded (syntheses in flight, candidates queued), and compare with the recorded plan.
+ * The pure core of a what-if, one step at a time: from the seeded pool, re-decide each recorded
+ * step with planStep under `cfg`, from the statistics the reward groups folded so far give and the
+ * inputs the campaign recorded (syntheses in flight, candidates queued), and compare with the
+ * recorded plan. It keeps the tasks' states and dedupe windows, not the groups: a caller folds
+ * each step's groups before deciding it (whatIfSteps from an array, whatIf from the topic).
  */
-export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIfStep[] {
-  const byCandidate = new Map(record.candidates.map((c) => [c.candidate_id, c]));
-  const groups = record.groups;
-  let state: PoolState = record.seeded;
-  const states = new Map<string, TaskState>();
-  const seen = new DedupeWindows();
-  const selectedAt = new Map<string, number[]>(); // seed -> steps selected in the what-if
-  let g = 0;
-  const steps: WhatIfStep[] = [];
-  for (const row of record.plans) {
+export class WhatIfRun {
+  private state: PoolState;
+  private readonly states = new Map<string, TaskState>();
+  private readonly seen = new DedupeWindows();
+  /** seed -> steps selected in the what-if */
+  private readonly selectedAt = new Map<string, number[]>();
+  readonly steps: WhatIfStep[] = [];
+
+  constructor(
+    private readonly cfg: CampaignConfig,
+    seeded: PoolState,
+  ) {
+    this.state = seeded;
+  }
+
+  fold(groups: readonly RecordedGroup[]): void {
+    foldGroups(groups, this.states, this.seen, this.cfg);
+  }
+
+  /** Decides the recorded step; `candidate` gives a queued candidate by id. */
+  decide(
+    row: { step: number; result: RecordedPlan },
+    candidate: (id: string) => WhatIfCandidate | undefined,
+  ): void {
     const step = row.step;
     const recorded = row.result;
-    const upto: RecordedGroup[] = [];
-    while (g < groups.length && groups[g]!.step <= step) upto.push(groups[g++]!);
-    foldGroups(upto, states, seen, cfg);
     const stats: Record<string, TaskStats> = {};
-    for (const [id, s] of states) stats[id] = statsRecord(s);
+    for (const [id, s] of this.states) stats[id] = statsRecord(s);
 
     // Candidates the campaign queued at this step exist in the what-if only if it selected their seed too.
     const candidates: StepCandidate[] = [];
     for (const id of recorded.inputs?.enqueued ?? []) {
-      const c = byCandidate.get(id);
+      const c = candidate(id);
       if (!c) continue;
-      const selSteps = selectedAt.get(c.seed_task_id) ?? [];
+      const selSteps = this.selectedAt.get(c.seed_task_id) ?? [];
       if (!selSteps.some((s) => s === c.lineage.step)) continue;
       candidates.push({
         candidateId: id,
@@ -186,9 +200,9 @@ export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIf
     }
     // A candidate whose seed left the what-if pool could not have been queued: planStep leaves it out.
     const decided = planStep({
-      pool: state,
+      pool: this.state,
       step,
-      config: cfg,
+      config: this.cfg,
       stats,
       candidates,
       selection: {
@@ -197,9 +211,10 @@ export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIf
         rejectionStreaks: recorded.inputs?.rejectionStreaks,
       },
     });
-    state = decided.state;
-    for (const d of decided.selected) selectedAt.set(d.taskId, [...(selectedAt.get(d.taskId) ?? []), step]);
-    steps.push({
+    this.state = decided.state;
+    for (const d of decided.selected)
+      this.selectedAt.set(d.taskId, [...(this.selectedAt.get(d.taskId) ?? []), step]);
+    this.steps.push({
       step,
       selected: diff(
         decided.selected.map((d) => d.taskId),
@@ -215,12 +230,29 @@ export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIf
       ),
     });
   }
-  return steps;
+}
+
+/** A what-if over a record held in memory (the groups in step order, read order within a step). */
+export function whatIfSteps(cfg: CampaignConfig, record: CampaignRecord): WhatIfStep[] {
+  const byCandidate = new Map(record.candidates.map((c) => [c.candidate_id, c]));
+  const groups = record.groups;
+  const run = new WhatIfRun(cfg, record.seeded);
+  let g = 0;
+  for (const row of record.plans) {
+    const upto: RecordedGroup[] = [];
+    while (g < groups.length && groups[g]!.step <= row.step) upto.push(groups[g++]!);
+    run.fold(upto);
+    run.decide(row, (id) => byCandidate.get(id));
+  }
+  return run.steps;
 }
 
 /** The what-if report of a campaign's record under `cfg` (pure; whatIf loads the record). */
 export function whatIfReport(campaignId: string, cfg: CampaignConfig, record: CampaignRecord): WhatIfReport {
-  const steps = whatIfSteps(cfg, record);
+  return reportOf(campaignId, cfg, whatIfSteps(cfg, record));
+}
+
+function reportOf(campaignId: string, cfg: CampaignConfig, steps: WhatIfStep[]): WhatIfReport {
   const total = (k: 'selected' | 'retired' | 'injected') => ({
     whatif: steps.reduce((a, s) => a + s[k].whatif, 0),
     actual: steps.reduce((a, s) => a + s[k].actual, 0),
@@ -247,18 +279,71 @@ export function whatIfReport(campaignId: string, cfg: CampaignConfig, record: Ca
   };
 }
 
+/**
+ * Groups read ahead of the step being decided, at most: past it, the lowest buffered step is
+ * decided anyway (a partition far behind the others), and groups of it that come later are
+ * folded at the next step (counted in `lateGroups`).
+ */
+export const WHATIF_BUFFERED_GROUPS = 200_000;
+
 export async function whatIf(
   db: pg.Pool,
   opts: { campaignId: string; topic: string; overrides: WhatIfOverrides },
-): Promise<WhatIfReport> {
+): Promise<WhatIfReport & { lateGroups: number; readAhead: number }> {
   const campaign = await loadCampaign(db, opts.campaignId);
   if (!campaign) throw new WhatIfError(`unknown campaign ${JSON.stringify(opts.campaignId)}`);
   const cfg = whatIfConfig(campaign.rawConfig, opts.overrides);
   const seeded = await seededState<PoolState>(db, opts.campaignId);
   if (!seeded) throw new WhatIfError(`campaign ${opts.campaignId} has no seeded pool`);
-  const plans: { step: number; result: RecordedPlan }[] = [];
-  for await (const p of planResults<RecordedPlan>(db, opts.campaignId)) plans.push(p);
-  const candidates = (await allCandidates(db, opts.campaignId)) as WhatIfCandidate[];
-  const groups = (await readCampaignGroups(opts.topic, opts.campaignId)).sort((a, b) => a.step - b.step);
-  return whatIfReport(opts.campaignId, cfg, { seeded, plans, candidates, groups });
+  const run = new WhatIfRun(cfg, seeded);
+  const plans = planResults<RecordedPlan>(db, opts.campaignId)[Symbol.asyncIterator]();
+  let next = await plans.next();
+  // Groups read and not folded yet, by step; a step is decided once every partition that holds
+  // the campaign's groups was read past it (or ended): memory holds the read-ahead, not the campaign.
+  const buffer = new Map<number, RecordedGroup[]>();
+  let buffered = 0;
+  let decidedThrough = 0;
+  let lateGroups = 0;
+  let readAhead = 0;
+  const decide = async (ready: (step: number) => boolean) => {
+    while (!next.done && (ready(next.value.step) || buffered > WHATIF_BUFFERED_GROUPS)) {
+      const step = next.value.step;
+      for (const s of [...buffer.keys()].sort((a, b) => a - b)) {
+        if (s > step) break;
+        const gs = buffer.get(s)!;
+        run.fold(gs);
+        buffered -= gs.length;
+        buffer.delete(s);
+      }
+      const queued = next.value.result.inputs?.enqueued ?? [];
+      const cands = new Map(
+        ((await candidatesByIds(db, opts.campaignId, queued)) as WhatIfCandidate[]).map((c) => [
+          c.candidate_id,
+          c,
+        ]),
+      );
+      run.decide(next.value, (id) => cands.get(id));
+      decidedThrough = step;
+      next = await plans.next();
+    }
+  };
+  await forEachCampaignGroupInOrder(
+    opts.topic,
+    opts.campaignId,
+    await groupPartitions(db, opts.campaignId, opts.topic),
+    async (groups, readPast) => {
+      for (const g of groups) {
+        if (g.step <= decidedThrough) lateGroups++;
+        const list = buffer.get(g.step);
+        if (list) list.push(g);
+        else buffer.set(g.step, [g]);
+      }
+      buffered += groups.length;
+      readAhead = Math.max(readAhead, buffered);
+      await decide(readPast);
+    },
+  );
+  await decide(() => true);
+  // readAhead: the most groups held at once (the memory a what-if needs beyond the tasks' states).
+  return { ...reportOf(opts.campaignId, cfg, run.steps), lateGroups, readAhead };
 }

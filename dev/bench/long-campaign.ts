@@ -16,8 +16,9 @@
 // `window` steps before the point), a status call (the report of `rods campaign status`, Kafka
 // part included), a dashboard poll (the series), a lineage lookup (a generated task of depth 1,
 // with its ancestry's reward history, as the dashboard's lineage view) and a replay resume over
-// the last `window` steps (`rods replay --no-compare`; the comparison with the live tables,
-// which reads every row the campaign has, is timed apart). Each read is the median of `repeats`.
+// one step's events (`rods replay --no-compare` after each of the `window` steps before the
+// point, the median; the comparison with the live tables, which reads every row the campaign has,
+// is timed apart). Each other read is the median of `repeats`.
 // `ratio` is the largest late ÷ early of the five. Also: bytes per 1,000 steps of every table.
 import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -30,7 +31,12 @@ import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import { dashboardSeries, findTasks, rewardHistory } from '../../analysis/status/dashboard.js';
 import { StatusKafka } from '../../analysis/status/kafka-shared.js';
 import { candidateHash } from '../../domain/candidate.js';
-import { candidateId as candidateIdOf, eventIds, streams, synthesisId as synthesisIdOf } from '../../domain/ids.js';
+import {
+  candidateId as candidateIdOf,
+  eventIds,
+  streams,
+  synthesisId as synthesisIdOf,
+} from '../../domain/ids.js';
 import { fnv1a, mulberry32 } from '../../domain/random.js';
 import type { StepPlan } from '../../domain/step-plan.js';
 import type { TaskRecord } from '../../domain/task.js';
@@ -172,6 +178,7 @@ export async function runLongCampaign(o: LongCampaignOptions) {
     const offsets = new Array<number>(PARTITIONS).fill(0);
     const ages = new Map<string, { logit: number; rate: number; born: number }>();
     const planMs: number[] = [];
+    const resumes: { ms: number; events: number }[] = [];
     const stepMs: number[] = [];
     const counts = { groups: 0, selected: 0, validated: 0, rejected: 0, injected: 0, retired: 0, pruned: 0 };
     const points: Record<string, PointReads & { step: number; tableBytes: Record<string, number> }> = {};
@@ -238,12 +245,14 @@ export async function runLongCampaign(o: LongCampaignOptions) {
       // 3. The relay publishes what the step appended, as a live relay keeps up.
       await relay.run({ untilCaughtUp: true });
 
-      // 4. The replay keeps up (its checkpoint moves) and the reads are timed at the two points.
+      // 4. The replay keeps up (its checkpoint moves): every 500 steps, and after each of the
+      // `window` steps before a point, where each resume (one step's events) is timed.
       const point = step === o.early ? 'early' : step === o.steps ? 'late' : undefined;
-      // Caught up `window` steps before each point (and every 500 steps before that), so the timed
-      // resume reads exactly the last `window` steps.
       const nextPoint = step < o.early ? o.early : o.steps;
-      if (step === nextPoint - window || (step % 500 === 0 && step < nextPoint - window))
+      if (step > nextPoint - window) {
+        const r = await timed(() => replayCampaign(pool, { campaignId, compare: false }));
+        resumes.push({ ms: r.ms, events: r.value.events - r.value.resumedFrom });
+      } else if (step === nextPoint - window || step % 500 === 0)
         await replayCampaign(pool, { campaignId, compare: false });
       if (point) {
         const reads = await timeReads(pool, campaignId, statusKafka, o.repeats, {
@@ -251,9 +260,12 @@ export async function runLongCampaign(o: LongCampaignOptions) {
           aggregatorGroup: deps.groupId,
           rewardsTopic: relayTopic,
         });
+        const last = resumes.splice(0);
         points[point] = {
           step,
           ...reads,
+          replay_resume_ms: round(median(last.map((r) => r.ms))),
+          replay_resume_events: round(median(last.map((r) => r.events)), 0),
           planning_ms: round(median(planMs.slice(-window))),
           aggregation_ms: round(median(stepMs.slice(-window))),
           tableBytes: await relationSizes(pool),
@@ -320,9 +332,8 @@ async function timeReads(
   statusKafka: StatusKafka,
   repeats: number,
   status: { relayName: string; aggregatorGroup: string; rewardsTopic: string },
-): Promise<Omit<PointReads, 'planning_ms' | 'aggregation_ms'>> {
-  // The replay resumes over the steps since its last checkpoint (once), then compares (apart).
-  const resume = await timed(() => replayCampaign(pool, { campaignId, compare: false }));
+): Promise<Omit<PointReads, 'planning_ms' | 'aggregation_ms' | 'replay_resume_ms' | 'replay_resume_events'>> {
+  // The replay is caught up (its resumes were timed step by step): the comparison alone.
   const compare = await timed(() => replayCampaign(pool, { campaignId }));
   // A generated task of depth 1 (the same kind of ancestry at both points), else any generated one.
   const generated = (await findTasks(pool, campaignId, '', 10_000)).filter((t) => t.origin === 'generated');
@@ -362,8 +373,6 @@ async function timeReads(
     dashboard_ms: round(median(ms.dashboard)),
     lineage_ms: round(median(ms.lineage)),
     lineage_task: target,
-    replay_resume_ms: round(resume.ms),
-    replay_resume_events: resume.value.events - resume.value.resumedFrom,
     replay_compare_ms: round(compare.ms),
     replay_equal: compare.value.equal,
   };

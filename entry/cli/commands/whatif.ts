@@ -100,6 +100,10 @@ export function register(program: Command): void {
                 ? 'reproduces the recorded decisions exactly'
                 : 'differs from the recorded decisions',
             );
+            if (r.lateGroups > 0)
+              console.log(
+                `${r.lateGroups} reward groups were read after their step was decided (published late, or a partition far behind): folded at the next step`,
+              );
             console.log(`limits: ${r.limits}`);
           }
         } catch (e) {

@@ -15,14 +15,16 @@ export async function validatedCandidates(db: Queryable, campaignId: string): Pr
   return rows;
 }
 
-/** Every candidate of the campaign, whatever its status. */
-export async function allCandidates(
+/** The campaign's candidates with these ids, whatever their status. */
+export async function candidatesByIds(
   db: Queryable,
   campaignId: string,
+  ids: readonly string[],
 ): Promise<Omit<ValidatedCandidate, 'candidate_hash'>[]> {
+  if (ids.length === 0) return [];
   const { rows } = await db.query<Omit<ValidatedCandidate, 'candidate_hash'>>(
-    'select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1',
-    [campaignId],
+    'select candidate_id, seed_task_id, candidate, lineage from candidates where campaign_id = $1 and candidate_id = any($2::text[])',
+    [campaignId, ids],
   );
   return rows;
 }

@@ -147,3 +147,13 @@ export async function stepRows(
   );
   return rows.map((r) => ({ step: Number(r.step), closedAt: r.closed_at }));
 }
+
+/** The partitions of `topic` the aggregator counted groups of the campaign from. */
+export async function groupPartitions(db: Queryable, campaignId: string, topic: string): Promise<number[]> {
+  const { rows } = await db.query<{ partition: number }>(
+    `select distinct partition from step_progress
+      where campaign_id = $1 and topic = $2 and groups_applied + groups_rejected > 0 order by 1`,
+    [campaignId, topic],
+  );
+  return rows.map((r) => r.partition);
+}
