@@ -457,7 +457,9 @@ export async function recordAnchor(
     );
     let base: number | null = null;
     let stored = heads;
-    const before = prev.rows[0] ? await anchoredHeads(c, prev.rows[0].anchor_id).catch(() => undefined) : undefined;
+    const before = prev.rows[0]
+      ? await anchoredHeads(c, prev.rows[0].anchor_id).catch(() => undefined)
+      : undefined;
     if (before && before.depth + 1 < FULL_ANCHOR_EVERY) {
       const now = new Map(heads.map((h) => [h[0], h]));
       if (before.heads.every((h) => now.has(h[0]))) {
