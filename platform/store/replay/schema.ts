@@ -104,10 +104,13 @@ export async function prepareReplaySchema(
   await c.query(
     `alter table ${schema}.synthesis_funnel_counts add primary key (campaign_id, type, stage, key, hashes)`,
   );
+  // Every replayed step updates each task's row, as live: half-empty pages keep the updates on
+  // their page (migration 0025 does the same for the live table).
   await c.query(
     `create table ${schema}.task_stats (campaign_id text, task_id text, groups bigint, rollouts bigint, mean float8, m2 float8,
        latest_mean float8, latest_variance float8, ewma float8, last_step bigint, signal float8, phi float8, band text,
-       last_event_id uuid, primary key (campaign_id, task_id))`,
+       last_event_id uuid, primary key (campaign_id, task_id))
+       with (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0)`,
   );
   await c.query(
     `create table ${schema}.replay_checkpoint (transaction_id text not null, position bigint not null, events bigint not null)`,
