@@ -1,7 +1,5 @@
 // Activities of the campaign workflow: all of its I/O. Each is idempotent (deterministic event
 // ids, idempotent appends, atomic file writes), so a retry after a crash has the effect of one.
-import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
@@ -10,7 +8,6 @@ import { DEFAULT_CONFIG } from '../platform/config/campaign-config.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
 import { inTransaction } from '../platform/store/db.js';
 import { type NewEvent, readStreamOf } from '../platform/store/events/event-store.js';
-import { activePool } from '../platform/store/pool/active.js';
 import { recordEvents, recordEventsIn } from '../platform/store/pool/projection.js';
 import {
   describeMissingStep,
@@ -25,7 +22,7 @@ import { type WorkflowEnd, workflowEnd } from '../platform/temporal/connect.js';
 import type { EventName, EventPayloads, Stage, TaskStats } from '../schemas/types.generated.js';
 import { workerEvent } from './events.js';
 import type { ExecutorClient } from './executor-client.js';
-import { DEFAULT_SINK_KEEP, sinkFilesToPrune } from './pool-sink.js';
+import { DEFAULT_SINK_KEEP, deliverPoolJsonl } from './pool-sink.js';
 
 export interface CampaignActivityDeps {
   pool: pg.Pool;
@@ -251,23 +248,13 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
       campaignId: string;
       version: number;
     }): Promise<{ file: string; tasks: number }> {
-      const { tasks } = await activePool(deps.pool, input.campaignId);
-      const dir = path.join(deps.sinkDir, input.campaignId);
-      await mkdir(dir, { recursive: true });
-      const body = tasks.map((t) => JSON.stringify(t.task)).join('\n');
-      const file = path.join(dir, `pool-v${input.version}.jsonl`);
-      for (const target of [file, path.join(dir, 'current.jsonl')]) {
-        const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;
-        await writeFile(tmp, tasks.length ? `${body}\n` : '');
-        await rename(tmp, target);
-      }
-      for (const old of sinkFilesToPrune(
-        await readdir(dir),
+      return deliverPoolJsonl(
+        deps.pool,
+        deps.sinkDir,
+        input.campaignId,
         input.version,
         deps.sinkKeep ?? DEFAULT_SINK_KEEP,
-      ))
-        await rm(path.join(dir, old), { force: true });
-      return { file, tasks: tasks.length };
+      );
     },
   };
 }

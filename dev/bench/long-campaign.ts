@@ -21,10 +21,14 @@
 // is timed apart). Each other read is the median of `repeats`.
 // `ratio` is the largest late ÷ early of the five. Also: bytes per 1,000 steps of every table.
 import { randomUUID } from 'node:crypto';
+import { readdir, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createCurriculumActivities } from '../../activities/curriculum.js';
 import { workerEvent } from '../../activities/events.js';
 import { ExecutorClient } from '../../activities/executor-client.js';
+import { deliverPoolJsonl } from '../../activities/pool-sink.js';
 import { loadLineageIndex } from '../../analysis/lineage/store.js';
 import { replayCampaign } from '../../analysis/replay/replay.js';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
@@ -45,6 +49,7 @@ import { loadEndpoints } from '../../platform/config/endpoints.js';
 import { ensureTopics, withAdmin } from '../../platform/kafka/client.js';
 import { registerCampaign } from '../../platform/store/campaigns.js';
 import { createPool, inTransaction } from '../../platform/store/db.js';
+import { recordAnchor } from '../../platform/store/events/audit.js';
 import { headCursor } from '../../platform/store/events/event-store.js';
 import { migrate } from '../../platform/store/migrate.js';
 import { activePool } from '../../platform/store/pool/active.js';
@@ -59,6 +64,7 @@ import { encodeRecord } from '../../stages/aggregator/trace.js';
 import { Relay } from '../../stages/relay/relay.js';
 import type { BenchResult } from './result.js';
 
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const PARTITIONS = 6;
 const ROLLOUTS = 16;
 /** Share of synthesis runs that end validated (the rest rejected, by reason). */
@@ -145,6 +151,7 @@ export async function runLongCampaign(o: LongCampaignOptions) {
   const relayTopic = `bench.long.${campaignId}`;
   const statusKafka = new StatusKafka(() => campaignId);
   let relay: Relay | undefined;
+  const sinkDir = path.join(ROOT, '.stack', 'bench-sink');
   try {
     await registerCampaign(pool, { campaignId, config });
     await withAdmin((a) =>
@@ -181,7 +188,17 @@ export async function runLongCampaign(o: LongCampaignOptions) {
     const resumes: { ms: number; events: number }[] = [];
     const stepMs: number[] = [];
     const counts = { groups: 0, selected: 0, validated: 0, rejected: 0, injected: 0, retired: 0, pruned: 0 };
-    const points: Record<string, PointReads & { step: number; tableBytes: Record<string, number> }> = {};
+    const points: Record<
+      string,
+      PointReads & {
+        step: number;
+        rss_bytes: number;
+        heap_used_bytes: number;
+        tableBytes: Record<string, number>;
+        sinkBytes: number;
+        relayTopicBytes: number;
+      }
+    > = {};
     const topic = `bench.long.rewards.${campaignId}`;
     const window = o.window;
     const t0 = Date.now();
@@ -231,6 +248,10 @@ export async function runLongCampaign(o: LongCampaignOptions) {
       );
       planMs.push(planned.ms);
       const plan = planned.value as StepPlan;
+      // The pool sink as the worker writes it: a file per pool version (the newest 20 kept).
+      if (plan.versionChanged) await deliverPoolJsonl(pool, sinkDir, campaignId, plan.poolVersion);
+      // An audit anchor of the store every 50 steps (about ten minutes of a real campaign).
+      if (step % 50 === 0) await recordAnchor(pool, { onlyIfChanged: true });
       counts.selected += plan.selected.length;
       counts.injected += plan.injected.length;
       counts.retired += plan.retired.length;
@@ -261,8 +282,13 @@ export async function runLongCampaign(o: LongCampaignOptions) {
           rewardsTopic: relayTopic,
         });
         const last = resumes.splice(0);
+        const mem = process.memoryUsage();
         points[point] = {
           step,
+          rss_bytes: mem.rss,
+          heap_used_bytes: mem.heapUsed,
+          sinkBytes: await dirBytes(path.join(sinkDir, campaignId)),
+          relayTopicBytes: await dirBytes(path.join(ROOT, '.stack/data/kafka', `${relayTopic}-0`)),
           ...reads,
           replay_resume_ms: round(median(last.map((r) => r.ms))),
           replay_resume_events: round(median(last.map((r) => r.events)), 0),
@@ -287,12 +313,17 @@ export async function runLongCampaign(o: LongCampaignOptions) {
       ]),
     );
     const per1000 = (late.step - early.step) / 1000;
-    const growth = Object.fromEntries(
+    const growth: Record<string, number> = Object.fromEntries(
       Object.keys(late.tableBytes)
         .map((t) => [t, Math.round((late.tableBytes[t]! - (early.tableBytes[t] ?? 0)) / per1000)] as const)
         .filter(([, b]) => b !== 0),
     );
-    const strip = ({ tableBytes: _t, ...rest }: typeof early) => rest;
+    const strip = ({ tableBytes: _t, sinkBytes: _s, relayTopicBytes: _k, ...rest }: typeof early) => rest;
+    // Files and topic: what they hold late against early (the sink keeps the newest 20 versions).
+    const fileGrowth = {
+      pool_sink_files: Math.round((late.sinkBytes - early.sinkBytes) / per1000),
+      relay_topic: Math.round((late.relayTopicBytes - early.relayTopicBytes) / per1000),
+    };
     return {
       steps: o.steps,
       tasks: o.tasks,
@@ -303,14 +334,29 @@ export async function runLongCampaign(o: LongCampaignOptions) {
       late: strip(late),
       late_over_early: ratios,
       ratio: Math.max(...Object.values(ratios)),
-      bytes_per_1000_steps: growth,
+      bytes_per_1000_steps: { ...growth, ...fileGrowth } as Record<string, number>,
     };
   } finally {
     await relay?.stop().catch(() => {});
     await statusKafka.close().catch(() => {});
     await withAdmin((a) => a.deleteTopics([relayTopic])).catch(() => {});
+    await rm(path.join(sinkDir, campaignId), { recursive: true, force: true });
     await pool.end();
   }
+}
+
+/** Bytes of the files under a folder (0 when it does not exist). */
+async function dirBytes(dir: string): Promise<number> {
+  let total = 0;
+  try {
+    for (const e of await readdir(dir, { withFileTypes: true }))
+      total += e.isDirectory()
+        ? await dirBytes(path.join(dir, e.name))
+        : (await stat(path.join(dir, e.name))).size;
+  } catch {
+    return 0;
+  }
+  return total;
 }
 
 interface PointReads {

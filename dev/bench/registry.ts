@@ -16,6 +16,8 @@ const DESCRIPTIONS: Record<string, string> = {
     'fold a recorded history of 1,000,000 reward groups read back from Kafka with the live statistics code vs. a plain read of the same records',
   scale:
     'a 10,000-step campaign (800 tasks x 16 rollouts): aggregator RSS and per-step cost early vs. late, event-store bytes per step, full-size replay vs. a plain read, workflow history per continue-as-new run',
+  campaigns:
+    'twenty campaigns at once through one gateway and aggregator (one stalling mid-step, one followed by a poison flood): per-step close latency p50 and p99 vs. one campaign alone',
   'long-campaign':
     "a 10,000-step, 800-task campaign built through the loop's writers: a planning step, a status call, a dashboard poll, a lineage lookup and a replay resume at step 100 vs. at the last step, and bytes per 1,000 steps of every table",
   isolation:
