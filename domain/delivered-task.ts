@@ -9,7 +9,13 @@ import { bfclTaskId } from './ids.js';
  */
 export function deliveredTask(taskId: string, category: string, task: unknown): Record<string, unknown> {
   const record = (typeof task === 'string' ? JSON.parse(task) : task) as Record<string, unknown>;
+  return { ...record, id: deliveredId(taskId, category, record), rods_task_id: taskId };
+}
+
+/** The BFCL id a pool task is delivered under (the pool keeps it, so a reported id maps back). */
+export function deliveredId(taskId: string, category: string, task: unknown): string {
+  const record = (typeof task === 'string' ? JSON.parse(task) : task) as Record<string, unknown>;
   // The record's own category is the one it was validated under (long_context loads extensions).
-  const own = typeof record.category === 'string' ? record.category : category;
-  return { ...record, id: bfclTaskId(taskId, own), rods_task_id: taskId };
+  const own = typeof record?.category === 'string' ? record.category : category;
+  return bfclTaskId(taskId, own);
 }

@@ -9,13 +9,13 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { CampaignConfig } from '../../domain/campaign-config.js';
-import { bfclTaskId, rolloutBatchClaimId, workflowIds } from '../../domain/ids.js';
+import { rolloutBatchClaimId, workflowIds } from '../../domain/ids.js';
 import { checkGroup } from '../../domain/reward-group.js';
 import { campaignConfigOf } from '../../platform/config/campaign-config.js';
 import type { RolloutBatchBody } from '../../platform/kafka/rollout-records.js';
 import { lockIntake } from '../../platform/store/campaigns.js';
 import { inTransaction } from '../../platform/store/db.js';
-import { generatedPoolMembers, poolMembersAmong } from '../../platform/store/pool/members.js';
+import { poolMembersAmong, poolMembersByBfclId } from '../../platform/store/pool/members.js';
 import { batchIntake, insertAcceptedBatch } from '../../platform/store/steps/intake.js';
 import { ProblemError } from './problem.js';
 import type { RolloutBatch } from './schemas.js';
@@ -143,12 +143,10 @@ async function poolTasks(
   );
   const unknown = groups.filter((g) => !members.has(g.taskId));
   if (unknown.length === 0) return groups;
-  let byBfclId = new Map<string, string>();
-  if (unknown.some((g) => BFCL_DELIVERED_ID.test(g.taskId))) {
-    byBfclId = new Map(
-      (await generatedPoolMembers(c, campaignId)).map((t) => [bfclTaskId(t.taskId, t.category), t.taskId]),
-    );
-  }
+  // Ids the pool delivered generated tasks under, looked up by id (not every member the campaign had).
+  const delivered = unknown.filter((g) => BFCL_DELIVERED_ID.test(g.taskId)).map((g) => g.taskId);
+  const byBfclId =
+    delivered.length > 0 ? await poolMembersByBfclId(c, campaignId, delivered) : new Map<string, string>();
   const mapped = groups.map((g) => {
     const rods = members.has(g.taskId) ? undefined : byBfclId.get(g.taskId);
     return rods ? { ...g, taskId: rods } : g;

@@ -17,16 +17,29 @@ export async function poolMembersAmong(
   return rows.map((r) => r.task_id);
 }
 
-/** The campaign's generated pool members with their category. */
-export async function generatedPoolMembers(
-  db: pg.PoolClient | pg.Pool,
+/** The campaign's pool members delivered under these BFCL ids (domain/delivered-task.ts deliveredId): id -> rods task id. */
+export async function poolMembersByBfclId(
+  db: Queryable,
   campaignId: string,
-): Promise<{ taskId: string; category: string }[]> {
-  const { rows } = await db.query<{ task_id: string; category: string }>(
-    `select task_id, category from pool_members where campaign_id = $1 and origin = 'generated'`,
+  bfclIds: readonly string[],
+): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ task_id: string; bfcl_id: string }>(
+    'select task_id, bfcl_id from pool_members where campaign_id = $1 and bfcl_id = any($2::text[])',
+    [campaignId, bfclIds],
+  );
+  return new Map(rows.map((r) => [r.bfcl_id, r.task_id]));
+}
+
+/** The campaign's generated pool members (retired and pruned ones too) with their category and record. */
+export async function generatedMemberTasks(
+  db: Queryable,
+  campaignId: string,
+): Promise<{ taskId: string; category: string; task: unknown }[]> {
+  const { rows } = await db.query<{ task_id: string; category: string; task: unknown }>(
+    `select task_id, category, task from pool_members where campaign_id = $1 and origin = 'generated' order by task_id`,
     [campaignId],
   );
-  return rows.map((r) => ({ taskId: r.task_id, category: r.category }));
+  return rows.map((r) => ({ taskId: r.task_id, category: r.category, task: r.task }));
 }
 
 /** Which of these tasks were ever in their campaign's pool (taskKey of each). */

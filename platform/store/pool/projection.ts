@@ -3,6 +3,7 @@
 // The same function runs live (in the transaction that appends the events) and in replay
 // (into another schema), so both give the same rows.
 import type pg from 'pg';
+import { deliveredId } from '../../../domain/delivered-task.js';
 import type {
   CandidateRejected,
   CandidateValidated,
@@ -110,9 +111,17 @@ export async function applyPoolEvent(
       const p = payload as TaskSeeded;
       await c.query(
         `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, root_seed, depth,
-            added_step, added_version)
-         values ($1, $2, 'seed', $3, $4, $5, $2, 0, 0, $6) on conflict do nothing`,
-        [p.campaignId, p.taskId, p.category, p.task, p.taskHash, p.poolVersion],
+            added_step, added_version, bfcl_id)
+         values ($1, $2, 'seed', $3, $4, $5, $2, 0, 0, $6, $7) on conflict do nothing`,
+        [
+          p.campaignId,
+          p.taskId,
+          p.category,
+          p.task,
+          p.taskHash,
+          p.poolVersion,
+          deliveredId(p.taskId, p.category, p.task),
+        ],
       );
       await bumpVersion(c, p.campaignId, p.poolVersion, 0);
       return;
@@ -122,8 +131,8 @@ export async function applyPoolEvent(
       const { root, depth } = await injectedLineage(c, p, metadata);
       await c.query(
         `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth,
-            added_step, added_version)
-         values ($1, $2, 'generated', $3, $4, $5, $6, $7, $8, $9, $10) on conflict do nothing`,
+            added_step, added_version, bfcl_id)
+         values ($1, $2, 'generated', $3, $4, $5, $6, $7, $8, $9, $10, $11) on conflict do nothing`,
         [
           p.campaignId,
           p.taskId,
@@ -135,6 +144,7 @@ export async function applyPoolEvent(
           depth,
           p.step,
           p.poolVersion,
+          deliveredId(p.taskId, p.category, p.task),
         ],
       );
       await c.query(
