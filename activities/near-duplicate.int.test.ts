@@ -166,4 +166,28 @@ describe('near-duplicate candidates', () => {
       size: 3,
     });
   });
+
+  it('records a candidate under the category its structure gives it, not the label it was drafted with', async () => {
+    const campaignId = `labels-${randomUUID().slice(0, 8)}`;
+    const validate = await campaignWithSeed(campaignId);
+    // A child of a miss_func seed as plan -> execute -> rewrite make it: no withheld function.
+    const child = {
+      ...task(
+        'c-label',
+        ['Archive every report of the quarter into a new folder named q3', 'Then list what the folder holds'],
+        [["mkdir(dir_name='q3')"], ["cd(folder='q3')", 'ls()']],
+      ),
+      category: 'miss_func',
+    } as Candidate;
+    expect(await validate(child)).toEqual({ outcome: 'validated', candidateId: 'c-label' });
+    const { rows } = await pool.query<{
+      payload: { category: string; candidate: string };
+      metadata: { lineage: { category: string } };
+    }>(`select payload, metadata from events where stream_id = $1 and type = 'CandidateValidated'`, [
+      streams.synthesis(`${campaignId}-c-label`),
+    ]);
+    expect(rows[0]!.payload.category).toBe('base');
+    expect(JSON.parse(rows[0]!.payload.candidate).category).toBe('base');
+    expect(rows[0]!.metadata.lineage.category).toBe('base');
+  });
 });

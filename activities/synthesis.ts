@@ -12,7 +12,7 @@ import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.j
 import { eventIds, streams } from '../domain/ids.js';
 import { settleVerdict } from '../domain/judge-rule.js';
 import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
-import { callsPerTurnCap, structureMismatch } from '../domain/structure.js';
+import { callsPerTurnCap, structuralCategory, structureMismatch } from '../domain/structure.js';
 import type { TaskRecord } from '../domain/task.js';
 import { campaignConfigOf, DEFAULT_CONFIG } from '../platform/config/campaign-config.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
@@ -328,7 +328,8 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       // an Augment variant is its validated base plus the turn that brings the function or value
       if (input.variant) limits.turns.max += 1;
       if (input.seed) limits.callsPerTurn.max = callsPerTurnCap(limits.callsPerTurn.max, input.seed);
-      const g = checkCandidate(input.candidate, TOOL_CATALOG, limits);
+      // Gated as what its structure makes it (domain/structure.ts), as it is recorded.
+      const g = checkCandidate(labelled(input.candidate), TOOL_CATALOG, limits);
       if (!g.ok) return { ok: false as const, code: g.code, reason: g.reason };
       const mismatch = input.seed
         ? structureMismatch(input.candidate, input.seed, cfg.synthesis.structureTolerance)
@@ -413,21 +414,23 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           return { outcome: 'rejected' as const, reasonCode: r.reasonCode };
         };
         if (input.kind === 'rejected') return reject(input);
-        const hash = candidateHash(input.candidate);
-        const dup = await candidateWithHash(c, input.campaignId, hash, input.candidate.id);
+        // Recorded under the category its structure gives it: the quotas and BFCL's scoring read it.
+        const candidate = labelled(input.candidate);
+        const hash = candidateHash(candidate);
+        const dup = await candidateWithHash(c, input.campaignId, hash, candidate.id);
         if (dup) {
           return reject({
-            candidateId: input.candidate.id,
+            candidateId: candidate.id,
             stage: 'critique',
             reasonCode: 'duplicate-candidate',
             reason: `exact duplicate (content hash ${hash.slice(0, 16)}) of candidate ${dup}`,
           });
         }
-        const near = await nearestKnownTask(c, input.campaignId, input.candidate, input.derivedFrom);
+        const near = await nearestKnownTask(c, input.campaignId, candidate, input.derivedFrom);
         if (near && near.similarity.score >= near.threshold) {
           const { score, text, calls } = near.similarity;
           return reject({
-            candidateId: input.candidate.id,
+            candidateId: candidate.id,
             stage: 'critique',
             reasonCode: 'near-duplicate',
             reason: `near duplicate of ${near.task.kind} ${near.task.id}: similarity ${score.toFixed(3)} (question ${text.toFixed(3)}, calls ${calls.toFixed(3)}) >= ${near.threshold}`,
@@ -438,16 +441,18 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
             'CandidateValidated',
             eventIds.candidateValidated(input.synthesisId),
             {
-              ...origin(input.candidate.id),
-              category: input.candidate.category,
-              candidate: JSON.stringify(input.candidate),
+              ...origin(candidate.id),
+              category: candidate.category,
+              candidate: JSON.stringify(candidate),
               candidateHash: hash,
               judgeModel: input.judge.model,
               judgeScores: input.judge.scores,
               refined: input.refined,
               occurredAt: now(),
             },
-            { lineage: { ...input.lineage, judgeReasons: input.judge.reasons } },
+            {
+              lineage: { ...input.lineage, category: candidate.category, judgeReasons: input.judge.reasons },
+            },
           ),
         ]);
         return { outcome: 'validated', candidateId: input.candidate.id };
@@ -457,6 +462,12 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
 }
 
 export type SynthesisActivities = ReturnType<typeof createSynthesisActivities>;
+
+/** The candidate under the category its structure gives it (domain/structure.ts structuralCategory). */
+const labelled = (c: Candidate): Candidate => {
+  const category = structuralCategory(c);
+  return category === c.category ? c : { ...c, category };
+};
 
 /**
  * The seed or earlier candidate (validated or injected) of the campaign most similar to a

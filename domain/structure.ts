@@ -5,6 +5,7 @@
 // 5-call turn in its children (the config's cap alone would forbid what 28% of BFCL seeds do).
 // Pure and sandbox-safe.
 import type { CandidateTask } from './candidate.js';
+import type { SeedCategory } from './task.js';
 
 export interface StructureTolerance {
   /** Most difference in the number of turns with calls. */
@@ -59,4 +60,33 @@ export function structureMismatch(
   const foreign = candidate.involved_classes.filter((k) => !seed.involved_classes.includes(k));
   if (foreign.length > 0) problems.push(`classes ${foreign.join(', ')} are not among the seed's`);
   return problems.length > 0 ? problems.join('; ') : undefined;
+}
+
+/**
+ * The BFCL category a generated task's structure gives it (BFCL's own shapes, domain/augment.ts):
+ * - miss_func: `missed_function` names arrival turns, each after a holding turn without calls;
+ * - miss_param: a turn without calls (the request that lacks a value) followed by one with calls
+ *   (the reply that brings it);
+ * - otherwise base, or long_context for a task labelled so (BFCL's long context is the
+ *   environment's mode for the category, not something the record's shape shows).
+ * Plan, execute and rewrite make a child with its seed's turns and calls, not its withheld
+ * function or value: that is the Augment stage's work, which builds those shapes itself. So a
+ * child of a miss_func or miss_param seed without the shape is labelled base (or long_context),
+ * and the quotas count what it is.
+ */
+export function structuralCategory(
+  t: Pick<CandidateTask, 'category' | 'ground_truth'> & { missed_function?: unknown },
+): SeedCategory {
+  const gt = t.ground_truth ?? [];
+  const missed =
+    t.missed_function && typeof t.missed_function === 'object' ? Object.keys(t.missed_function) : [];
+  const arrivals = missed.map(Number);
+  if (
+    arrivals.length > 0 &&
+    arrivals.every((a) => Number.isInteger(a) && a >= 1 && a < gt.length && gt[a - 1]!.length === 0)
+  )
+    return 'miss_func';
+  if (missed.length === 0 && gt.some((turn, i) => turn.length === 0 && (gt[i + 1]?.length ?? 0) > 0))
+    return 'miss_param';
+  return t.category === 'long_context' ? 'long_context' : 'base';
 }

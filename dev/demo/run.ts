@@ -16,10 +16,12 @@ import { diagnose, renderFindings } from '../../analysis/status/diagnose.js';
 import { type SynthesisFunnel, synthesisFunnel } from '../../analysis/status/funnel.js';
 import { bounded } from '../../analysis/status/temporal.js';
 import { workflowIds } from '../../domain/ids.js';
+import { structuralCategory } from '../../domain/structure.js';
 import { DEFAULT_PORT } from '../../entry/gateway/server.js';
 import { recordedPlan } from '../../platform/store/campaign-plans.js';
 import { retryOnConnectionLoss } from '../../platform/store/db.js';
 import { eventCountsByType, synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
+import { generatedMemberTasks } from '../../platform/store/pool/members.js';
 import { poolComposition } from '../../platform/store/pool/view.js';
 import { stepSummaries } from '../../platform/store/steps/view.js';
 import { executeUpdateWithRetry, temporalClient } from '../../platform/temporal/connect.js';
@@ -326,7 +328,27 @@ export async function runDemo(
       byDepth.set(r.depth, (byDepth.get(r.depth) ?? 0) + r.active + r.retired + r.pruned);
     const depths = [...byDepth].sort(([a], [b]) => a - b).map(([depth, n]) => ({ depth, n }));
     const funnel = await synthesisFunnel(db, campaignId);
-    const summary = writeReport(out, campaignId, rows, depths, seconds, funnel, opts.ablation ?? {});
+    // Every generated task's category against the one its structure gives it (domain/structure.ts).
+    const generated = await generatedMemberTasks(db, campaignId);
+    const categoryMismatches = generated
+      .filter((t) => {
+        const task = (typeof t.task === 'string' ? JSON.parse(t.task) : t.task) as Parameters<
+          typeof structuralCategory
+        >[0];
+        return structuralCategory(task) !== t.category;
+      })
+      .map((t) => t.taskId);
+    const categories = { generated: generated.length, mismatches: categoryMismatches };
+    const summary = writeReport(
+      out,
+      campaignId,
+      rows,
+      depths,
+      seconds,
+      funnel,
+      opts.ablation ?? {},
+      categories,
+    );
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
       dashboard.stopScript = path.join(out, 'stop-gateway.sh');
@@ -369,6 +391,7 @@ function writeReport(
   seconds: number,
   funnel: SynthesisFunnel,
   ablation: Record<string, unknown>,
+  categories: { generated: number; mismatches: string[] },
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -407,6 +430,8 @@ function writeReport(
     retired: last?.retired ?? 0,
     seedsSelected: last?.selected ?? 0,
     synthesisFunnel: funnel,
+    // Generated tasks (ever in the pool) and those whose category is not what their structure gives.
+    generatedCategories: categories,
     meanSynthesisLatencyMs: last?.synthesisLatencyMs ?? null,
     lineageDepth: depths,
     zeroVarianceShare: rows.map((r) => ({
