@@ -9,7 +9,14 @@ export const ABLATION_SWITCHES: Readonly<Record<string, { ablation: Ablation; wh
   'judge-off': { ablation: { judge: false }, what: 'no LLM quality judge (gates and re-execution only)' },
   'random-selection': { ablation: { selection: 'random' }, what: 'seeds drawn at random, not by φ' },
   'no-retirement': { ablation: { retirement: false }, what: 'nothing retired by rule' },
-  'static-pool': { ablation: { injection: false }, what: 'nothing injected or pruned' },
+  'static-pool': {
+    ablation: { pool: 'static' },
+    what: 'seeds selected and their candidates injected once, from the initial boundary; the pool frozen after',
+  },
+  'no-injection': {
+    ablation: { injection: false },
+    what: 'candidates synthesized, nothing injected or pruned',
+  },
 };
 
 /** `rewrite-off,judge-off` -> `{rewrite: false, judge: false}`; an unknown name throws, naming the known ones. */

@@ -4,11 +4,12 @@ import { parseCampaignConfig } from './campaign-config.js';
 
 describe('ablation switches by name', () => {
   it('combines switches into the config ablation, which the config schema accepts', () => {
-    const a = parseAblationSwitches('rewrite-off, judge-off,static-pool');
-    expect(a).toEqual({ rewrite: false, judge: false, injection: false });
+    const a = parseAblationSwitches('rewrite-off, judge-off,static-pool,no-injection');
+    expect(a).toEqual({ rewrite: false, judge: false, pool: 'static', injection: false });
     expect(parseCampaignConfig({ ablation: a }).ablation).toMatchObject({
       rewrite: false,
       judge: false,
+      pool: 'static',
       injection: false,
       retirement: true,
       selection: 'boundary',

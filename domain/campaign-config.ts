@@ -425,8 +425,15 @@ export const AblationConfigSchema = z.strictObject({
   randomSeed: z.number().int('ablation.randomSeed must be a whole number').default(0),
   /** Retirement by rule (mastered, burn-in); off: tasks stay until pruned or retired by hand. */
   retirement: z.boolean().default(true),
-  /** Injection (and pruning); off: a static pool, validated candidates only wait in the queue. */
+  /** Injection (and pruning); off: validated candidates only wait in the queue. */
   injection: z.boolean().default(true),
+  /**
+   * `dynamic` (the method) or `static`, the paper's static-pool ablation: synthesis from the
+   * initial boundary once (at the first step any seed is selectable, every eligible boundary seed
+   * up to pool.generatedCap), its candidates injected as they come, then no further selection or
+   * retirement: once the initial wave is in, the pool no longer changes.
+   */
+  pool: z.enum(['dynamic', 'static']).default('dynamic'),
 });
 
 /** Which human seeds a campaign starts from: BFCL multi-turn tasks per category (executor/). */

@@ -47,6 +47,7 @@ describe('campaign config defaults', () => {
         randomSeed: 0,
         retirement: true,
         injection: true,
+        pool: 'dynamic',
       },
       pool: {
         generatedCap: 400,

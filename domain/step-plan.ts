@@ -11,7 +11,7 @@
 //   4. select: boundary seeds for synthesis;
 //   5. at an injection boundary: discard duplicates, prune, inject (planDecisions' order).
 import type { TaskStats } from '../schemas/types.generated.js';
-import type { CampaignConfig } from './campaign-config.js';
+import { type CampaignConfig, isInjectionBoundary } from './campaign-config.js';
 import { type Lineage, LineageError } from './lineage.js';
 import type {
   EnqueueDecision,
@@ -94,6 +94,26 @@ function phiOfStats(stats: TaskLookup<TaskStats>): Record<string, number> {
 }
 
 /** The decisions of one training step and the pool they lead to (see the top of the file). */
+/**
+ * The static pool's one selection (ablation.pool static, the paper's static-pool ablation): at the
+ * first injection boundary, every eligible boundary seed of the listed categories at once, as many
+ * as the pool's generated tasks may be (pool.generatedCap), instead of one step's budget. Their
+ * candidates are injected as they come, at the next injection boundaries; nothing is selected or
+ * retired after, so once they are in the pool no longer changes.
+ */
+function initialWave<C extends Pick<CampaignConfig, 'selection' | 'pool'>>(cfg: C): C {
+  const wave = cfg.pool.generatedCap;
+  return {
+    ...cfg,
+    selection: {
+      ...cfg.selection,
+      budgetPerStep: wave,
+      maxConcurrentSyntheses: wave,
+      perCategoryQuota: Object.fromEntries(Object.keys(cfg.selection.perCategoryQuota).map((k) => [k, wave])),
+    },
+  };
+}
+
 export function planStep(input: StepInput): StepDecisions {
   const { step, config: cfg, stats } = input;
   let state = input.pool;
@@ -138,15 +158,22 @@ export function planStep(input: StepInput): StepDecisions {
   }
   state = applyDecisions(state, enqueued);
 
-  // Ablations (config.ablation): no retirement by rule; random seed selection.
-  const retired = cfg.ablation?.retirement === false ? [] : retire(state, stats, step, cfg);
+  // Ablations (config.ablation): no retirement by rule; random seed selection; a static pool.
+  const frozen = cfg.ablation?.pool === 'static';
+  const retired = cfg.ablation?.retirement === false || frozen ? [] : retire(state, stats, step, cfg);
   state = applyDecisions(state, retired);
 
   const ranking =
     input.selection?.ranking ??
     (cfg.ablation?.selection === 'random' ? randomRanking(cfg.ablation.randomSeed) : undefined);
   const passedOver: { taskId: string; reason: string }[] = [];
-  const selected = selectSeeds(state, stats, step, cfg, { ...input.selection, ranking, passedOver });
+  // The static pool selects its one wave at the first injection boundary (the initial boundary is
+  // the pool's bands after its first trainer epoch), and nothing after.
+  const selected = !frozen
+    ? selectSeeds(state, stats, step, cfg, { ...input.selection, ranking, passedOver })
+    : !isInjectionBoundary(step, cfg) || state.members.some((m) => m.lastSelectedStep !== undefined)
+      ? []
+      : selectSeeds(state, stats, step, initialWave(cfg), { ...input.selection, ranking, passedOver });
   state = applyDecisions(state, selected);
 
   const injection = planInjection(state, step, cfg, stats ? phiOfStats(stats) : undefined);

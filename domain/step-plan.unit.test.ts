@@ -328,7 +328,45 @@ describe('planStep ablations (config.ablation)', () => {
     expect(plan({ retirement: false }).retired).toEqual([]);
   });
 
-  it('injection off keeps a static pool: the candidate waits in the queue, nothing is injected or pruned', () => {
+  it('a static pool synthesizes from the initial boundary once, injects that wave as it comes, and changes no more', () => {
+    const cfg = config({
+      ablation: { pool: 'static' },
+      pool: { retireSeeds: true, epochSteps: 10, injectionShare: 1 },
+      selection: { perCategoryQuota: { base: 4 }, budgetPerStep: 4, cooldownSteps: 0 },
+    });
+    const step = (pool: PoolState, n: number, candidates: StepCandidate[] = []) =>
+      planStep({ pool, step: n, config: cfg, stats: statsByTask, candidates });
+    // Before the first injection boundary nothing is selected; at it (step 10, after the trainer's
+    // first epoch), every boundary seed at once, not the budget of 4; the mastered seed stays.
+    const early = step(seeded([...ids, 'old']), 1);
+    expect([early.selected, early.retired]).toEqual([[], []]);
+    const first = step(early.state, 10);
+    expect(first.selected.map((d) => d.taskId).sort()).toEqual([...ids].sort());
+    expect(first.retired).toEqual([]);
+    // Step 11: nothing more is selected, though the cooldown would allow it.
+    const second = step(first.state, 11, [candidate('n1', 's4')]);
+    expect(second.selected).toEqual([]);
+    // Step 20, the next injection boundary: the wave's candidates go in as they come ...
+    const tenth = step(second.state, 20, [candidate('n2', 's3')]);
+    expect(tenth.injection.inject.map((d) => d.taskId)).toEqual(['n1', 'n2']);
+    const twentieth = step(tenth.state, 30, [candidate('n3', 's5')]);
+    expect(twentieth.injection.inject.map((d) => d.taskId)).toEqual(['n3']);
+    // ... and then the pool no longer changes: nothing selected, retired or injected.
+    const thirtieth = step(twentieth.state, 40);
+    expect([thirtieth.selected, thirtieth.retired, thirtieth.injection.inject]).toEqual([[], [], []]);
+    expect(thirtieth.state.members).toEqual(
+      twentieth.state.members.map((m) => ({ ...m, lastStats: m.lastStats })),
+    );
+    // The method, from the same pool: selection goes on at step 11, within the budget.
+    const method = config({
+      selection: { perCategoryQuota: { base: 4 }, budgetPerStep: 4, cooldownSteps: 0 },
+    });
+    expect(
+      planStep({ pool: first.state, step: 11, config: method, stats: statsByTask }).selected,
+    ).toHaveLength(4);
+  });
+
+  it('injection off: the candidate waits in the queue, nothing is injected or pruned', () => {
     const p = plan({ injection: false });
     expect(p.injection).toMatchObject({ inject: [], prune: [], discard: [] });
     expect(p.state.queue.map((q) => q.candidateId)).toEqual(['c-n1']);

@@ -69,9 +69,9 @@ export const POLICY_SPECS: Readonly<Record<string, PolicySpec>> = {
     what: 'rods without retirement by rule (ablation.retirement false)',
   },
   'rods-static-pool': {
-    ablation: { injection: false },
+    ablation: { pool: 'static' },
     synthesis: true,
-    what: "the paper's static-pool ablation: synthesis runs, nothing is injected (ablation.injection false)",
+    what: "the paper's static-pool ablation: synthesis from the initial boundary once, injected once, then the pool frozen (ablation.pool static)",
   },
 };
 

@@ -56,7 +56,7 @@ describe('policies as campaign config ablations', () => {
       'random-seed': { selection: 'random' },
       rods: {},
       'rods-no-retirement': { retirement: false },
-      'rods-static-pool': { injection: false },
+      'rods-static-pool': { pool: 'static' },
     };
     expect(Object.keys(POLICY_SPECS)).toEqual(DEFAULT_POLICIES);
     for (const [name, ablation] of Object.entries(expected)) {
@@ -106,12 +106,11 @@ describe('runPolicy', () => {
       const r = run(p);
       expect(r.trainedTaskIds.filter((id) => heldOut.has(id))).toEqual([]);
       if (p === 'rods') expect(r.trainedTaskIds.some((id) => id.includes('~s'))).toBe(true);
-      else if (p === 'static' || p === 'rods-static-pool')
-        expect(r.trainedTaskIds.every((id) => !id.includes('~'))).toBe(true);
+      else if (p === 'static') expect(r.trainedTaskIds.every((id) => !id.includes('~'))).toBe(true);
     }
   });
 
-  it('follows each ablation: static changes nothing, the static pool injects nothing, no-retirement retires nothing', () => {
+  it('follows each ablation: static changes nothing, the static pool synthesizes and injects once, no-retirement retires nothing', () => {
     const stat = run('static');
     expect(stat).toMatchObject({
       selected: expect.any(Number),
@@ -120,9 +119,21 @@ describe('runPolicy', () => {
       retired: 0,
       finalPoolSize: 40,
     });
+    // The static pool: one wave, selected at the first injection boundary (step 10), nothing retired.
     const staticPool = run('rods-static-pool');
-    expect(staticPool.validated).toBeGreaterThan(0);
-    expect(staticPool.injected).toBe(0);
+    expect(staticPool.retired).toBe(0);
+    expect(staticPool.selected).toBeGreaterThan(0);
+    // At full size (400 seeds, 64 a step) the wave's candidates are injected, and trained on.
+    const full = runPolicy('rods-static-pool', POLICY_SPECS['rods-static-pool']!, makeTasks(3, PARAMETERS), {
+      seed: 3,
+      steps: 40,
+      params: PARAMETERS,
+      config,
+    });
+    expect(full.injected).toBeGreaterThan(0);
+    expect(full.injected).toBeLessThanOrEqual(full.validated);
+    expect(full.retired).toBe(0);
+    expect(full.trainedTaskIds.some((id) => id.includes('~s'))).toBe(true);
     const rods = run('rods');
     expect(rods.injected).toBeGreaterThan(0);
     expect(rods.finalPoolSize).toBeGreaterThan(40);

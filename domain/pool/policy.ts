@@ -408,7 +408,9 @@ function comparePrune(a: PruneCandidate, b: PruneCandidate): number {
 export function planInjection(
   pool: PoolState,
   step: number,
-  cfg: Pick<CampaignConfig, 'pool'>,
+  cfg: Pick<CampaignConfig, 'pool'> & {
+    ablation?: Partial<Pick<CampaignConfig['ablation'], 'injection' | 'pool'>>;
+  },
   phiByTask?: TaskLookup<number>,
 ): InjectionPlan {
   const cap = cfg.pool.generatedCap;
@@ -423,11 +425,7 @@ export function planInjection(
     generatedBefore: generatedNow,
     newVersion: pool.version,
   };
-  if (
-    !isInjectionBoundary(step, cfg) ||
-    (cfg as { ablation?: { injection?: boolean } }).ablation?.injection === false
-  )
-    return empty;
+  if (!isInjectionBoundary(step, cfg) || cfg.ablation?.injection === false) return empty;
 
   const poolVersion = pool.version + 1;
   const queue = [...pool.queue].sort(compareQueued);
