@@ -1,15 +1,13 @@
 // Each pool member keeps the BFCL id the pool delivers it under (migration 0026), so the gateway maps
 // a reported id back by index; the migration's SQL gives the same ids as domain/delivered-task.ts.
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { candidateHash } from '../../../domain/candidate.js';
 import { deliveredId } from '../../../domain/delivered-task.js';
 import { eventIds, streams } from '../../../domain/ids.js';
+import { migrationUp, withScratchSchema } from '../../../test/support/store/migration-scratch.js';
 import { createPool, inTransaction } from '../db.js';
 import { typedEvent } from '../events/event-store.js';
-import { MIGRATIONS_DIR } from '../migrate.js';
 import { poolMembersByBfclId } from './members.js';
 import { recordEventsIn } from './projection.js';
 
@@ -60,18 +58,9 @@ describe('BFCL ids of pool members', () => {
     expect([...found]).toEqual(expected.map((id, i) => [id, tasks[i]![0]]).sort());
 
     // The migration's backfill over these rows (an updatable view in a scratch schema, rolled back).
-    const sql = readFileSync(path.join(MIGRATIONS_DIR, '0026_pool_members_bfcl_id.sql'), 'utf8');
-    const update = /update pool_members[\s\S]*?end;/.exec(sql)![0];
-    const schema = `bfcl_backfill_${randomUUID().slice(0, 8)}`;
-    const c = await owner.connect();
-    try {
-      await c.query('begin');
-      await c.query(`create schema ${schema}`);
-      await c.query(
-        `create view ${schema}.pool_members as select * from public.pool_members where campaign_id = '${campaignId}'`,
-      );
-      await c.query(`update ${schema}.pool_members set bfcl_id = null`);
-      await c.query(`set local search_path = ${schema}, public`);
+    const update = /update pool_members[\s\S]*?end;/.exec(migrationUp('0026_pool_members_bfcl_id.sql'))![0];
+    await withScratchSchema(owner, { pool_members: `campaign_id = '${campaignId}'` }, async (c) => {
+      await c.query('update pool_members set bfcl_id = null');
       await c.query(update);
       const { rows } = await c.query<{ task_id: string; bfcl_id: string }>(
         'select task_id, bfcl_id from pool_members order by task_id',
@@ -79,9 +68,6 @@ describe('BFCL ids of pool members', () => {
       expect(Object.fromEntries(rows.map((r) => [r.task_id, r.bfcl_id]))).toEqual(
         Object.fromEntries(tasks.map(([t], i) => [t, expected[i]])),
       );
-    } finally {
-      await c.query('rollback');
-      c.release();
-    }
+    });
   });
 });

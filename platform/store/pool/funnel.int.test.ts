@@ -4,18 +4,16 @@
 // again counts nothing; the migration's backfill gives the projection's rows. And the synthesis
 // latencies: the newest runs, as the query over every event gave them.
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { workerEvent } from '../../../activities/events.js';
 import { synthesisFunnel } from '../../../analysis/status/funnel.js';
 import { streams } from '../../../domain/ids.js';
+import { migrationUp, withScratchSchema } from '../../../test/support/store/migration-scratch.js';
 import { promptVersion } from '../../config/prompts.js';
 import { createPool } from '../db.js';
 import { synthesisLatencyRows } from '../events/campaign-reads.js';
 import type { NewEvent } from '../events/event-store.js';
-import { MIGRATIONS_DIR } from '../migrate.js';
 import { type FunnelRow, synthesisFunnelRows } from './funnel.js';
 import { recordEvents } from './projection.js';
 
@@ -305,18 +303,8 @@ describe('synthesis funnel projection', () => {
 
     // The migration's backfill over the campaign's events (a view in a scratch schema, rolled
     // back) gives the rows the projection kept.
-    const sql = readFileSync(path.join(MIGRATIONS_DIR, '0017_synthesis_funnel.sql'), 'utf8');
-    const up = sql.slice(0, sql.indexOf('-- Down Migration')).replace(/create index[^;]*;/gi, '');
-    const schema = `funnel_backfill_${randomUUID().slice(0, 8)}`;
-    const c = await owner.connect();
-    try {
-      await c.query('begin');
-      await c.query(`create schema ${schema}`);
-      await c.query(
-        `create view ${schema}.events as select * from public.events where payload->>'campaignId' = '${C}'`,
-      );
-      await c.query(`set local search_path = ${schema}, public`);
-      await c.query(up);
+    await withScratchSchema(owner, { events: `payload->>'campaignId' = '${C}'` }, async (c, schema) => {
+      await c.query(migrationUp('0017_synthesis_funnel.sql'));
       for (const [table, cols] of [
         ['synthesis_funnel_marks', 'run_id, stage, no_model, hashes'],
         ['synthesis_funnel_counts', 'type, stage, key, hashes, n::int'],
@@ -330,10 +318,7 @@ describe('synthesis funnel projection', () => {
         expect(await rows(schema), table).toEqual(live);
       }
       expect(sorted(await synthesisFunnelRows(c, C, R))).toEqual(sorted(await referenceRows(pool, C, R)));
-    } finally {
-      await c.query('rollback');
-      c.release();
-    }
+    });
 
     // Latencies: every run's first outcome as before, and a bound keeps the newest runs by start.
     const all = await referenceLatencies(pool, C);

@@ -1,13 +1,11 @@
 // open_syntheses holds a campaign's runs from selection to outcome, whichever id form the run
 // records, and the migration's backfill finds the same runs from the events.
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { eventIds, legacySynthesisId, streams, synthesisId } from '../../../domain/ids.js';
+import { migrationUp, withScratchSchema } from '../../../test/support/store/migration-scratch.js';
 import { createPool, inTransaction } from '../db.js';
 import { typedEvent } from '../events/event-store.js';
-import { MIGRATIONS_DIR } from '../migrate.js';
 import { openSyntheses } from './open-syntheses.js';
 import { recordEventsIn } from './projection.js';
 
@@ -99,35 +97,26 @@ describe('open syntheses', () => {
     await record(streams.campaign(campaignId), [selected('d', 5)]);
     const d = synthesisId(campaignId, 5, 'd');
     await record(streams.synthesis(d), [started(d, 'd')]);
-    const sql = readFileSync(path.join(MIGRATIONS_DIR, '0021_open_syntheses.sql'), 'utf8');
-    const up = sql.slice(0, sql.indexOf('-- Down Migration')).replace(/create index[^;]*;/gi, '');
-    const schema = `open_backfill_${randomUUID().slice(0, 8)}`;
-    const c = await owner.connect();
-    try {
-      await c.query('begin');
-      await c.query(`create schema ${schema}`);
-      await c.query(
-        `create view ${schema}.events as select * from public.events where payload->>'campaignId' = '${campaignId}'`,
-      );
-      await c.query(`set local search_path = ${schema}, public`);
-      await c.query(up);
-      const rows = (s: string) =>
-        c
-          .query(
-            `select synthesis_id, legacy_id, seed_task_id, step::int, started_at is not null as started
-               from ${s}.open_syntheses where campaign_id = $1 order by step, seed_task_id`,
-            [campaignId],
-          )
-          .then((r) => r.rows);
-      const live = await rows('public');
-      expect(live.map((r) => [r.seed_task_id, r.started])).toEqual([
-        ['c', false],
-        ['d', true],
-      ]);
-      expect(await rows(schema)).toEqual(live);
-    } finally {
-      await c.query('rollback');
-      c.release();
-    }
+    await withScratchSchema(
+      owner,
+      { events: `payload->>'campaignId' = '${campaignId}'` },
+      async (c, schema) => {
+        await c.query(migrationUp('0021_open_syntheses.sql'));
+        const rows = (s: string) =>
+          c
+            .query(
+              `select synthesis_id, legacy_id, seed_task_id, step::int, started_at is not null as started
+                 from ${s}.open_syntheses where campaign_id = $1 order by step, seed_task_id`,
+              [campaignId],
+            )
+            .then((r) => r.rows);
+        const live = await rows('public');
+        expect(live.map((r) => [r.seed_task_id, r.started])).toEqual([
+          ['c', false],
+          ['d', true],
+        ]);
+        expect(await rows(schema)).toEqual(live);
+      },
+    );
   });
 });
