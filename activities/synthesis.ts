@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
+import promClient, { type Registry } from 'prom-client';
 import { buildVariant, type VariantKind } from '../domain/augment.js';
 import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
@@ -42,6 +43,8 @@ export interface SynthesisActivityDeps {
   now?: () => number;
   /** The operator's generator endpoints (default: loadGeneratorEndpoints() of the environment). */
   endpoints?: GeneratorEndpoints;
+  /** Where the generator's tokens are counted (rods_generator_tokens_total{stage, kind}). */
+  metrics?: Registry;
 }
 
 /** Identifies a stage run for StageCompleted. */
@@ -127,6 +130,22 @@ type RejectionStage = 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | '
 
 export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   const now = deps.now ?? Date.now;
+  const tokenCounter =
+    deps.metrics &&
+    new promClient.Counter({
+      name: 'rods_generator_tokens_total',
+      help: "generator tokens of the synthesis stages' requests (the OpenAI usage field), by stage and kind (prompt, completion)",
+      labelNames: ['stage', 'kind'],
+      registers: [deps.metrics],
+    });
+  const generatorTokens = (
+    stage: string,
+    usage: { promptTokens: number; completionTokens: number } | null,
+  ) => {
+    if (!tokenCounter || !usage) return;
+    tokenCounter.inc({ stage, kind: 'prompt' }, usage.promptTokens);
+    tokenCounter.inc({ stage, kind: 'completion' }, usage.completionTokens);
+  };
 
   const endpoints = deps.endpoints ?? loadGeneratorEndpoints();
   // The endpoint name is resolved here, at call time: Temporal payloads carry only the name.
@@ -154,13 +173,16 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   const recordStage = (
     ref: StageRef,
     idPart: string,
-    what: Pick<StageCompleted, 'stage' | 'model' | 'promptVersionHash' | 'outputHash'>,
+    what: Pick<StageCompleted, 'stage' | 'model' | 'promptVersionHash' | 'outputHash'> &
+      Partial<Pick<StageCompleted, 'promptTokens' | 'completionTokens'>>,
   ) =>
     record(streams.synthesis(ref.synthesisId), [
       ev('StageCompleted', eventIds.stageCompleted(ref.synthesisId, idPart, ref.attempt), {
         campaignId: ref.campaignId,
         synthesisId: ref.synthesisId,
         attempt: ref.attempt,
+        promptTokens: null,
+        completionTokens: null,
         ...what,
         occurredAt: now(),
       }),
@@ -188,7 +210,10 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       model: r.model,
       promptVersionHash: r.promptHash,
       outputHash: r.outputHash,
+      promptTokens: r.usage?.promptTokens ?? null,
+      completionTokens: r.usage?.completionTokens ?? null,
     });
+    generatorTokens(r.stage, r.usage);
     return { value: r.value, model: r.model, promptHash: r.promptHash, outputHash: r.outputHash };
   };
 

@@ -46,7 +46,12 @@ export function rodsActivities(opts: RodsWorkerOptions, temporal: Client, produc
       sinkKeep: opts.sinkKeep ?? sinkKeepFromEnv(),
     }),
     ...createCurriculumActivities({ pool: opts.pool, executor }),
-    ...createSynthesisActivities({ pool: opts.pool, executor, endpoints: opts.generatorEndpoints }),
+    ...createSynthesisActivities({
+      pool: opts.pool,
+      executor,
+      endpoints: opts.generatorEndpoints,
+      metrics: opts.metrics,
+    }),
     ...createIngestionActivities({ pool: opts.pool, ...(producer ? { producer } : {}) }),
   };
 }

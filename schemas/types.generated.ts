@@ -315,6 +315,10 @@ export interface StageCompleted {
   promptVersionHash: string | null;
   /** SHA-256 (hex) of the stage output. */
   outputHash: string;
+  /** Generator tokens the stage's requests sent (the OpenAI usage field's prompt_tokens, re-asks included); null for a stage without a model or a server that reported no usage. */
+  promptTokens: number | null;
+  /** Generator tokens the stage's answers used (the OpenAI usage field's completion_tokens, refused answers included); null for a stage without a model or a server that reported no usage. */
+  completionTokens: number | null;
   /** When the event happened, in milliseconds since the Unix epoch (UTC). */
   occurredAt: number;
 }

@@ -272,6 +272,11 @@ describe('invalid answers', () => {
     expect(r.refused[0]!.raw.length).toBeGreaterThan(0);
     expect(r.refused[0]!.issues.length).toBeGreaterThan(0);
     expect(r.value.functions.length).toBeGreaterThanOrEqual(2);
+    // The tokens of both answers: the re-ask sends the first answer and the feedback back.
+    const once = await chatJson('plan', messages, schema, cfgFor({}));
+    expect(once.usage!.promptTokens).toBeGreaterThan(0);
+    expect(r.usage!.promptTokens).toBeGreaterThan(2 * once.usage!.promptTokens);
+    expect(r.usage!.completionTokens).toBeGreaterThan(once.usage!.completionTokens);
   });
 
   it('throws GeneratorOutputError with the raw text when every answer is malformed', async () => {

@@ -67,6 +67,11 @@ export interface ChatJsonResult<T> {
   refused: OutputAttempt[];
   /** Total backoff waited before transient retries (ms, as computed, not measured). */
   backoffMs: number;
+  /**
+   * Tokens the answered requests used (the OpenAI `usage` field, summed over the refused answers
+   * and the accepted one); null when the server reported none.
+   */
+  usage: { promptTokens: number; completionTokens: number } | null;
 }
 
 /**
@@ -257,6 +262,7 @@ export async function chatJson<S extends z.ZodType>(
   let transientFailures = 0;
   let backoffMs = 0;
   const refused: OutputAttempt[] = [];
+  const tokens = { prompt: 0, completion: 0, reported: false };
   let conversation = messages;
   try {
     for (let attempt = 1; attempt <= cfg.maxAttempts; attempt++) {
@@ -318,6 +324,11 @@ export async function chatJson<S extends z.ZodType>(
         );
         steppedDown.set(modeKey, mode);
       }
+      if (completion.usage) {
+        tokens.reported = true;
+        tokens.prompt += completion.usage.prompt_tokens ?? 0;
+        tokens.completion += completion.usage.completion_tokens ?? 0;
+      }
       const choice = completion.choices[0];
       // A reasoning model's thinking is not the answer: vLLM's reasoning parser returns it apart
       // (`reasoning`; `reasoning_content` before vLLM removed it in January 2026, still read for
@@ -355,6 +366,9 @@ export async function chatJson<S extends z.ZodType>(
           requests,
           refused,
           backoffMs,
+          usage: tokens.reported
+            ? { promptTokens: tokens.prompt, completionTokens: tokens.completion }
+            : null,
         };
       }
       refused.push({ raw, issues });

@@ -94,11 +94,17 @@ describe('replay', () => {
       ['synthesis_funnel_marks', true],
       ['synthesis_funnel_counts', true],
       ['open_syntheses', true],
+      ['synthesis_tokens', true],
       ['task_stats', true],
     ]);
     expect(r.equal).toBe(true);
     // The seeds' rejection runs and the funnel were rebuilt, not empty tables compared.
-    for (const t of ['seed_rejection_runs', 'synthesis_funnel_marks', 'synthesis_funnel_counts'])
+    for (const t of [
+      'seed_rejection_runs',
+      'synthesis_funnel_marks',
+      'synthesis_funnel_counts',
+      'synthesis_tokens',
+    ])
       expect(r.tables.find((x) => x.table === t)!.liveRows, t).toBeGreaterThan(0);
     expect(r.tables.find((t) => t.table === 'pool_members')!.replayRows).toBe(
       r.tables.find((t) => t.table === 'pool_members')!.liveRows,

@@ -16,7 +16,7 @@ import {
   type TaskMatch,
 } from '../../platform/store/pool/view.js';
 import { lastClosedStep, stepSummaries } from '../../platform/store/steps/view.js';
-import { type SynthesisFunnel, synthesisFunnel } from './funnel.js';
+import { type GeneratorCost, generatorCost, type SynthesisFunnel, synthesisFunnel } from './funnel.js';
 
 export interface StepPoint {
   step: number;
@@ -55,6 +55,8 @@ export interface DashboardSeries {
   pool: PoolPoint[];
   composition: CompositionRow[];
   funnel: SynthesisFunnel & { retired: number; pruned: number };
+  /** The generator's tokens over the funnel (analysis/status/funnel.ts). */
+  cost: GeneratorCost;
   /** The newest 200 runs by start only (synthesisLatencyRows' LATENCY_RUNS): a recent series. */
   latency: SynthesisLatency[];
   /** The steps and pool series hold every `stride`-th step and the last (every step while there are few). */
@@ -125,6 +127,7 @@ export async function dashboardSeries(db: pg.Pool, campaignId: string): Promise<
       retired: generated.reduce((a, r) => a + r.retired, 0),
       pruned: generated.reduce((a, r) => a + r.pruned, 0),
     },
+    cost: await generatorCost(db, campaignId, funnel),
     latency: latency.map((r) => ({
       synthesisId: r.synthesis_id,
       seedTaskId: r.seed,

@@ -4,7 +4,7 @@
 // (platform/store/pool/funnel.ts), a handful of rows whatever the campaign's age.
 import type pg from 'pg';
 import { promptVersion } from '../../platform/config/prompts.js';
-import { synthesisFunnelRows } from '../../platform/store/pool/funnel.js';
+import { type StageTokens, synthesisFunnelRows, synthesisTokens } from '../../platform/store/pool/funnel.js';
 
 export interface SynthesisFunnel {
   /** Seeds selected for synthesis (one run each). */
@@ -58,5 +58,36 @@ export async function synthesisFunnel(
     rejected: count('CandidateRejected'),
     rejectedByReason,
     injected: count('TaskInjected'),
+  };
+}
+
+/** What the generator cost the campaign in tokens, and per funnel outcome. */
+export interface GeneratorCost {
+  /** Tokens of every synthesis stage that reported usage (StageCompleted v2). */
+  tokens: { prompt: number; completion: number; total: number };
+  byStage: StageTokens[];
+  /** Total tokens per selected run, per validated candidate, per injected task (null: none yet). */
+  perSelected: number | null;
+  perValidated: number | null;
+  perInjected: number | null;
+}
+
+/** The campaign's generator tokens over its funnel: all tokens spent, divided by each outcome. */
+export async function generatorCost(
+  db: pg.Pool | pg.PoolClient,
+  campaignId: string,
+  funnel: Pick<SynthesisFunnel, 'selected' | 'validated' | 'injected'>,
+): Promise<GeneratorCost> {
+  const byStage = await synthesisTokens(db, campaignId);
+  const prompt = byStage.reduce((a, s) => a + s.promptTokens, 0);
+  const completion = byStage.reduce((a, s) => a + s.completionTokens, 0);
+  const total = prompt + completion;
+  const per = (n: number) => (n > 0 && total > 0 ? Math.round(total / n) : null);
+  return {
+    tokens: { prompt, completion, total },
+    byStage,
+    perSelected: per(funnel.selected),
+    perValidated: per(funnel.validated),
+    perInjected: per(funnel.injected),
   };
 }

@@ -63,6 +63,10 @@ describe('npm run dev -- demo', () => {
       );
       // Every generated task carries the category its structure gives it.
       expect(summary.generatedCategories.mismatches).toEqual([]);
+      // The stand-in reports usage as vLLM does: every model stage's tokens are counted.
+      expect(summary.generatorCost.tokens.prompt).toBeGreaterThan(0);
+      expect(summary.generatorCost.byStage.map((s: { stage: string }) => s.stage)).toContain('plan');
+      expect(summary.generatorCost.perSelected).toBeGreaterThan(0);
       expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toMatch(
         /\| selected \| planned \| executed \|/,
       );

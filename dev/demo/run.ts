@@ -13,7 +13,12 @@ import type pg from 'pg';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import type { StepPoint } from '../../analysis/status/dashboard.js';
 import { diagnose, renderFindings } from '../../analysis/status/diagnose.js';
-import { type SynthesisFunnel, synthesisFunnel } from '../../analysis/status/funnel.js';
+import {
+  type GeneratorCost,
+  generatorCost,
+  type SynthesisFunnel,
+  synthesisFunnel,
+} from '../../analysis/status/funnel.js';
 import { bounded } from '../../analysis/status/temporal.js';
 import { workflowIds } from '../../domain/ids.js';
 import { structuralCategory } from '../../domain/structure.js';
@@ -339,6 +344,7 @@ export async function runDemo(
       })
       .map((t) => t.taskId);
     const categories = { generated: generated.length, mismatches: categoryMismatches };
+    const cost = await generatorCost(db, campaignId, funnel);
     const summary = writeReport(
       out,
       campaignId,
@@ -348,6 +354,7 @@ export async function runDemo(
       funnel,
       opts.ablation ?? {},
       categories,
+      cost,
     );
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
@@ -392,6 +399,7 @@ function writeReport(
   funnel: SynthesisFunnel,
   ablation: Record<string, unknown>,
   categories: { generated: number; mismatches: string[] },
+  cost: GeneratorCost,
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -432,6 +440,8 @@ function writeReport(
     synthesisFunnel: funnel,
     // Generated tasks (ever in the pool) and those whose category is not what their structure gives.
     generatedCategories: categories,
+    // The stand-in's tokens (reported as vLLM reports usage): in all, by stage, per outcome.
+    generatorCost: cost,
     meanSynthesisLatencyMs: last?.synthesisLatencyMs ?? null,
     lineageDepth: depths,
     zeroVarianceShare: rows.map((r) => ({
@@ -509,6 +519,8 @@ The synthesis funnel (runs reaching each stage; candidates by outcome):
 | selected | planned | executed | repaired | rewritten | judged | augmented | validated | rejected | injected |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | ${funnel.selected} | ${funnel.planned} | ${funnel.executed} | ${funnel.repaired} | ${funnel.rewritten} | ${funnel.judged} | ${funnel.augmented} | ${funnel.validated} | ${funnel.rejected} | ${funnel.injected} |
+
+Generator tokens (the stand-in's usage, as vLLM reports it): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}.
 
 Rejected by reason: ${
     Object.entries(funnel.rejectedByReason)

@@ -25,6 +25,8 @@ export const TABLE_OWNERS = {
   // Counts of pool members (by origin, depth and state) and candidates (by status), kept by triggers.
   pool_member_counts: 'platform/store/pool/',
   candidate_counts: 'platform/store/pool/',
+  // The generator's tokens per synthesis stage, kept by the pool projection with the funnel.
+  synthesis_tokens: 'platform/store/pool/',
   // The synthesis runs in flight (selected, no outcome yet), kept by the pool projection.
   open_syntheses: 'platform/store/pool/',
   // Each seed's run of rejected children, kept with every candidate outcome (the rejection backoff).

@@ -449,7 +449,15 @@ function renderFunnel(box: HTMLElement, s: DashboardSeries): void {
       { class: 'muted' },
       `median synthesis latency ${median === null ? '-' : fmtMs(median)} over ${lat.length} run(s)`,
     ),
+    el('p', { class: 'muted', id: 'generator-cost' }, costLine(s.cost)),
   );
+}
+
+/** The generator's tokens: in all, and per validated and per injected task. */
+function costLine(c: DashboardSeries['cost'] | undefined): string {
+  if (!c || c.tokens.total === 0) return 'generator tokens: none reported';
+  const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
+  return `generator tokens ${n(c.tokens.total)} (${n(c.tokens.prompt)} prompt); per validated ${n(c.perValidated)}, per injected ${n(c.perInjected)}`;
 }
 
 function lineageExplorer(campaignId: string): HTMLElement {

@@ -14,7 +14,7 @@ import { promptVersion } from '../../config/prompts.js';
 import { createPool } from '../db.js';
 import { synthesisLatencyRows } from '../events/campaign-reads.js';
 import type { NewEvent } from '../events/event-store.js';
-import { type FunnelRow, synthesisFunnelRows } from './funnel.js';
+import { type FunnelRow, synthesisFunnelRows, synthesisTokens } from './funnel.js';
 import { recordEvents } from './projection.js';
 
 const pool = createPool({ application: 'rods-funnel-test', max: 2 });
@@ -158,6 +158,9 @@ describe('synthesis funnel projection', () => {
         attempt: ++attempt,
         model,
         promptVersionHash: hash,
+        // A model call's tokens (as a v2 event reports them); a stage without a model has none.
+        promptTokens: model === null ? null : 100,
+        completionTokens: model === null ? null : 20,
         outputHash: 'o'.repeat(64),
       });
     const validated = (synthesisId: string, seedTaskId: string, candidateId: string) =>
@@ -300,14 +303,29 @@ describe('synthesis funnel projection', () => {
     expect((await recordEvents(pool, streams.synthesis(A), [again])).appended).toBe(false);
     expect(sorted(await synthesisFunnelRows(pool, C, R))).toEqual(sorted(await referenceRows(pool, C, R)));
     expect(await synthesisFunnel(pool, C)).toEqual(funnel);
+    // Every model stage's tokens (100 + 20 each, re-sent batches not counted twice), none for the others.
+    const tokens = await synthesisTokens(pool, C);
+    const modelStages = (
+      await pool.query<{ n: number }>(
+        `select count(*)::int as n from events where type = 'StageCompleted' and payload->>'campaignId' = $1 and payload->>'model' is not null`,
+        [C],
+      )
+    ).rows[0]!.n;
+    expect(tokens.reduce((a, t) => a + t.stages, 0)).toBe(modelStages);
+    expect(tokens.reduce((a, t) => a + t.promptTokens, 0)).toBe(100 * modelStages);
+    expect(tokens.reduce((a, t) => a + t.completionTokens, 0)).toBe(20 * modelStages);
+    // A repair is a model call of the execute stage: its tokens count there.
+    expect(tokens.map((t) => t.stage)).toContain('execute');
 
     // The migration's backfill over the campaign's events (a view in a scratch schema, rolled
     // back) gives the rows the projection kept.
     await withScratchSchema(owner, { events: `payload->>'campaignId' = '${C}'` }, async (c, schema) => {
       await c.query(migrationUp('0017_synthesis_funnel.sql'));
+      await c.query(migrationUp('0027_synthesis_tokens.sql'));
       for (const [table, cols] of [
         ['synthesis_funnel_marks', 'run_id, stage, no_model, hashes'],
         ['synthesis_funnel_counts', 'type, stage, key, hashes, n::int'],
+        ['synthesis_tokens', 'stage, stages::int, prompt_tokens::int, completion_tokens::int'],
       ] as const) {
         const rows = (s: string) =>
           c

@@ -108,6 +108,21 @@ export async function recordFunnelEvent(c: pg.ClientBase, type: string, payload:
         model: p.model,
         promptVersionHash: p.promptVersionHash,
       });
+    // Its generator tokens (StageCompleted v2; a stage without a model, or an older event, has none).
+    if (typeof p.stage === 'string' && typeof p.promptTokens === 'number')
+      await c.query(
+        `insert into synthesis_tokens as t (campaign_id, stage, stages, prompt_tokens, completion_tokens)
+         values ($1, $2, 1, $3, $4)
+         on conflict (campaign_id, stage) do update set stages = t.stages + 1,
+           prompt_tokens = t.prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = t.completion_tokens + excluded.completion_tokens`,
+        [
+          campaignId,
+          p.stage,
+          p.promptTokens,
+          typeof p.completionTokens === 'number' ? p.completionTokens : 0,
+        ],
+      );
     return;
   }
   if (!COUNTED.has(type)) return;
@@ -155,6 +170,25 @@ export async function synthesisFunnelRows(
       where f.campaign_id = $1
       group by 1, 2, 3`,
     [campaignId, repairPromptHash],
+  );
+  return rows;
+}
+
+export interface StageTokens {
+  stage: string;
+  /** Stage completions that reported usage. */
+  stages: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** The generator's tokens of the campaign per synthesis stage (one row per stage). */
+export async function synthesisTokens(db: Queryable, campaignId: string): Promise<StageTokens[]> {
+  const { rows } = await db.query<StageTokens>(
+    `select stage, stages::int as stages, prompt_tokens::float8 as "promptTokens",
+            completion_tokens::float8 as "completionTokens"
+       from synthesis_tokens where campaign_id = $1 order by stage`,
+    [campaignId],
   );
   return rows;
 }

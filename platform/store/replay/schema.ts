@@ -28,6 +28,7 @@ export const PROJECTION_TABLES = [
   'synthesis_funnel_marks',
   'synthesis_funnel_counts',
   'open_syntheses',
+  'synthesis_tokens',
 ] as const;
 
 /** Columns compared per table (creation and update times are not part of the projection's meaning). */
@@ -41,6 +42,7 @@ const COMPARED: Record<string, string> = {
   seed_rejection_runs: 'campaign_id, seed_task_id, run, reasons, has_validated',
   synthesis_funnel_marks: 'campaign_id, run_id, stage, no_model, hashes',
   synthesis_funnel_counts: 'campaign_id, type, stage, key, hashes, n',
+  synthesis_tokens: 'campaign_id, stage, stages, prompt_tokens, completion_tokens',
   // Not the times: replay records when it ran, not when the run was selected.
   open_syntheses:
     'campaign_id, synthesis_id, legacy_id, seed_task_id, step, started_at is not null as started',
@@ -101,6 +103,7 @@ export async function prepareReplaySchema(
   await c.query(`alter table ${schema}.seed_rejection_runs add primary key (campaign_id, seed_task_id)`);
   await c.query(`alter table ${schema}.synthesis_funnel_marks add primary key (campaign_id, run_id, stage)`);
   await c.query(`alter table ${schema}.open_syntheses add primary key (campaign_id, synthesis_id)`);
+  await c.query(`alter table ${schema}.synthesis_tokens add primary key (campaign_id, stage)`);
   await c.query(
     `alter table ${schema}.synthesis_funnel_counts add primary key (campaign_id, type, stage, key, hashes)`,
   );

@@ -185,6 +185,8 @@ export const SAMPLE_EVENTS: { [N in EventName]: EventPayloads[N] } = {
     model: 'Qwen/Qwen3-32B',
     promptVersionHash: '5d41402abc4b2a76b9719d911017c592ae5d41402abc4b2a76b9719d911017c5',
     outputHash: '7d793037a0760186574b0282f2f435e77d793037a0760186574b0282f2f435e7',
+    promptTokens: 1830,
+    completionTokens: 412,
     occurredAt: at,
   },
   CandidateValidated: {
