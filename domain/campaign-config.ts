@@ -135,6 +135,15 @@ export const PoolConfigSchema = z.strictObject({
   burnInFloor: share('pool.burnInFloor').default(0.2),
   /** Whether human seeds may retire as mastered too (the paper keeps them). */
   retireSeeds: z.boolean().default(false),
+  /**
+   * k of a useful task: a generated task counts as useful when a reward group puts it in the
+   * boundary band within k steps of its injection (what the generator's tokens are divided by).
+   */
+  usefulWithinSteps: z
+    .number()
+    .int('pool.usefulWithinSteps must be a whole number of steps')
+    .min(0, 'pool.usefulWithinSteps must be >= 0')
+    .default(10),
 });
 
 export const SelectionConfigSchema = z.strictObject({

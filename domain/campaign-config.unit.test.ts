@@ -57,6 +57,7 @@ describe('campaign config defaults', () => {
         retireMasteredAbove: 0.95,
         burnInFloor: 0.2,
         retireSeeds: false,
+        usefulWithinSteps: 10,
       },
       selection: {
         budgetPerStep: 8,

@@ -251,6 +251,7 @@ export function decideStep(input: {
     queueLength: state.queue.length,
     activeSize: state.members.length,
     generated: state.members.filter((m) => m.origin === 'generated').length,
+    useful: state.useful ?? 0,
     inputs: {
       inFlight: input.inFlight,
       runningSyntheses: input.runningSyntheses,

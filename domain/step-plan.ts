@@ -123,7 +123,18 @@ export function planStep(input: StepInput): StepDecisions {
   for (const m of state.members) {
     const s = lookUp(stats, m.taskId);
     if (s && (!m.lastStats || m.lastStats.groupCount !== s.groupCount))
-      observed.push({ kind: 'observe', taskId: m.taskId, stats: s });
+      observed.push({
+        kind: 'observe',
+        taskId: m.taskId,
+        stats: s,
+        // A generated task's first group in the boundary band, soon enough after its injection.
+        ...(m.origin === 'generated' &&
+        m.firstBoundaryStep === undefined &&
+        s.band === 'boundary' &&
+        s.lastStep - m.injectedAtStep <= cfg.pool.usefulWithinSteps
+          ? { useful: true as const }
+          : {}),
+      });
   }
   state = applyDecisions(state, observed);
 
@@ -221,6 +232,8 @@ export interface StepPlan {
   queueLength: number;
   activeSize: number;
   generated: number;
+  /** Generated tasks, ever, seen in the boundary band within pool.usefulWithinSteps of their injection. */
+  useful?: number;
   /** What the decisions depended on besides the statistics (for what-if re-runs). */
   inputs: {
     inFlight: string[];

@@ -10,6 +10,8 @@ import { planStep, type StepCandidate } from './step-plan.js';
 const config = (over: CampaignConfigInput = {}): CampaignConfig => parseCampaignConfig(over);
 
 const stats = (m: number, groups = 4, lastStep = 1) => statsOf(m, { groups, lastStep });
+/** A task's statistics after its group of `step` (one more group a step). */
+const stats_ = (m: number, step: number) => statsOf(m, { groups: step, lastStep: step });
 
 function seeded(ids: string[], category = 'base'): PoolState {
   return applyDecisions(
@@ -294,6 +296,30 @@ describe('planStep', () => {
     };
     expect(planStep(input)).toEqual(planStep(input));
     expect(pool).toEqual(snapshot);
+  });
+});
+
+describe('useful generated tasks', () => {
+  it('counts a generated task once, when a group first puts it in the boundary band within k steps of its injection', () => {
+    // g1 and g2 injected at step 1 (withGenerated); k = 10.
+    const cfg = config({ pool: { usefulWithinSteps: 10 } });
+    let pool = withGenerated(seeded(['s0']), 2);
+    const at = (step: number, bands: Record<string, number>) => {
+      const stats = new Map(Object.entries(bands).map(([id, m]) => [id, stats_(m, step)] as const));
+      const p = planStep({ pool, step, config: cfg, stats });
+      pool = p.state;
+      return p;
+    };
+    // Step 3: g1 mastered (kept: not above 0.95), g2 in the boundary band (useful: 2 steps after its injection).
+    expect(at(3, { g1: 0.9, g2: 0.5 }).state.useful).toBe(1);
+    // Step 5: g2 again in the band: not counted twice.
+    expect(at(5, { g1: 0.9, g2: 0.6 }).state.useful).toBe(1);
+    // Step 20: g1 reaches the band, 19 steps after its injection: too late to count.
+    const late = at(20, { g1: 0.5, g2: 0.6 });
+    expect(late.state.useful).toBe(1);
+    expect(late.state.members.find((m) => m.taskId === 'g1')?.firstBoundaryStep).toBe(20);
+    // A seed in the band is not a generated task: never counted.
+    expect(at(21, { s0: 0.5 }).state.useful).toBe(1);
   });
 });
 

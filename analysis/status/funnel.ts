@@ -4,6 +4,7 @@
 // (platform/store/pool/funnel.ts), a handful of rows whatever the campaign's age.
 import type pg from 'pg';
 import { promptVersion } from '../../platform/config/prompts.js';
+import { lastPlannedStep, recordedPlan } from '../../platform/store/campaign-plans.js';
 import { type StageTokens, synthesisFunnelRows, synthesisTokens } from '../../platform/store/pool/funnel.js';
 
 export interface SynthesisFunnel {
@@ -70,6 +71,12 @@ export interface GeneratorCost {
   perSelected: number | null;
   perValidated: number | null;
   perInjected: number | null;
+  /**
+   * Generated tasks, ever, seen in the boundary band within pool.usefulWithinSteps of their
+   * injection (the newest plan's count), and the total tokens per such useful task.
+   */
+  useful: number;
+  perUseful: number | null;
 }
 
 /** The campaign's generator tokens over its funnel: all tokens spent, divided by each outcome. */
@@ -83,11 +90,15 @@ export async function generatorCost(
   const completion = byStage.reduce((a, s) => a + s.completionTokens, 0);
   const total = prompt + completion;
   const per = (n: number) => (n > 0 && total > 0 ? Math.round(total / n) : null);
+  const last = await recordedPlan<{ useful?: number }>(db, campaignId, await lastPlannedStep(db, campaignId));
+  const useful = last?.useful ?? 0;
   return {
     tokens: { prompt, completion, total },
     byStage,
     perSelected: per(funnel.selected),
     perValidated: per(funnel.validated),
     perInjected: per(funnel.injected),
+    useful,
+    perUseful: per(useful),
   };
 }

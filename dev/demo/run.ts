@@ -520,7 +520,7 @@ The synthesis funnel (runs reaching each stage; candidates by outcome):
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | ${funnel.selected} | ${funnel.planned} | ${funnel.executed} | ${funnel.repaired} | ${funnel.rewritten} | ${funnel.judged} | ${funnel.augmented} | ${funnel.validated} | ${funnel.rejected} | ${funnel.injected} |
 
-Generator tokens (the stand-in's usage, as vLLM reports it): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}.
+Generator tokens (the stand-in's usage, as vLLM reports it): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}, per useful task ${cost.perUseful ?? '-'} (${cost.useful} injected tasks observed in the boundary band within \`pool.usefulWithinSteps\` of their injection).
 
 Rejected by reason: ${
     Object.entries(funnel.rejectedByReason)

@@ -74,6 +74,8 @@ export interface ObserveDecision {
   kind: 'observe';
   taskId: string;
   stats: TaskStats;
+  /** A generated task first seen in the boundary band within pool.usefulWithinSteps of its injection. */
+  useful?: true;
 }
 
 export type PoolDecision =

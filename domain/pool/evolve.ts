@@ -20,6 +20,7 @@ export function applyDecisions(pool: PoolState, decisions: readonly PoolDecision
   const members = new Map<string, PoolMember>(pool.members.map((m) => [m.taskId, m]));
   let queue = pool.queue;
   let queueChanged = false;
+  let useful = pool.useful ?? 0;
   const removeQueued = (candidateId: string) => {
     const next = queue.filter((q) => q.candidateId !== candidateId);
     if (next.length !== queue.length) {
@@ -127,7 +128,11 @@ export function applyDecisions(pool: PoolState, decisions: readonly PoolDecision
           ...m,
           lastStats: d.stats,
           firstObservedStep: m.firstObservedStep ?? d.stats.lastStep,
+          ...(m.firstBoundaryStep === undefined && d.stats.band === 'boundary'
+            ? { firstBoundaryStep: d.stats.lastStep }
+            : {}),
         });
+        if (d.useful) useful++;
         break;
       }
       default: {
@@ -142,5 +147,7 @@ export function applyDecisions(pool: PoolState, decisions: readonly PoolDecision
     version,
     members: [...members.values()].sort((a, b) => compareIds(a.taskId, b.taskId)),
     queue: queueChanged ? [...queue].sort(compareQueued) : [...pool.queue],
+    // Kept absent until a first useful task, so states recorded before read the same.
+    ...(useful > 0 ? { useful } : {}),
   };
 }

@@ -25,6 +25,8 @@ export interface PoolMember {
   parentPhi?: number;
   /** Step of the first observed reward group (set by the first `observe`). */
   firstObservedStep?: number;
+  /** Step of the first observed group that put the task in the boundary band. */
+  firstBoundaryStep?: number;
   lastStats?: TaskStats;
   /** Step at which the task was last selected as a seed (cooldown). */
   lastSelectedStep?: number;
@@ -52,6 +54,11 @@ export interface PoolState {
   members: PoolMember[];
   /** In injection order (see compareQueued). */
   queue: QueuedCandidate[];
+  /**
+   * Generated tasks, ever, that a reward group put in the boundary band within
+   * pool.usefulWithinSteps of their injection (absent: none yet, or a state from before).
+   */
+  useful?: number;
 }
 
 export const EMPTY_POOL: Readonly<PoolState> = Object.freeze({ version: 0, members: [], queue: [] });

@@ -457,7 +457,7 @@ function renderFunnel(box: HTMLElement, s: DashboardSeries): void {
 function costLine(c: DashboardSeries['cost'] | undefined): string {
   if (!c || c.tokens.total === 0) return 'generator tokens: none reported';
   const n = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US'));
-  return `generator tokens ${n(c.tokens.total)} (${n(c.tokens.prompt)} prompt); per validated ${n(c.perValidated)}, per injected ${n(c.perInjected)}`;
+  return `generator tokens ${n(c.tokens.total)} (${n(c.tokens.prompt)} prompt); per validated ${n(c.perValidated)}, per injected ${n(c.perInjected)}, per useful ${n(c.perUseful)} (${c.useful} injected tasks seen in the boundary band soon after)`;
 }
 
 function lineageExplorer(campaignId: string): HTMLElement {
