@@ -32,7 +32,7 @@ import { deliverPoolJsonl } from '../../activities/pool-sink.js';
 import { loadLineageIndex } from '../../analysis/lineage/store.js';
 import { replayCampaign } from '../../analysis/replay/replay.js';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
-import { dashboardSeries, findTasks, rewardHistory } from '../../analysis/status/dashboard.js';
+import { dashboardSeries, rewardHistory } from '../../analysis/status/dashboard.js';
 import { StatusKafka } from '../../analysis/status/kafka-shared.js';
 import { candidateHash } from '../../domain/candidate.js';
 import {
@@ -54,6 +54,7 @@ import { headCursor } from '../../platform/store/events/event-store.js';
 import { migrate } from '../../platform/store/migrate.js';
 import { activePool } from '../../platform/store/pool/active.js';
 import { recordEventsIn } from '../../platform/store/pool/projection.js';
+import { newestGeneratedOfDepth } from '../../platform/store/pool/view.js';
 import { relationSizes } from '../../platform/store/tables.js';
 import { installNodeSha256 } from '../../platform/util/node-sha256.js';
 import { processBatch, type RewardRecord } from '../../stages/aggregator/batch.js';
@@ -381,9 +382,8 @@ async function timeReads(
 ): Promise<Omit<PointReads, 'planning_ms' | 'aggregation_ms' | 'replay_resume_ms' | 'replay_resume_events'>> {
   // The replay is caught up (its resumes were timed step by step): the comparison alone.
   const compare = await timed(() => replayCampaign(pool, { campaignId }));
-  // A generated task of depth 1 (the same kind of ancestry at both points), else any generated one.
-  const generated = (await findTasks(pool, campaignId, '', 10_000)).filter((t) => t.origin === 'generated');
-  const target = (generated.find((t) => t.depth === 1) ?? generated[0])?.taskId ?? null;
+  // The newest generated task of depth 1: the same kind of ancestry at both points.
+  const target = (await newestGeneratedOfDepth(pool, campaignId, 1)) ?? null;
   const ms = { status: [] as number[], dashboard: [] as number[], lineage: [] as number[] };
   for (let i = 0; i < repeats; i++) {
     ms.status.push(

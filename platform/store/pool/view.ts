@@ -148,3 +148,17 @@ export async function poolVersions(db: Pool, campaignIds: readonly string[]): Pr
   );
   return new Map(rows.map((r) => [r.campaign_id, Number(r.version)]));
 }
+
+/** The campaign's newest generated task of this depth (active first), if any: benches pick a lineage with it. */
+export async function newestGeneratedOfDepth(
+  db: Pool,
+  campaignId: string,
+  depth: number,
+): Promise<string | undefined> {
+  const { rows } = await db.query<{ task_id: string }>(
+    `select task_id from pool_members where campaign_id = $1 and origin = 'generated' and depth = $2
+      order by active desc, added_step desc, task_id limit 1`,
+    [campaignId, depth],
+  );
+  return rows[0]?.task_id;
+}
