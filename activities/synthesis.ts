@@ -10,6 +10,7 @@ import promClient, { type Registry } from 'prom-client';
 import { buildVariant, type VariantKind } from '../domain/augment.js';
 import { BFCL_CATALOG } from '../domain/bfcl-catalog.js';
 import { candidateHash, checkCandidate, gateLimits } from '../domain/candidate.js';
+import { contaminationReason, fingerprint, nearestEvalTask } from '../domain/contamination.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { settleVerdict } from '../domain/judge-rule.js';
 import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
@@ -22,6 +23,7 @@ import type { NewEvent } from '../platform/store/events/event-store.js';
 import { candidateWithHash } from '../platform/store/pool/candidates.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
 import type { StageCompleted } from '../schemas/types.generated.js';
+import { evaluationSet } from './eval-set.js';
 import { workerEvent } from './events.js';
 import { type ExecuteResponse, type ExecutorClient, ExecutorError, type Failure } from './executor-client.js';
 import { knownTasks } from './known-tasks.js';
@@ -130,6 +132,21 @@ type RejectionStage = 'plan' | 'execute' | 'rewrite' | 'critique' | 'refine' | '
 
 export function createSynthesisActivities(deps: SynthesisActivityDeps) {
   const now = deps.now ?? Date.now;
+  /** The evaluation task a candidate copies (domain/contamination.ts), under its campaign's rule. */
+  const evalContamination = async (campaignId: string, candidate: Candidate) => {
+    const campaign = await loadCampaign(deps.pool, campaignId);
+    const cfg = campaign?.config ?? DEFAULT_CONFIG;
+    const rule = cfg.synthesis.contamination;
+    if (!rule.enabled) return undefined;
+    let evalSet: Awaited<ReturnType<typeof evaluationSet>>;
+    try {
+      evalSet = await evaluationSet(deps.executor, cfg.seeds?.perCategory ?? 100, rule.ngram);
+    } catch (e) {
+      asFailure(e);
+    }
+    const match = nearestEvalTask(fingerprint(candidate, rule.ngram), evalSet, rule);
+    return match?.contaminated ? { match, rule } : undefined;
+  };
   const tokenCounter =
     deps.metrics &&
     new promClient.Counter({
@@ -407,6 +424,11 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
           },
     ): Promise<{ outcome: 'validated' | 'rejected'; reasonCode?: string; candidateId?: string }> {
       const stream = streams.synthesis(input.synthesisId);
+      // Read before the transaction: the evaluation set comes from the executor, not the store.
+      const contamination =
+        input.kind === 'validated'
+          ? await evalContamination(input.campaignId, labelled(input.candidate))
+          : undefined;
       return inTransaction(deps.pool, async (c) => {
         // What both outcome events say about where the candidate came from.
         const origin = <Id extends string | null>(candidateId: Id) => ({
@@ -459,6 +481,14 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
             stage: 'critique',
             reasonCode: 'near-duplicate',
             reason: `near duplicate of ${near.task.kind} ${near.task.id}: similarity ${score.toFixed(3)} (question ${text.toFixed(3)}, calls ${calls.toFixed(3)}) >= ${near.threshold}`,
+          });
+        }
+        if (contamination) {
+          return reject({
+            candidateId: candidate.id,
+            stage: 'critique',
+            reasonCode: 'eval-contamination',
+            reason: contaminationReason(contamination.match, contamination.rule),
           });
         }
         await recordEventsIn(c, stream, [

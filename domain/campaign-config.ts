@@ -263,6 +263,29 @@ export const SynthesisConfigSchema = z.strictObject({
     .max(1, 'synthesis.nearDuplicateThreshold must be in (0, 1] (1: only feature-identical copies)')
     .default(0.9),
   /**
+   * The contamination gate (domain/contamination.ts): a validated candidate is compared with every
+   * evaluation task (the BFCL multi-turn tasks past the seeds of each category) and rejected as
+   * eval-contamination when its user turns share `textOverlap` of their `ngram`-word n-grams with
+   * one, or (sameCallsAndState) it has one's ground-truth calls from its initial state.
+   */
+  contamination: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      ngram: z
+        .number()
+        .int('synthesis.contamination.ngram must be a whole number of words')
+        .min(2, 'synthesis.contamination.ngram must be >= 2')
+        .max(20, 'synthesis.contamination.ngram must be <= 20')
+        .default(5),
+      textOverlap: z
+        .number()
+        .gt(0, 'synthesis.contamination.textOverlap must be in (0, 1]')
+        .max(1, 'synthesis.contamination.textOverlap must be in (0, 1]')
+        .default(0.5),
+      sameCallsAndState: z.boolean().default(true),
+    })
+    .prefault({}),
+  /**
    * The longest a synthesis child workflow may run (Temporal's workflow execution timeout): a
    * child whose workflow task fails in a loop (a non-determinism error after a deploy) or that
    * hangs is ended then, its slot freed and CandidateRejected recorded (synthesis-timed-out).

@@ -73,6 +73,7 @@ describe('campaign config defaults', () => {
       synthesis: {
         maxConfigRepairs: 3,
         nearDuplicateThreshold: 0.9,
+        contamination: { enabled: true, ngram: 5, textOverlap: 0.5, sameCallsAndState: true },
         executionTimeoutSeconds: 7200,
         maxRefinements: 1,
         turns: { min: 2, max: 5 },
@@ -160,6 +161,11 @@ describe('campaign config validation says what to change', () => {
     [{ synthesis: { maxStringLength: 0 } }, 'synthesis.maxStringLength must be >= 1'],
     [{ synthesis: { maxListItems: -1 } }, 'synthesis.maxListItems must be >= 0'],
     [{ synthesis: { maxConfigRepairs: -1 } }, 'synthesis.maxConfigRepairs must be >= 0'],
+    [
+      { synthesis: { contamination: { textOverlap: 0 } } },
+      'synthesis.contamination.textOverlap must be in (0, 1]',
+    ],
+    [{ synthesis: { contamination: { ngram: 1 } } }, 'synthesis.contamination.ngram must be >= 2'],
     [{ generator: { topP: 0 } }, 'generator.topP must be in (0, 1]'],
     [{ generator: { temperature: 3 } }, 'generator.temperature must be <= 2'],
     [{ generator: { model: '' } }, 'generator.model must not be empty'],

@@ -26,7 +26,8 @@ export interface Similarity {
 
 type Comparable = Pick<CandidateTask, 'question' | 'ground_truth'>;
 
-function words(task: Comparable): string[] {
+/** The words of a task's user turns, lower-cased, punctuation dropped. */
+export function userWords(task: Pick<CandidateTask, 'question'>): string[] {
   const out: string[] = [];
   for (const turn of task.question ?? [])
     for (const m of turn ?? []) {
@@ -44,12 +45,16 @@ function words(task: Comparable): string[] {
 // The function name of a call string such as `cd(folder='x')` or `TwitterAPI.post(...)`.
 const callName = (call: string) => /^\s*([\w.]+)/.exec(call)?.[1] ?? call.trim();
 
+/** The word n-grams of `words`; fewer than n words are one gram, the words joined. */
+export function wordGrams(words: readonly string[], n: number): Set<string> {
+  const grams = new Set<string>();
+  if (words.length < n) grams.add(words.join(' '));
+  for (let i = 0; i + n <= words.length; i++) grams.add(words.slice(i, i + n).join(' '));
+  return grams;
+}
+
 export function taskFeatures(task: Comparable): TaskFeatures {
-  const w = words(task);
-  const text = new Set<string>();
-  // Trigrams; a question of fewer than three words is its words joined.
-  if (w.length < 3) text.add(w.join(' '));
-  for (let i = 0; i + 3 <= w.length; i++) text.add(w.slice(i, i + 3).join(' '));
+  const text = wordGrams(userWords(task), 3);
   const names = (task.ground_truth ?? [])
     .flat()
     .filter((c) => typeof c === 'string')

@@ -67,6 +67,11 @@ describe('npm run dev -- demo', () => {
       expect(summary.generatorCost.tokens.prompt).toBeGreaterThan(0);
       expect(summary.generatorCost.byStage.map((s: { stage: string }) => s.stage)).toContain('plan');
       expect(summary.generatorCost.perSelected).toBeGreaterThan(0);
+      // Every generated task compared with the evaluation set (BFCL past the seeds): none copies one.
+      expect(summary.contamination.compared).toBe(summary.generatedCategories.generated);
+      expect(summary.contamination.evaluationTasks).toBeGreaterThan(0);
+      expect(summary.contamination.contaminated).toBe(0);
+      expect(summary.contamination.maxTextOverlap).toBeLessThan(0.5);
       expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toMatch(
         /\| selected \| planned \| executed \|/,
       );

@@ -10,6 +10,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
 import type pg from 'pg';
+import { evaluationSet } from '../../activities/eval-set.js';
+import { ExecutorClient } from '../../activities/executor-client.js';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import type { StepPoint } from '../../analysis/status/dashboard.js';
 import { diagnose, renderFindings } from '../../analysis/status/diagnose.js';
@@ -20,12 +22,17 @@ import {
   synthesisFunnel,
 } from '../../analysis/status/funnel.js';
 import { bounded } from '../../analysis/status/temporal.js';
+import type { CandidateTask } from '../../domain/candidate.js';
+import { poolContamination } from '../../domain/contamination.js';
 import { workflowIds } from '../../domain/ids.js';
 import { structuralCategory } from '../../domain/structure.js';
 import { DEFAULT_PORT } from '../../entry/gateway/server.js';
+import { DEFAULT_CONFIG } from '../../platform/config/campaign-config.js';
 import { recordedPlan } from '../../platform/store/campaign-plans.js';
+import { loadCampaign } from '../../platform/store/campaigns.js';
 import { retryOnConnectionLoss } from '../../platform/store/db.js';
 import { eventCountsByType, synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
+import { rejectionsWithReason } from '../../platform/store/pool/funnel.js';
 import { generatedMemberTasks } from '../../platform/store/pool/members.js';
 import { poolComposition } from '../../platform/store/pool/view.js';
 import { stepSummaries } from '../../platform/store/steps/view.js';
@@ -334,17 +341,33 @@ export async function runDemo(
     const depths = [...byDepth].sort(([a], [b]) => a - b).map(([depth, n]) => ({ depth, n }));
     const funnel = await synthesisFunnel(db, campaignId);
     // Every generated task's category against the one its structure gives it (domain/structure.ts).
-    const generated = await generatedMemberTasks(db, campaignId);
+    const generated = (await generatedMemberTasks(db, campaignId)).map((t) => ({
+      ...t,
+      origin: 'generated',
+      task: (typeof t.task === 'string' ? JSON.parse(t.task) : t.task) as CandidateTask,
+    }));
     const categoryMismatches = generated
-      .filter((t) => {
-        const task = (typeof t.task === 'string' ? JSON.parse(t.task) : t.task) as Parameters<
-          typeof structuralCategory
-        >[0];
-        return structuralCategory(task) !== t.category;
-      })
+      .filter((t) => structuralCategory(t.task) !== t.category)
       .map((t) => t.taskId);
     const categories = { generated: generated.length, mismatches: categoryMismatches };
     const cost = await generatorCost(db, campaignId, funnel);
+    // Every generated task against the evaluation set (domain/contamination.ts), as `rods contamination` does.
+    const campaign = await loadCampaign(db, campaignId);
+    const rule = (campaign?.config ?? DEFAULT_CONFIG).synthesis.contamination;
+    const evalSet = await evaluationSet(
+      new ExecutorClient(),
+      campaign?.config.seeds?.perCategory ?? 100,
+      rule.ngram,
+    );
+    const c = poolContamination(generated, evalSet, rule);
+    const contamination = {
+      evaluationTasks: evalSet.length,
+      compared: c.compared,
+      contaminated: c.contaminated,
+      maxTextOverlap: c.maxTextOverlap,
+      rejected: await rejectionsWithReason(db, campaignId, 'eval-contamination'),
+      nearest: c.nearest.slice(0, 3),
+    };
     const summary = writeReport(
       out,
       campaignId,
@@ -355,6 +378,7 @@ export async function runDemo(
       opts.ablation ?? {},
       categories,
       cost,
+      contamination,
     );
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
@@ -400,6 +424,13 @@ function writeReport(
   ablation: Record<string, unknown>,
   categories: { generated: number; mismatches: string[] },
   cost: GeneratorCost,
+  contamination: {
+    evaluationTasks: number;
+    compared: number;
+    contaminated: number;
+    maxTextOverlap: number;
+    rejected: number;
+  },
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -442,6 +473,8 @@ function writeReport(
     generatedCategories: categories,
     // The stand-in's tokens (reported as vLLM reports usage): in all, by stage, per outcome.
     generatorCost: cost,
+    // Generated tasks (ever in the pool) against the evaluation set; candidates the gate rejected.
+    contamination,
     meanSynthesisLatencyMs: last?.synthesisLatencyMs ?? null,
     lineageDepth: depths,
     zeroVarianceShare: rows.map((r) => ({
@@ -521,6 +554,8 @@ The synthesis funnel (runs reaching each stage; candidates by outcome):
 | ${funnel.selected} | ${funnel.planned} | ${funnel.executed} | ${funnel.repaired} | ${funnel.rewritten} | ${funnel.judged} | ${funnel.augmented} | ${funnel.validated} | ${funnel.rejected} | ${funnel.injected} |
 
 Generator tokens (the stand-in's usage, as vLLM reports it): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}, per useful task ${cost.perUseful ?? '-'} (${cost.useful} injected tasks observed in the boundary band within \`pool.usefulWithinSteps\` of their injection).
+
+Evaluation-set contamination (\`rods contamination\`): ${contamination.compared} generated tasks compared with ${contamination.evaluationTasks} evaluation tasks (the BFCL multi-turn tasks past the seeds); ${contamination.contaminated} contaminated, largest shared n-gram share ${contamination.maxTextOverlap.toFixed(3)}; ${contamination.rejected} candidates rejected by the gate.
 
 Rejected by reason: ${
     Object.entries(funnel.rejectedByReason)

@@ -8,6 +8,7 @@ import { installNodeSha256 } from '../../platform/util/node-sha256.js';
 import { register as aggregatorCommand } from './commands/aggregator.js';
 import { register as auditCommand } from './commands/audit.js';
 import { register as campaignCommand } from './commands/campaign.js';
+import { register as contaminationCommand } from './commands/contamination.js';
 import { register as doctorCommand } from './commands/doctor.js';
 import { register as exportCommand } from './commands/export.js';
 import { register as gatewayCommand } from './commands/gateway.js';
@@ -47,6 +48,7 @@ export function program(): Command {
     workerCommand,
     gatewayCommand,
     lineageCommand,
+    contaminationCommand,
     exportCommand,
   ])
     reg(p);
@@ -64,6 +66,11 @@ export async function main(argv: string[]): Promise<void> {
 export async function run(p: Command, argv: string[]): Promise<void> {
   installNodeSha256();
   const name = p.name();
+  // A reader that stops early (`| head`) closes the pipe: that ends the output, not in a crash.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    process.exit(process.exitCode ?? 0);
+  });
   try {
     await p.parseAsync(argv);
   } catch (e) {

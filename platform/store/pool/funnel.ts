@@ -192,3 +192,17 @@ export async function synthesisTokens(db: Queryable, campaignId: string): Promis
   );
   return rows;
 }
+
+/** The campaign's candidates rejected with a reason code (CandidateRejected, counted by the funnel). */
+export async function rejectionsWithReason(
+  db: Queryable,
+  campaignId: string,
+  reasonCode: string,
+): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `select coalesce(sum(n), 0)::int as n from synthesis_funnel_counts
+      where campaign_id = $1 and type = 'CandidateRejected' and key = $2`,
+    [campaignId, reasonCode],
+  );
+  return rows[0]!.n;
+}
