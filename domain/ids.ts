@@ -112,6 +112,8 @@ export const streams = {
     `${statsPrefix(campaignId)}${topic}:${partition}`,
   /** The aggregator's closed steps. */
   steps: (campaignId: string) => `steps-${campaignId}`,
+  /** The trainer's saved checkpoints (CheckpointSaved), recorded by the gateway. */
+  checkpoints: (campaignId: string) => `checkpoints-${campaignId}`,
 };
 
 /**
@@ -125,6 +127,7 @@ export function campaignStreamPrefixes(campaignId: string): string[] {
     streams.synthesis(synthesisIdPrefix(campaignId)),
     statsPrefix(campaignId),
     streams.steps(campaignId),
+    streams.checkpoints(campaignId),
     // streams named before ids were made injective
     streams.synthesis(legacySynthesisIdPrefix(campaignId)),
     legacyStatsPrefix(campaignId),
@@ -172,6 +175,9 @@ export const eventIds = {
   stepAggregated: (campaignId: string, step: number) => derivedUuid('StepAggregated', campaignId, step),
   /** A step passed over under ingestion.missingSteps (the campaign's awaitStep). */
   stepSkipped: (campaignId: string, step: number) => derivedUuid('StepSkipped', campaignId, step),
+  // the gateway (entry/gateway/routes/checkpoints.ts)
+  checkpointSaved: (campaignId: string, checkpointId: string) =>
+    derivedUuid('CheckpointSaved', campaignId, checkpointId),
   /**
    * A step's statistics record of one batch, named by its first task and that task's group count
    * after the step (a task's count only grows, so no other record of the campaign has the pair).

@@ -60,6 +60,7 @@ describe('stream names, prefixes and workflow ids', () => {
       'synthesis-synth:demo-1:',
       'stats:demo-1:',
       'steps-demo-1',
+      'checkpoints-demo-1',
       'synthesis-synth-demo-1-',
       'stats-demo-1-',
     ]);
@@ -68,6 +69,7 @@ describe('stream names, prefixes and workflow ids', () => {
       streams.synthesis(synthesisId(C, 12, T)),
       streams.stats(C, 'rods.rewards.v1', 0),
       streams.steps(C),
+      streams.checkpoints(C),
     ];
     for (const s of own) expect(prefixes.some((p) => s.startsWith(p))).toBe(true);
     const other = ['x', 'demo-2'].flatMap((c) => [
@@ -75,6 +77,7 @@ describe('stream names, prefixes and workflow ids', () => {
       streams.synthesis(synthesisId(c, 12, T)),
       streams.stats(c, 'rods.rewards.v1', 0),
       streams.steps(c),
+      streams.checkpoints(c),
     ]);
     for (const s of other) expect(prefixes.some((p) => s.startsWith(p))).toBe(false);
   });
@@ -106,6 +109,7 @@ describe('derived ids', () => {
       simulatedStepClosed: eventIds.simulatedStepClosed(C, 3),
       rolloutBatchClaim: rolloutBatchClaimId(C, 3, 'b1'),
       openLineageRun: openLineageRunId(C, LEGACY_S),
+      checkpointSaved: eventIds.checkpointSaved(C, 'run-1-step-5'),
     }).toEqual({
       campaignStarted: 'e297dd2c-b794-8c7f-bac3-75587dfd2904',
       taskSeeded: '83545dc7-c8e7-81b4-beac-60c7bb674cd8',
@@ -130,6 +134,7 @@ describe('derived ids', () => {
       simulatedStepClosed: '28a80f0b-1ba3-84ae-9eff-ce79d641967c',
       rolloutBatchClaim: '859a0ef9-a333-8317-a424-5a7c44366e70',
       openLineageRun: '181aa3b6-6188-8aca-a1b7-29028c3d0e3a',
+      checkpointSaved: '92588258-32f7-8813-82d4-184d202cffe6',
     });
     // a numeric offset names the same dead letter as its string form
     expect(eventIds.deadLettered('rods.rewards.v1', 2, 1234, 'unknown-fingerprint')).toBe(

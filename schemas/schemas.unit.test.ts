@@ -33,6 +33,7 @@ const CATALOGUE = [
   'SynthesisStarted',
   'StageCompleted',
   'CandidateValidated',
+  'CheckpointSaved',
   'CandidateRejected',
   'TaskInjected',
   'TaskRetired',

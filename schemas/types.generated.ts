@@ -152,6 +152,44 @@ export interface CandidateValidated {
   occurredAt: number;
 }
 
+/** A step this run trained again after its resume that an earlier run had reported: what this run trained at it (the campaign's statistics keep the first report's groups). */
+export interface RetrainedStep {
+  /** The step trained again. */
+  step: number;
+  /** The tasks this run trained at the step. */
+  taskId: string[];
+  /** Rollouts of each task (entry i is task i's). */
+  rollouts: number[];
+}
+
+/** Observation: a trainer saved a checkpoint of a campaign's policy, reported by its adapter (TRL's on_save, or a call at verl's or slime's save), with the Merkle root of the checkpoint's manifest: every task the policy was trained on up to the checkpoint's step, along its chain of runs (a resumed run's steps after its resume, its parent checkpoint's before). Recorded once the campaign has closed every step up to the checkpoint's; `rods audit verify` recomputes the root from the log. */
+export interface CheckpointSaved {
+  /** Unique id of this event (UUID, derived from campaign and checkpoint id: recorded once). */
+  eventId: string;
+  /** Id of the campaign the event belongs to. */
+  campaignId: string;
+  /** The checkpoint's id, unique in the campaign (the TRL adapter's is <runId>-step-<step>). */
+  checkpointId: string;
+  /** The training run (one process lifetime) that saved it; a run resumed from a checkpoint is a new run. */
+  runId: string;
+  /** The trainer's global step the checkpoint holds: every optimizer step up to it is in the weights. */
+  trainerStep: number;
+  /** The checkpoint this run resumed from (its steps up to that checkpoint's are the parent's), or null for a run started from scratch. */
+  resumedFrom: string | null;
+  /** A digest of the checkpoint's files as the adapter computed it (sha256:<hex>), or null when none was given. */
+  digest: string | null;
+  /** The steps this run trained again since its previous checkpoint (each in exactly one of its checkpoints), ascending. */
+  retrainedSteps: RetrainedStep[];
+  /** Tasks in the manifest. */
+  manifestTasks: number;
+  /** Reward groups the manifest's tasks were trained on (a retrained step's tasks count one group each). */
+  manifestGroups: number;
+  /** Merkle root (RFC 6962 shape, SHA-256, hex) over the manifest's entries in task id order, each its canonical JSON: taskId, contentHash (SHA-256 of the task's canonical content as recorded), lineageRoot (the human seed), steps (ascending), groups, rollouts. */
+  manifestRoot: string;
+  /** When the checkpoint was recorded, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
 /** A Kafka record that a consumer could not decode or validate, kept on rods.dlq.v1 with its original bytes. */
 export interface DeadLettered {
   /** Unique id of this event (UUID); consumers deduplicate on it. */
@@ -566,6 +604,7 @@ export type EventName =
   | 'CampaignStopped'
   | 'CandidateRejected'
   | 'CandidateValidated'
+  | 'CheckpointSaved'
   | 'DeadLettered'
   | 'EventReferenced'
   | 'PoolPruned'
@@ -593,6 +632,7 @@ export interface EventPayloads {
   CampaignStopped: CampaignStopped;
   CandidateRejected: CandidateRejected;
   CandidateValidated: CandidateValidated;
+  CheckpointSaved: CheckpointSaved;
   DeadLettered: DeadLettered;
   EventReferenced: EventReferenced;
   PoolPruned: PoolPruned;
@@ -621,6 +661,7 @@ export const EVENT_NAMES: readonly EventName[] = [
   'CampaignStopped',
   'CandidateRejected',
   'CandidateValidated',
+  'CheckpointSaved',
   'DeadLettered',
   'EventReferenced',
   'PoolPruned',

@@ -13,6 +13,7 @@ import { register as doctorCommand } from './commands/doctor.js';
 import { register as exportCommand } from './commands/export.js';
 import { register as gatewayCommand } from './commands/gateway.js';
 import { register as lineageCommand } from './commands/lineage.js';
+import { register as manifestCommand } from './commands/manifest.js';
 import { register as migrateCommand } from './commands/migrate.js';
 import { register as partitionsCommand } from './commands/partitions.js';
 import { register as relayCommand } from './commands/relay.js';
@@ -49,6 +50,7 @@ export function program(): Command {
     gatewayCommand,
     lineageCommand,
     contaminationCommand,
+    manifestCommand,
     exportCommand,
   ])
     reg(p);

@@ -2,7 +2,7 @@
 // from the zod schemas that validate them (entry/gateway/schemas.ts); responses are written here.
 import { z } from 'zod';
 import { API_VERSION } from './api-version.js';
-import { CampaignCreate, ID_PATTERN, MAX_WAIT_SECONDS, RolloutBatch } from './schemas.js';
+import { CampaignCreate, CheckpointReport, ID_PATTERN, MAX_WAIT_SECONDS, RolloutBatch } from './schemas.js';
 
 const toSchema = (s: z.ZodType) => {
   const { $schema: _drop, ...rest } = z.toJSONSchema(s, {
@@ -102,6 +102,21 @@ export function openApiDocument(): Record<string, unknown> {
         },
         CampaignCreate: toSchema(CampaignCreate),
         RolloutBatch: toSchema(RolloutBatch),
+        CheckpointReport: toSchema(CheckpointReport),
+        CheckpointRecorded: {
+          type: 'object',
+          required: ['checkpointId', 'manifestRoot', 'tasks', 'groups', 'duplicate'],
+          properties: {
+            checkpointId: { type: 'string' },
+            manifestRoot: {
+              type: 'string',
+              description: "Merkle root (SHA-256, hex) of the checkpoint's manifest",
+            },
+            tasks: { type: 'integer', description: 'tasks in the manifest' },
+            groups: { type: 'integer', description: "reward groups the manifest's tasks were trained on" },
+            duplicate: { type: 'boolean' },
+          },
+        },
         PoolTask,
         Pool: {
           type: 'object',
@@ -318,6 +333,37 @@ export function openApiDocument(): Record<string, unknown> {
               "invalid batch (errors name the field): rewards must be numbers in [0,1] (e.g. groups[3].rewards[2]), at most the campaign's rewards.maxRollouts per group (maxRollouts); ids and versions without control characters or lone surrogates; a new step at most the campaign's ingestion.maxStepsAhead past the last closed step, or 0 before any (step-out-of-window; field step, with lastClosedStep, maxStepsAhead, maxStep)",
             ),
             '503': problemResponse('recorded but not started: retry the same request'),
+          },
+        },
+      },
+      '/v1/campaigns/{id}/checkpoints': {
+        post: {
+          summary:
+            "record a checkpoint the trainer saved (rods_client's adapters report each save after the step's report) with the Merkle root of its manifest: every task the policy was trained on up to the checkpoint's step along its chain of runs (`rods manifest`). Idempotent per checkpointId: the same report again is a 200 duplicate, another report under the same id a 409 checkpoint-conflict.",
+          ...scopes('campaign:{id}', 'admin'),
+          parameters: [idParam('id', 'campaign id')],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: ref('CheckpointReport') } },
+          },
+          responses: {
+            '200': json('a duplicate of a recorded checkpoint', ref('CheckpointRecorded')),
+            '201': json('recorded (CheckpointSaved)', ref('CheckpointRecorded')),
+            '400': problemResponse('malformed JSON'),
+            ...authErrors,
+            '404': problemResponse('unknown campaign'),
+            '409': problemResponse('the checkpoint id is recorded with another report (checkpoint-conflict)'),
+            '413': problemResponse('body over the size limit'),
+            '415': problemResponse('the body is not application/json'),
+            '422': problemResponse(
+              'invalid report (errors name the field), or resumedFrom names no recorded checkpoint of the campaign (unknown-checkpoint), or a trained task has no seeding or injection (invalid-checkpoint)',
+            ),
+            '503': {
+              ...problemResponse(
+                "the campaign has not closed every step up to the checkpoint's yet (checkpoint-ahead; step names it): retry after Retry-After",
+              ),
+              headers: { 'Retry-After': { description: 'seconds to wait', schema: { type: 'integer' } } },
+            },
           },
         },
       },

@@ -131,6 +131,61 @@ export const RolloutBatch = z
   });
 export type RolloutBatch = z.infer<typeof RolloutBatch>;
 
+/** Tasks a retrained step may name (a step's batch is one generation batch's prompts). */
+export const MAX_RETRAINED_TASKS = 100_000;
+
+export const CheckpointReport = z
+  .object({
+    checkpointId: id('checkpoint id'),
+    runId: id('run id').describe('the training run (one process lifetime) that saved the checkpoint'),
+    step: z.int().min(1).describe("the trainer's global step the checkpoint holds"),
+    resumedFrom: id('resumedFrom')
+      .nullable()
+      .optional()
+      .describe('the checkpoint id this run resumed from (every checkpoint of a resumed run carries it)'),
+    digest: z
+      .string()
+      .regex(/^sha256:[0-9a-f]{64}$/, 'digest: sha256:<64 lower-case hex digits>')
+      .nullable()
+      .optional(),
+    retrainedSteps: z
+      .array(
+        z
+          .object({
+            step: z.int().min(1),
+            groups: z
+              .array(z.object({ taskId: text('task id'), rollouts: z.int().min(1) }).strict())
+              .max(MAX_RETRAINED_TASKS),
+          })
+          .strict(),
+      )
+      .max(100_000)
+      .default([])
+      .describe(
+        "steps this run trained again that an earlier run had reported, since this run's previous checkpoint, with the tasks and rollouts this run trained at them",
+      ),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    let previous = 0;
+    c.retrainedSteps.forEach((r, i) => {
+      if (r.step <= previous)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['retrainedSteps', i, 'step'],
+          message: 'steps must ascend, each once',
+        });
+      if (r.step > c.step)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['retrainedSteps', i, 'step'],
+          message: `a retrained step is at most the checkpoint's step ${c.step}`,
+        });
+      previous = r.step;
+    });
+  });
+export type CheckpointReport = z.infer<typeof CheckpointReport>;
+
 export const MAX_WAIT_SECONDS = 300;
 
 export const PoolQuery = z.object({

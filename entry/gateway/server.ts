@@ -15,6 +15,7 @@ import { registerProblemHandlers } from './problem.js';
 import { BatchReconciler, type ReconcileSettings } from './reconcile.js';
 import { DEFAULT_LIMITS, type GatewayLimits, LongPolls } from './request-limits.js';
 import { registerCampaignRoutes } from './routes/campaigns.js';
+import { registerCheckpointRoutes } from './routes/checkpoints.js';
 import type { RouteContext } from './routes/context.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerPoolRoutes } from './routes/pool.js';
@@ -106,6 +107,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   registerCampaignRoutes(app, ctx);
   registerRolloutRoutes(app, ctx);
   registerPoolRoutes(app, ctx);
+  registerCheckpointRoutes(app, ctx);
   registerDashboard(app, {
     db,
     temporal: opts.temporal,

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { type ManifestCheck, verifyManifests } from '../../../analysis/manifest/manifest.js';
 import { createPool } from '../../../platform/store/db.js';
 import {
   type AnchorCheck,
@@ -6,6 +7,7 @@ import {
   verifyAnchor,
   verifyChains,
 } from '../../../platform/store/events/audit.js';
+import { campaignsWithCheckpoints } from '../../../platform/store/events/checkpoints.js';
 import { anchorAndPublish, readPublishedAnchors } from '../../../stages/relay/anchor.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
@@ -49,6 +51,10 @@ export function register(program: Command): void {
     .option('--anchor <id>', 'check against this anchor instead of the latest', positive('--anchor'))
     .option('--kafka', "check against the latest anchor published on Kafka (or --anchor's copy there)")
     .option('--no-anchor', 'only the hash chains')
+    .option(
+      '--no-manifests',
+      'skip recomputing the manifest of every recorded checkpoint (in scope) and comparing its Merkle root with the recorded one',
+    )
     .option('--page-size <n>', 'rows read per query (default 2000)', positive('--page-size'))
     .option('--json', 'JSON output')
     .action(
@@ -57,6 +63,7 @@ export function register(program: Command): void {
         prefix?: string;
         pageSize?: number;
         anchor: number | boolean;
+        manifests: boolean;
         kafka?: boolean;
         json?: boolean;
       }) => {
@@ -107,8 +114,16 @@ export function register(program: Command): void {
             anchor.anchor === null &&
             typeof opts.anchor !== 'number' &&
             !opts.kafka;
-          const ok = chain.ok && (anchor === null || anchor.ok || noneYet);
-          if (opts.json) printJson({ ok, chain, anchor });
+          let manifests: ManifestCheck[] | null = null;
+          if (opts.manifests) {
+            manifests = [];
+            const scope = { streamId: opts.stream, streamPrefix: opts.prefix };
+            for (const c of await campaignsWithCheckpoints(pool, scope))
+              manifests.push(...(await verifyManifests(pool, c)));
+          }
+          const ok =
+            chain.ok && (anchor === null || anchor.ok || noneYet) && (manifests ?? []).every((m) => m.ok);
+          if (opts.json) printJson({ ok, chain, anchor, manifests });
           else {
             if (chain.ok) {
               const scope =
@@ -124,6 +139,7 @@ export function register(program: Command): void {
               );
             }
             if (anchor) printAnchor(anchor, noneYet);
+            if (manifests) printManifests(manifests);
           }
           if (!ok) process.exitCode = 1;
         } finally {
@@ -131,6 +147,15 @@ export function register(program: Command): void {
         }
       },
     );
+}
+
+function printManifests(checks: ManifestCheck[]): void {
+  for (const m of checks.filter((c) => !c.ok))
+    console.log(
+      `MANIFEST: campaign ${m.campaignId} checkpoint ${m.checkpointId} (step ${m.trainerStep}): ${m.problem}`,
+    );
+  if (checks.length > 0 && checks.every((c) => c.ok))
+    console.log(`ok: ${checks.length} checkpoint manifests match their recorded Merkle roots`);
 }
 
 function printAnchor(c: AnchorCheck, noneYet: boolean): void {

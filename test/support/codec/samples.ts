@@ -107,6 +107,22 @@ export const SAMPLE_EVENTS: { [N in EventName]: EventPayloads[N] } = {
     groups: 0,
     occurredAt: at,
   },
+  CheckpointSaved: {
+    eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a40',
+    campaignId,
+    checkpointId: 'run-3f2a9c01b7de-step-500',
+    runId: 'run-3f2a9c01b7de',
+    trainerStep: 500,
+    resumedFrom: 'run-0c41d2e8aa17-step-300',
+    digest: `sha256:${'ab'.repeat(32)}`,
+    retrainedSteps: [
+      { step: 301, taskId: ['multi_turn_base_12', 'multi_turn_base_12~s4'], rollouts: [8, 8] },
+    ],
+    manifestTasks: 412,
+    manifestGroups: 31_250,
+    manifestRoot: 'cd'.repeat(32),
+    occurredAt: at,
+  },
   CampaignStarted: {
     eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a06',
     campaignId,

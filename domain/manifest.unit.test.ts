@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import {
+  buildManifest,
+  type CheckpointRecord,
+  diffManifests,
+  ManifestError,
+  type StepTask,
+  trainedSteps,
+  trainingChain,
+} from './manifest.js';
+import { merkleRoot } from './merkle.js';
+
+const task = (taskId: string, rollouts = 4): StepTask => ({ taskId, groups: 1, rollouts });
+// The campaign's record: step s trained tasks T<s> and U (the first run's reports).
+const reported = (step: number) => [task(`T${step}`), task('U')];
+const identity = (taskId: string) => ({ contentHash: `h-${taskId}`, lineageRoot: `seed-of-${taskId}` });
+
+// Run 1 saved at 5 and 10 and was killed after step 13; run 2 resumed from run 1's step 5,
+// trained 6..13 again (on other tasks at 6 and 7) and saved at 10 and 15.
+const c = (
+  checkpointId: string,
+  runId: string,
+  trainerStep: number,
+  resumedFrom: string | null,
+  retrained: CheckpointRecord['retrainedSteps'] = [],
+): CheckpointRecord => ({ checkpointId, runId, trainerStep, resumedFrom, retrainedSteps: retrained });
+const r1s5 = c('r1-5', 'r1', 5, null);
+const r1s10 = c('r1-10', 'r1', 10, null);
+const r2s10 = c('r2-10', 'r2', 10, 'r1-5', [
+  { step: 6, tasks: [task('X6')] },
+  { step: 7, tasks: [task('T7'), task('U', 2)] },
+  { step: 8, tasks: reported(8) },
+  { step: 9, tasks: reported(9) },
+  { step: 10, tasks: reported(10) },
+]);
+const r2s15 = c('r2-15', 'r2', 15, 'r1-5', [
+  { step: 11, tasks: reported(11) },
+  { step: 12, tasks: reported(12) },
+  { step: 13, tasks: reported(13) },
+]);
+const all = [r1s5, r1s10, r2s10, r2s15];
+const byId = new Map(all.map((x) => [x.checkpointId, x]));
+const manifestOf = (x: CheckpointRecord) => {
+  const chain = trainingChain(x, byId);
+  return buildManifest(x, chain, trainedSteps(chain, all, reported), identity);
+};
+
+describe('a checkpoint manifest', () => {
+  it("takes a resumed run's steps after its parent checkpoint from the run itself and the steps before from the parent", () => {
+    expect(trainingChain(r2s15, byId)).toEqual([
+      { runId: 'r1', checkpointId: 'r1-5', from: 0, to: 5 },
+      { runId: 'r2', checkpointId: 'r2-15', from: 5, to: 15 },
+    ]);
+    const steps = trainedSteps(trainingChain(r2s15, byId), all, reported);
+    expect(steps.map((s) => [s.step, s.runId, s.source])).toEqual([
+      ...[1, 2, 3, 4, 5].map((s) => [s, 'r1', 'reported']),
+      ...[6, 7, 8, 9, 10, 11, 12, 13].map((s) => [s, 'r2', 'retrained']),
+      [14, 'r2', 'reported'],
+      [15, 'r2', 'reported'],
+    ]);
+    const m = manifestOf(r2s15);
+    // X6 replaced T6 at step 6: T6 was trained only by run 1's discarded steps.
+    expect(m.entries.map((e) => e.taskId)).toContain('X6');
+    expect(m.entries.map((e) => e.taskId)).not.toContain('T6');
+    const u = m.entries.find((e) => e.taskId === 'U')!;
+    expect(u.steps).toEqual(Array.from({ length: 15 }, (_, i) => i + 1).filter((s) => s !== 6));
+    expect(u.rollouts).toBe(13 * 4 + 2);
+    expect(m.groups).toBe(m.steps.reduce((n, s) => n + s.tasks.length, 0));
+    expect(m.root).toBe(
+      merkleRoot(
+        m.entries.map(({ taskId, contentHash, lineageRoot, steps, groups, rollouts }) => ({
+          taskId,
+          contentHash,
+          lineageRoot,
+          steps,
+          groups,
+          rollouts,
+        })),
+      ),
+    );
+  });
+
+  it('changes its root when a task content hash changes, and not when nothing does', () => {
+    const chain = trainingChain(r1s10, byId);
+    const steps = trainedSteps(chain, all, reported);
+    const a = buildManifest(r1s10, chain, steps, identity);
+    expect(buildManifest(r1s10, chain, steps, identity).root).toBe(a.root);
+    const altered = buildManifest(r1s10, chain, steps, (t) =>
+      t === 'T3' ? { ...identity(t), contentHash: 'h-T3-edited' } : identity(t),
+    );
+    expect(altered.root).not.toBe(a.root);
+  });
+
+  it('refuses an unknown parent, a parent ahead of its child, and a task with no recorded identity', () => {
+    expect(() => trainingChain(c('x', 'r3', 8, 'nope'), byId)).toThrow(ManifestError);
+    expect(() => trainingChain(c('x', 'r3', 3, 'r1-5'), byId)).toThrow(/later step 5/);
+    const chain = trainingChain(r1s5, byId);
+    expect(() =>
+      buildManifest(r1s5, chain, trainedSteps(chain, all, reported), (t) =>
+        t === 'T2' ? undefined : identity(t),
+      ),
+    ).toThrow(/task T2, trained at step 2/);
+  });
+
+  it('diff names the replayed steps of two checkpoints at one step, and the steps one holds beyond the other', () => {
+    const d = diffManifests(manifestOf(r1s10), manifestOf(r2s10), true);
+    expect(d.steps.map((s) => [s.step, s.status])).toEqual([6, 7, 8, 9, 10].map((s) => [s, 'replayed']));
+    expect(d.steps[0]).toMatchObject({
+      onlyA: ['T6', 'U'],
+      onlyB: ['X6'],
+      a: { runId: 'r1' },
+      b: { runId: 'r2' },
+    });
+    expect(d.steps[1]).toMatchObject({ onlyA: ['U'], onlyB: ['U'] }); // U with 2 rollouts, not 4
+    expect(d.steps[2]).toMatchObject({ onlyA: [], onlyB: [] }); // trained again on the same tasks
+    expect(d.counts).toMatchObject({ same: 5, replayed: 5, 'only-a': 0, 'only-b': 0 });
+    expect(d.tasksOnlyA).toEqual(['T6']);
+    expect(d.tasksOnlyB).toEqual(['X6']);
+    const later = diffManifests(manifestOf(r2s10), manifestOf(r2s15), true);
+    expect(later.steps.map((s) => [s.step, s.status])).toEqual(
+      [11, 12, 13, 14, 15].map((s) => [s, 'only-b']),
+    );
+    expect(diffManifests(manifestOf(r1s10), manifestOf(r1s10), true)).toMatchObject({
+      sameRoot: true,
+      steps: [],
+    });
+    // Across campaigns the runs differ by nature: steps compare by their tasks.
+    const across = diffManifests(manifestOf(r1s10), manifestOf(r2s10), false);
+    expect(across.steps.map((s) => s.status)).toEqual([
+      ...Array(5).fill('same-tasks'),
+      'differs',
+      'differs',
+      ...Array(3).fill('same-tasks'),
+    ]);
+  });
+});
