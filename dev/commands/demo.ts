@@ -31,6 +31,12 @@ export function register(program: Command): void {
         .map(([k, v]) => `${k} (${v.what})`)
         .join('; ')}`,
     )
+    .option(
+      '--checkpoint-every <n>',
+      'the simulated trainer saves and reports a checkpoint every n steps (rods manifest)',
+      (v) => Number.parseInt(v, 10),
+      10,
+    )
     .option('--json', 'print the summary as JSON')
     .option(
       '--keep',
@@ -40,12 +46,14 @@ export function register(program: Command): void {
       async (opts: {
         steps: number;
         perCategory: number;
+        checkpointEvery: number;
         out: string;
         json?: boolean;
         ablation?: string;
         keep?: boolean;
       }) => {
         if (!(opts.steps >= 1)) throw new UsageError('--steps must be >= 1');
+        if (!(opts.checkpointEvery >= 1)) throw new UsageError('--checkpoint-every must be >= 1');
         if (!(opts.perCategory >= 1 && opts.perCategory <= 200))
           throw new UsageError('--per-category must be in 1..200');
         if (existsSync(opts.out)) throw new UsageError(`${opts.out} exists; choose another --out`);
@@ -61,6 +69,7 @@ export function register(program: Command): void {
           const r = await runDemo(db, {
             steps: opts.steps,
             perCategory: opts.perCategory,
+            checkpointEvery: opts.checkpointEvery,
             out: opts.out,
             json: Boolean(opts.json),
             ablation,

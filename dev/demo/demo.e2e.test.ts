@@ -25,6 +25,8 @@ describe('npm run dev -- demo', () => {
           '4',
           '--per-category',
           '5',
+          '--checkpoint-every',
+          '2',
           '--out',
           out,
           '--json',
@@ -72,6 +74,11 @@ describe('npm run dev -- demo', () => {
       expect(summary.contamination.evaluationTasks).toBeGreaterThan(0);
       expect(summary.contamination.contaminated).toBe(0);
       expect(summary.contamination.maxTextOverlap).toBeLessThan(0.5);
+      // The simulated trainer reports a checkpoint every 2 steps: the last one's manifest holds
+      // every group it posted up to it, and its root recomputed from the log equals the recorded one.
+      expect(summary.manifest).toMatchObject({ checkpoints: 2, trainerStep: 4, verified: true });
+      expect(summary.manifest.groups).toBe(summary.manifest.groupsPosted);
+      expect(summary.manifest.tasks).toBeGreaterThan(0);
       expect(readFileSync(path.join(out, 'report.md'), 'utf8')).toMatch(
         /\| selected \| planned \| executed \|/,
       );

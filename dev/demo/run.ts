@@ -12,6 +12,7 @@ import cliProgress from 'cli-progress';
 import type pg from 'pg';
 import { evaluationSet } from '../../activities/eval-set.js';
 import { ExecutorClient } from '../../activities/executor-client.js';
+import { recordedManifest } from '../../analysis/manifest/manifest.js';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import type { StepPoint } from '../../analysis/status/dashboard.js';
 import { diagnose, renderFindings } from '../../analysis/status/diagnose.js';
@@ -45,8 +46,22 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 /** How long the stopped campaign may take to let its last syntheses finish. */
 const COMPLETE_TIMEOUT_MS = 180_000;
 
+interface DemoManifest {
+  checkpoints: number;
+  checkpointId: string;
+  trainerStep: number;
+  tasks: number;
+  groups: number;
+  groupsPosted: number;
+  root: string;
+  verified: boolean;
+  lineageRoots: number;
+}
+
 export interface DemoOptions {
   steps: number;
+  /** The simulated trainer saves and reports a checkpoint every this many steps (default 10). */
+  checkpointEvery?: number;
   perCategory: number;
   out: string;
   json: boolean;
@@ -297,9 +312,15 @@ export async function runDemo(
     });
     const rows: StepRow[] = [];
     const t0 = Date.now();
+    // The trainer saves a checkpoint every checkpointEvery steps and reports it (rods manifest).
+    const checkpoints: { checkpointId: string; step: number; groupsPosted: number }[] = [];
+    let groupsPosted = 0;
     for (let step = 1; step <= opts.steps; step++) {
       const rep = await trainer.step(step);
+      groupsPosted += rep.groups;
       await trainer.waitPlanned(step);
+      if (step % (opts.checkpointEvery ?? 10) === 0)
+        checkpoints.push({ checkpointId: (await trainer.checkpoint(step)).checkpointId, step, groupsPosted });
       // A database restart mid-demo is waited out, like the trainer's requests (it retries them).
       const row = await retryOnConnectionLoss(db, () => stepRow(db, campaignId, rep));
       rows.push(row);
@@ -368,6 +389,23 @@ export async function runDemo(
       rejected: await rejectionsWithReason(db, campaignId, 'eval-contamination'),
       nearest: c.nearest.slice(0, 3),
     };
+    // The last checkpoint's manifest, recomputed from the log and checked against its recorded root.
+    const lastCheckpoint = checkpoints.at(-1);
+    let manifest: DemoManifest | null = null;
+    if (lastCheckpoint) {
+      const { event, manifest: m } = await recordedManifest(db, campaignId, lastCheckpoint.checkpointId);
+      manifest = {
+        checkpoints: checkpoints.length,
+        checkpointId: lastCheckpoint.checkpointId,
+        trainerStep: m.trainerStep,
+        tasks: m.entries.length,
+        groups: m.groups,
+        groupsPosted: lastCheckpoint.groupsPosted,
+        root: m.root,
+        verified: m.root === event.payload.manifestRoot,
+        lineageRoots: new Set(m.entries.map((e) => e.lineageRoot)).size,
+      };
+    }
     const summary = writeReport(
       out,
       campaignId,
@@ -379,6 +417,7 @@ export async function runDemo(
       categories,
       cost,
       contamination,
+      manifest,
     );
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
@@ -431,6 +470,7 @@ function writeReport(
     maxTextOverlap: number;
     rejected: number;
   },
+  manifest: DemoManifest | null,
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -475,6 +515,8 @@ function writeReport(
     generatorCost: cost,
     // Generated tasks (ever in the pool) against the evaluation set; candidates the gate rejected.
     contamination,
+    // The last checkpoint's manifest (rods manifest): its tasks, groups and verified Merkle root.
+    manifest,
     meanSynthesisLatencyMs: last?.synthesisLatencyMs ?? null,
     lineageDepth: depths,
     zeroVarianceShare: rows.map((r) => ({
@@ -556,6 +598,12 @@ The synthesis funnel (runs reaching each stage; candidates by outcome):
 Generator tokens (the stand-in's usage, as vLLM reports it): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}, per useful task ${cost.perUseful ?? '-'} (${cost.useful} injected tasks observed in the boundary band within \`pool.usefulWithinSteps\` of their injection).
 
 Evaluation-set contamination (\`rods contamination\`): ${contamination.compared} generated tasks compared with ${contamination.evaluationTasks} evaluation tasks (the BFCL multi-turn tasks past the seeds); ${contamination.contaminated} contaminated, largest shared n-gram share ${contamination.maxTextOverlap.toFixed(3)}; ${contamination.rejected} candidates rejected by the gate.
+
+Checkpoint manifest (\`rods manifest\`): ${
+    manifest
+      ? `${manifest.checkpoints} checkpoints reported; the last, ${manifest.checkpointId} at step ${manifest.trainerStep}, was trained on ${manifest.tasks} tasks (from ${manifest.lineageRoots} human seeds) in ${manifest.groups} reward groups (the trainer posted ${manifest.groupsPosted}); Merkle root ${manifest.root} ${manifest.verified ? 'equals the recorded one' : 'DIFFERS from the recorded one'}.`
+      : 'none (fewer steps than --checkpoint-every).'
+  }
 
 Rejected by reason: ${
     Object.entries(funnel.rejectedByReason)

@@ -219,6 +219,20 @@ export class SimulatedTrainer {
     return { status: r.status, duplicate: body.duplicate === true };
   }
 
+  /**
+   * Reports a checkpoint of the policy at `step` (one run, never resumed), as the Python adapters
+   * do at each save; retried while the gateway waits for the step to close (503 checkpoint-ahead).
+   */
+  async checkpoint(
+    step: number,
+  ): Promise<{ checkpointId: string; manifestRoot: string; tasks: number; groups: number }> {
+    const r = await this.call(`/v1/campaigns/${this.opts.campaignId}/checkpoints`, {
+      method: 'POST',
+      body: JSON.stringify({ checkpointId: `sim-step-${step}`, runId: 'sim', step }),
+    });
+    return (await r.json()) as { checkpointId: string; manifestRoot: string; tasks: number; groups: number };
+  }
+
   /** One training step: K rollouts per sampled task, posted as one closing batch. */
   async step(step: number): Promise<StepReport> {
     const tasks = await this.fetchPool();

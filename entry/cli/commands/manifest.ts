@@ -21,6 +21,17 @@ async function manifestOf(db: Pool, campaignId: string, checkpointId: string): P
   }
 }
 
+/** A list in text output: the first five and how many more. */
+const few = (xs: string[]) =>
+  xs.length === 0 ? '-' : xs.slice(0, 5).join(',') + (xs.length > 5 ? ` (+${xs.length - 5})` : '');
+
+/** --campaign of a subcommand: given after it, or before it (where `rods manifest` itself reads it). */
+function campaignOption(opts: { campaign?: string }, cmd: Command): string {
+  const campaign = opts.campaign ?? (cmd.parent?.opts().campaign as string | undefined);
+  if (!campaign) throw new UsageError('give --campaign C');
+  return campaign;
+}
+
 const withDb = async <T>(fn: (db: Pool) => Promise<T>): Promise<T> => {
   const db = createPool({ application: 'rods-manifest', max: 2, limits: { statementTimeoutMs: 0 } });
   try {
@@ -103,9 +114,10 @@ export function register(program: Command): void {
   manifest
     .command('list')
     .description("the campaign's recorded checkpoints, in the order recorded")
-    .requiredOption('--campaign <id>', 'campaign id')
+    .option('--campaign <id>', 'campaign id')
     .option('--json', 'JSON output')
-    .action(async (opts: { campaign: string; json?: boolean }) => {
+    .action(async (o: { campaign?: string; json?: boolean }, cmd: Command) => {
+      const opts = { ...o, campaign: campaignOption(o, cmd), json: o.json ?? cmd.parent?.opts().json };
       await withDb(async (db) => {
         const rows = (await checkpointEvents(db, opts.campaign)).map((e) => ({
           checkpointId: e.payload.checkpointId,
@@ -138,38 +150,46 @@ export function register(program: Command): void {
     )
     .argument('<a>', 'checkpoint id')
     .argument('<b>', 'checkpoint id')
-    .requiredOption('--campaign <id>', 'campaign of A (and of B unless --campaign-b)')
+    .option('--campaign <id>', 'campaign of A (and of B unless --campaign-b)')
     .option('--campaign-b <id>', 'campaign of B')
     .option('--json', 'JSON output')
-    .action(async (a: string, b: string, opts: { campaign: string; campaignB?: string; json?: boolean }) => {
-      await withDb(async (db) => {
-        const campaignB = opts.campaignB ?? opts.campaign;
-        const ma = await manifestOf(db, opts.campaign, a);
-        const mb = await manifestOf(db, campaignB, b);
-        const d = diffManifests(ma.manifest, mb.manifest, campaignB === opts.campaign);
-        if (opts.json) return printJson({ campaignA: opts.campaign, campaignB, ...d });
-        console.log(
-          `A ${a} (step ${d.a.trainerStep}, ${d.a.tasks} tasks)  B ${b} (step ${d.b.trainerStep}, ${d.b.tasks} tasks): ` +
-            (d.sameRoot ? 'the same manifest' : 'different manifests'),
-        );
-        console.log(
-          `steps: ${Object.entries(d.counts)
-            .filter(([, n]) => n > 0)
-            .map(([k, n]) => `${n} ${k}`)
-            .join(', ')}`,
-        );
-        for (const s of d.steps) {
-          const who = (x?: { runId: string; source: string; tasks: number }) =>
-            x ? `${x.runId} (${x.source}, ${x.tasks} tasks)` : '-';
+    .action(
+      async (
+        a: string,
+        b: string,
+        o: { campaign?: string; campaignB?: string; json?: boolean },
+        cmd: Command,
+      ) => {
+        const opts = { ...o, campaign: campaignOption(o, cmd), json: o.json ?? cmd.parent?.opts().json };
+        await withDb(async (db) => {
+          const campaignB = opts.campaignB ?? opts.campaign;
+          const ma = await manifestOf(db, opts.campaign, a);
+          const mb = await manifestOf(db, campaignB, b);
+          const d = diffManifests(ma.manifest, mb.manifest, campaignB === opts.campaign);
+          if (opts.json) return printJson({ campaignA: opts.campaign, campaignB, ...d });
           console.log(
-            `step ${s.step}: ${s.status}  A ${who(s.a)}  B ${who(s.b)}` +
-              (s.onlyA.length || s.onlyB.length
-                ? `  only A: ${s.onlyA.join(',') || '-'}  only B: ${s.onlyB.join(',') || '-'}`
-                : ''),
+            `A ${a} (step ${d.a.trainerStep}, ${d.a.tasks} tasks)  B ${b} (step ${d.b.trainerStep}, ${d.b.tasks} tasks): ` +
+              (d.sameRoot ? 'the same manifest' : 'different manifests'),
           );
-        }
-        if (d.tasksOnlyA.length) console.log(`tasks only in A: ${d.tasksOnlyA.join(', ')}`);
-        if (d.tasksOnlyB.length) console.log(`tasks only in B: ${d.tasksOnlyB.join(', ')}`);
-      });
-    });
+          console.log(
+            `steps: ${Object.entries(d.counts)
+              .filter(([, n]) => n > 0)
+              .map(([k, n]) => `${n} ${k}`)
+              .join(', ')}`,
+          );
+          for (const s of d.steps) {
+            const who = (x?: { runId: string; source: string; tasks: number }) =>
+              x ? `${x.runId} (${x.source}, ${x.tasks} tasks)` : '-';
+            console.log(
+              `step ${s.step}: ${s.status}  A ${who(s.a)}  B ${who(s.b)}` +
+                (s.status !== 'only-a' && s.status !== 'only-b' && (s.onlyA.length || s.onlyB.length)
+                  ? `  only A: ${few(s.onlyA)}  only B: ${few(s.onlyB)}`
+                  : ''),
+            );
+          }
+          if (d.tasksOnlyA.length) console.log(`tasks only in A: ${few(d.tasksOnlyA)}`);
+          if (d.tasksOnlyB.length) console.log(`tasks only in B: ${few(d.tasksOnlyB)}`);
+        });
+      },
+    );
 }
