@@ -3,15 +3,18 @@
 // stand-in generator: a tiny randomly initialised Qwen2 and a tokenizer trained on the pool's text
 // (clients/python/rods_client/tiny.py), nothing downloaded. The trainer script is
 // clients/python/tests/trl/train.py; its venv is the cached TRL one (clients/python/venv.ts).
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { paths } from '../../infra/stack/paths.js';
+import { createPool, inTransaction } from '../../platform/store/db.js';
 import { type LiveLoop, startLiveLoop } from '../../test/support/live-loop.js';
 import { installVenv } from '../../test/support/python/venv.js';
+import { ROOT } from '../../test/support/sources.js';
 import {
   expectCountedOnce,
   expectStepsClosedInOrder,
@@ -19,6 +22,26 @@ import {
   LIVE_CAMPAIGN,
 } from '../../test/support/trainer-checks.js';
 import { waitUntil } from '../../test/support/wait.js';
+
+/** `rods ARGS` (the CLI against the test database): its exit code and, for --json, its output parsed. */
+async function rods(args: string[]): Promise<{ code: number; json: unknown }> {
+  const r = await promisify(execFile)(process.execPath, ['bin/rods.mjs', ...args], {
+    cwd: ROOT,
+    maxBuffer: 64 << 20,
+  }).then(
+    (ok) => ({ code: 0, stdout: ok.stdout, stderr: ok.stderr }),
+    (e: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: typeof e.code === 'number' ? e.code : -1,
+      stdout: e.stdout ?? '',
+      stderr: e.stderr ?? '',
+    }),
+  );
+  try {
+    return { code: r.code, json: JSON.parse(r.stdout) };
+  } catch {
+    throw new Error(`rods ${args.join(' ')} exited ${r.code} without JSON:\n${r.stdout}\n${r.stderr}`);
+  }
+}
 
 const G = LIVE_CAMPAIGN.rolloutsPerTask; // num_generations in train.py
 const CONFIG = LIVE_CAMPAIGN;
@@ -41,7 +64,7 @@ interface StepLine {
 
 class Trainer {
   readonly steps: StepLine[] = [];
-  summary: { seconds: number; steps: number; timings: Record<string, unknown> } | undefined;
+  summary: { seconds: number; steps: number; timings: Record<string, unknown>; runId?: string } | undefined;
   private out = '';
   readonly exited: Promise<{ code: number | null; signal: string | null }>;
   readonly child: ChildProcess;
@@ -221,26 +244,25 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     for (const d of drawn) expect(d.first!).toBeGreaterThan(d.step);
   }, 900_000);
 
-  it('a kill -9 of the training process and a resume from its last checkpoint: no step lost or counted twice', async () => {
+  it("a kill -9 of the training process and a resume from an earlier checkpoint: no step lost or counted twice, each checkpoint's manifest says what it was trained on, and the diff names the replayed steps", async () => {
     const campaign = loop.campaigns.resume!;
     const env = { RODS_MAX_STEPS: '24', RODS_SAVE_STEPS: '5', RODS_STEP_SLEEP: '0.2' };
     const first = new Trainer(campaign, 'resume', env);
-    await first.waitStep(13);
+    await first.waitStep(12);
     first.child.kill('SIGKILL');
     await first.exited;
     const before = first.steps.at(-1)!.step;
-    // Killed after step 13 or later: the last checkpoint is step 10 (or 15), so steps after it
-    // are trained again, and the reports of those already spooled must not be sent twice.
-    const second = new Trainer(campaign, 'resume', { ...env, RODS_RESUME: '1' });
+    // Resumed from checkpoint 5 on purpose, not from the last one (10): steps 6..12 and later ones
+    // the first run reported are trained again, and their reports must not be sent twice.
+    const second = new Trainer(campaign, 'resume', { ...env, RODS_RESUME_FROM: '5' });
     await second.finished();
     const skipped = (second.summary!.timings as { reports: Record<string, number> }).reports;
     const resumedFrom = second.steps[0]?.step;
     console.log(
       `[trl resume] killed after step ${before}; the resumed run's first step ${resumedFrom}; its reporter ${JSON.stringify(skipped)}`,
     );
-    expect(resumedFrom).toBeDefined();
-    expect(resumedFrom!).toBeLessThanOrEqual(before);
-    expect(skipped.skipped).toBeGreaterThan(0);
+    expect(resumedFrom).toBe(6);
+    expect(skipped.skipped).toBeGreaterThanOrEqual(before - 5);
     expect(skipped.conflicts).toBe(0);
     await expectStepsClosedInOrder(loop.db, campaign, 24);
     const accepted = await expectCountedOnce(loop.db, campaign);
@@ -249,6 +271,130 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     for (let s = 1; s <= 24; s++)
       expect([...(batches.get(s) ?? [])], `batches of step ${s}`).toEqual([`step-${s}`]);
     expect(accepted.every((g) => g.n === G)).toBe(true);
+
+    // The checkpoints: the first run's at 5 and 10 (sent by the second run's reporter when the
+    // kill left them in the spool), the second run's at 10, 15, 20 and 24, resumed from the first's 5.
+    const run2 = second.summary!.runId as string;
+    type Listed = { checkpointId: string; runId: string; trainerStep: number; resumedFrom: string | null };
+    const list = (await rods(['manifest', 'list', '--campaign', campaign, '--json'])).json as Listed[];
+    const r1 = list.filter((c) => c.resumedFrom === null);
+    const r2 = list.filter((c) => c.runId === run2);
+    expect(r1.map((c) => c.trainerStep).slice(0, 2)).toEqual([5, 10]);
+    expect(new Set(r1.map((c) => c.runId)).size).toBe(1);
+    // (transformers saves at the last step too: trainer_callback.py:602-604)
+    expect(r2.map((c) => c.trainerStep)).toEqual([10, 15, 20, 24]);
+    const at = (cs: Listed[], step: number) => cs.find((c) => c.trainerStep === step)!.checkpointId;
+    for (const c of r2) expect(c.resumedFrom).toBe(at(r1, 5));
+
+    type Shown = {
+      verified: boolean;
+      recorded: { digest: string | null };
+      chain: { runId: string; from: number; to: number }[];
+      steps: { step: number; runId: string; source: string; tasks: { taskId: string; rollouts: number }[] }[];
+      entries: { taskId: string; lineageRoot: string; steps: number[] }[];
+    };
+    const show = async (id: string) =>
+      (await rods(['manifest', '--campaign', campaign, '--checkpoint', id, '--json'])).json as Shown;
+    const m15 = await show(at(r1, 5));
+    const m110 = await show(at(r1, 10));
+    const m210 = await show(at(r2, 10));
+    const m215 = await show(at(r2, 15));
+    for (const m of [m15, m110, m210, m215]) {
+      expect(m.verified).toBe(true);
+      expect(m.recorded.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    }
+    // What the first run's checkpoint 10 holds is what the gateway accepted for steps 1..10.
+    const acceptedAt = (s: number) =>
+      accepted
+        .filter((g) => g.step === s)
+        .map((g) => g.task_id)
+        .sort();
+    expect(m110.steps.map((s) => s.step)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    for (const s of m110.steps) {
+      expect(s.tasks.map((t) => t.taskId).sort(), `tasks of step ${s.step}`).toEqual(acceptedAt(s.step));
+      expect(s.tasks.every((t) => t.rollouts === G)).toBe(true);
+    }
+    // The second run's checkpoint 10: steps 1..5 from the first run, 6..10 as the second trained them.
+    expect(m210.chain).toEqual([
+      { runId: r1[0]!.runId, checkpointId: at(r1, 5), from: 0, to: 5 },
+      { runId: run2, checkpointId: at(r2, 10), from: 5, to: 10 },
+    ]);
+    expect(m210.steps.map((s) => [s.step, s.runId, s.source])).toEqual([
+      ...[1, 2, 3, 4, 5].map((s) => [s, r1[0]!.runId, 'reported']),
+      ...[6, 7, 8, 9, 10].map((s) => [s, run2, 'retrained']),
+    ]);
+    for (const s of m210.steps) expect(s.tasks.map((t) => t.rollouts)).toEqual([G, G]);
+    // Consistent before and after the resume: a later checkpoint extends an earlier one of its chain.
+    expect(m210.steps.slice(0, 5)).toEqual(m15.steps);
+    expect(m215.steps.slice(0, 10)).toEqual(m210.steps);
+    // Steps 11 and 12 the first run had reported too: trained again; 13.. reported by the second run.
+    // (the kill may land between a step's spool write and its log line: one more than `before`).
+    const again = m215.steps.filter((s) => s.source === 'retrained').map((s) => s.step);
+    expect(again).toEqual(Array.from({ length: again.length }, (_, i) => i + 6));
+    expect(again.at(-1)!).toBeGreaterThanOrEqual(Math.min(before, 15));
+    for (const e of m215.entries) expect(e.lineageRoot).toMatch(/^multi_turn_/);
+
+    // The diff names the replayed steps: both checkpoints at step 10 hold steps 6..10, from two runs.
+    const diff = (await rods(['manifest', 'diff', at(r1, 10), at(r2, 10), '--campaign', campaign, '--json']))
+      .json as {
+      steps: { step: number; status: string; a: { runId: string }; b: { runId: string } }[];
+      counts: Record<string, number>;
+    };
+    expect(diff.steps.map((s) => [s.step, s.status])).toEqual([6, 7, 8, 9, 10].map((s) => [s, 'replayed']));
+    expect(diff.steps[0]).toMatchObject({ a: { runId: r1[0]!.runId }, b: { runId: run2 } });
+    expect(diff.counts).toMatchObject({ same: 5, replayed: 5 });
+    const later = (await rods(['manifest', 'diff', at(r2, 10), at(r2, 15), '--campaign', campaign, '--json']))
+      .json as { steps: { step: number; status: string }[] };
+    expect(later.steps.map((s) => [s.step, s.status])).toEqual(
+      [11, 12, 13, 14, 15].map((s) => [s, 'only-b']),
+    );
+    console.log(
+      `[trl resume] checkpoints ${JSON.stringify(list.map((c) => [c.checkpointId, c.trainerStep, c.resumedFrom]))}; ` +
+        `manifest of ${at(r2, 15)}: ${m215.entries.length} tasks over ${m215.steps.length} steps; diff ${at(r1, 10)} ${at(r2, 10)}: ${JSON.stringify(diff.counts)}`,
+    );
+
+    // rods audit verify recomputes every manifest, and fails when a manifested task's content is altered.
+    const scope = ['audit', 'verify', '--prefix', `checkpoints-${campaign}`, '--no-anchor', '--json'];
+    const clean = await rods(scope);
+    expect(clean.code).toBe(0);
+    expect((clean.json as { manifests: { ok: boolean }[] }).manifests).toHaveLength(list.length);
+    const seed = m15.entries[0]!.taskId;
+    const original = await loop.db.query<{ position: string; task: string }>(
+      `select position::text, payload->>'task' as task from events
+        where type in ('TaskSeeded', 'TaskInjected') and payload->>'campaignId' = $1 and payload->>'taskId' = $2`,
+      [campaign, seed],
+    );
+    // The owner of the tables plays the attacker: only it can switch the append-only trigger's bypass on.
+    const endpoints = inject('endpoints');
+    const owner = createPool({
+      connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl,
+      application: 'rods-test-trl-owner',
+      max: 1,
+    });
+    const alter = (task: string) =>
+      inTransaction(owner, async (c) => {
+        await c.query("set local rods.allow_event_mutation = 'on'");
+        await c.query(
+          `update events set payload = jsonb_set(payload, '{task}', to_jsonb($2::text)) where position = $1`,
+          [original.rows[0]!.position, task],
+        );
+      });
+    const edited = JSON.parse(original.rows[0]!.task) as { question: { content: string }[][] };
+    edited.question[0]![0]!.content += ' (edited)';
+    await alter(JSON.stringify(edited));
+    try {
+      const tampered = await rods(scope);
+      expect(tampered.code).toBe(1);
+      const failed = (
+        tampered.json as { manifests: { checkpointId: string; ok: boolean; problem?: string }[] }
+      ).manifests.filter((m) => !m.ok);
+      expect(failed.map((m) => m.checkpointId)).toContain(at(r1, 5));
+      expect(failed[0]!.problem).toMatch(/differs from the one recorded/);
+    } finally {
+      await alter(original.rows[0]!.task);
+      await owner.end();
+    }
+    expect((await rods(scope)).code).toBe(0);
   }, 900_000);
 
   it('the BFCL environment, called as TRL calls it (pytest clients/python/tests/trl in the TRL venv)', async () => {

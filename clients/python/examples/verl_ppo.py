@@ -6,7 +6,8 @@
 
 The prompts are the campaign's pool, read live (rods_client.verl.RodsDataset), each step's rewards
 are reported once per task as verl's global step (RodsReplayBuffer, spooled under the checkpoint
-folder, so a resume re-sends nothing), and rods rows are scored by rods_client.verl.compute_score
+folder, so a resume re-sends nothing), each checkpoint is reported with what it was trained on
+(RodsCheckpointCallback), and rods rows are scored by rods_client.verl.compute_score
 (BFCL's first-turn check, calls run in the rods environment executor at RODS_EXECUTOR_URL).
 Any further verl override goes on the command line.
 """
@@ -18,7 +19,8 @@ ROWS = ["data.custom_cls.path=pkg://rods_client.verl", "data.custom_cls.name=Rod
         "data.dataloader_num_workers=0", "data.train_files=rods://train", "data.val_files=rods://val"]
 STEPS = ["trainer.v1.sampler.custom_sampler.path=pkg://rods_client.verl",
          "trainer.v1.sampler.custom_sampler.name=RodsReplayBuffer",
-         "+trainer.v1.sampler.sampler_kwargs.spool_dir=${trainer.default_local_dir}/rods-spool"]
+         "+trainer.v1.sampler.sampler_kwargs.spool_dir=${trainer.default_local_dir}/rods-spool",
+         "trainer.checkpoint_callback_class=rods_client.verl.RodsCheckpointCallback"]
 REWARD = ["reward.custom_reward_function.path=pkg://rods_client.verl", "reward.custom_reward_function.name=compute_score"]
 
 sys.exit(subprocess.call([sys.executable, "-m", "verl.trainer.main_ppo", *ROWS, *STEPS, *REWARD, *sys.argv[1:]]))

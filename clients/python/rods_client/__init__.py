@@ -13,6 +13,10 @@ with it: report each step's per-task rewards, and pull the current pool (or a ba
     pool = rods.fetch_pool()          # {"version": 7, "tasks": [...]} — cached by version (ETag)
     batch = rods.fetch_batch(64, seed=step)
 
+A trainer that saves checkpoints also reports each one (``post_checkpoint``; the adapters do it
+through ``rods_client.reporting.StepReporter.checkpoint``), so rods records what each checkpoint
+was trained on.
+
 Trainer adapters (each imports its framework only if it is installed):
 
 * ``rods_client.hf``: a ``transformers``/TRL ``TrainerCallback``, a pool dataset and a reward
@@ -178,6 +182,24 @@ class RodsClient:
     def post_step(self, step: int, body: Mapping[str, Any], retries: Optional[int] = None) -> Dict[str, Any]:
         _, _, answer = self._request("POST", f"/v1/campaigns/{self.campaign}/steps/{int(step)}/rollouts", body,
                                      retries=retries)
+        return answer
+
+    @staticmethod
+    def checkpoint_body(checkpoint_id: str, run_id: str, step: int, resumed_from: Optional[str] = None,
+                        digest: Optional[str] = None,
+                        retrained_steps: Sequence[Mapping[str, Any]] = ()) -> Dict[str, Any]:
+        """The body of a checkpoint's report (what ``post_checkpoint`` posts, and what a spool keeps)."""
+        return {"checkpointId": checkpoint_id, "runId": run_id, "step": int(step), "resumedFrom": resumed_from,
+                "digest": digest, "retrainedSteps": [dict(r) for r in retrained_steps]}
+
+    def post_checkpoint(self, body: Mapping[str, Any], retries: Optional[int] = None) -> Dict[str, Any]:
+        """Records a checkpoint: ``{"checkpointId", "manifestRoot", "tasks", "groups", "duplicate"}``.
+
+        The same body again is answered ``duplicate: True``; another body under a recorded id is a
+        409 (checkpoint-conflict). A 503 (checkpoint-ahead, with Retry-After) means the campaign
+        has not closed every step up to ``step`` yet: the same request later succeeds.
+        """
+        _, _, answer = self._request("POST", f"/v1/campaigns/{self.campaign}/checkpoints", body, retries=retries)
         return answer
 
     def report_step(self, step: int, rewards: Mapping[str, Sequence[float]], policy_version: str,

@@ -30,6 +30,17 @@ What slime's own code does, read at THUDM/slime 624b824 (2026-08-21), and how th
 * ``save(rollout_id)`` / ``load(rollout_id)`` keep the draw counter with slime's checkpoints
   (train.py:79-80 saves after the model; placement_group.py:221-222 loads ``start_rollout_id - 1``);
   a resumed run's rollouts that the spool had reported are not sent again.
+* ``save(rollout_id)`` is also the checkpoint's report: slime calls it (through
+  ``RolloutManager.save``, slime/ray/rollout.py:530-531, the process that runs
+  ``log_rollout_data``) once ``actor_model.save_model(rollout_id)`` has returned (train.py:71-80;
+  actor_group.py:151-153 waits for every actor's save). The checkpoint holds steps up to
+  ``rollout_id + 1`` and is reported through the same spool (when ``log_rollout_data`` reports the
+  rollouts), in order with them, as
+  ``<run id>-step-<rollout_id + 1>`` (one run id per process, ``run-`` and 12 hex digits, or
+  ``args.rods_run_id``); the saved state file records it, and ``load`` of a resumed run reads it
+  back as the checkpoint every later one resumes from (or ``args.rods_resumed_from``), with the rollouts
+  it trains again (``rods_client.reporting``: retrainedSteps). No digest: the Megatron checkpoint
+  is written by the training actors, on other nodes and, with ``--async-save``, later.
 
 ``report_rewards`` (``--custom-reward-post-process-path``) keeps slime's GRPO normalization for code
 written against it; it reports nothing (slime does not tell it the step).
@@ -49,7 +60,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import RodsClient
 from ._common import first_turn
 from .bfcl import openai_tools
-from .reporting import StepReporter, default_spool_dir
+from .reporting import StepReporter, check_id, default_spool_dir, new_run_id
 
 try:  # slime imports torch; without it the classes keep the same methods on plain bases
     from slime.rollout.data_source import DataSource as _DataSourceBase
@@ -100,6 +111,9 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
         self.sample_index = 0
         self.pool_version: Optional[int] = None
         self._tokenizer = tokenizer
+        self.run_id = check_id("rods_run_id", getattr(args, "rods_run_id", None) or new_run_id(), max_length=100)
+        self.resumed_from: Optional[str] = getattr(args, "rods_resumed_from", None)
+        self.checkpoints: List[Dict[str, Any]] = []
 
     @property
     def tokenizer(self) -> Any:
@@ -170,10 +184,24 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
         path = self._state_path(getattr(self.args, "save", None), rollout_id)
         if path is None:
             return
+        state: Dict[str, Any] = {"draws": self.draws, "sample_group_index": self.sample_group_index,
+                                 "sample_index": self.sample_index}
+        # The checkpoint is reported where this process reports the rollouts (log_rollout_data ran
+        # before, in the same rollout): without that hook no step of it would ever be sent.
+        reporter = _existing_reporter(self.args)
+        if reporter is not None:
+            step = int(rollout_id) + 1
+            state["checkpoint"] = {"campaign": reporter.client.campaign, "checkpointId": f"{self.run_id}-step-{step}",
+                                   "runId": self.run_id, "step": step, "resumedFrom": self.resumed_from,
+                                   "digest": None}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"draws": self.draws, "sample_group_index": self.sample_group_index,
-                       "sample_index": self.sample_index}, f)
+            json.dump(state, f)
+        if reporter is not None:
+            checkpoint = state["checkpoint"]
+            reporter.checkpoint(checkpoint["step"], checkpoint["checkpointId"], self.run_id,
+                                resumed_from=self.resumed_from)
+            self.checkpoints.append(checkpoint)
 
     def load(self, rollout_id: Any = None) -> None:
         root = getattr(self.args, "load", None) or getattr(self.args, "save", None)
@@ -185,6 +213,11 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
         self.draws = int(state["draws"])
         self.sample_group_index = int(state["sample_group_index"])
         self.sample_index = int(state["sample_index"])
+        checkpoint = state.get("checkpoint") or {}
+        if getattr(self.args, "rods_resumed_from", None) is None and checkpoint.get("checkpointId"):
+            # A state saved before rods reported checkpoints has none: resumedFrom stays null.
+            if checkpoint.get("campaign") in (None, self.client.campaign):
+                self.resumed_from = str(checkpoint["checkpointId"])
 
     def __len__(self) -> int:
         return len(self.client.fetch_pool().get("tasks", [])) + len(self.buffer)
@@ -207,9 +240,18 @@ _reporters: Dict[Tuple[Any, ...], StepReporter] = {}
 _reporters_lock = threading.Lock()
 
 
+def _reporter_key(args: Any) -> Tuple[Any, ...]:
+    return (getattr(args, "rods_gateway_url", None), getattr(args, "rods_token", None),
+            getattr(args, "rods_campaign", None), getattr(args, "save", None))
+
+
+def _existing_reporter(args: Any) -> Optional[StepReporter]:
+    with _reporters_lock:
+        return _reporters.get(_reporter_key(args))
+
+
 def _reporter(args: Any) -> StepReporter:
-    key = (getattr(args, "rods_gateway_url", None), getattr(args, "rods_token", None),
-           getattr(args, "rods_campaign", None), getattr(args, "save", None))
+    key = _reporter_key(args)
     with _reporters_lock:
         if key not in _reporters:
             client = _client(args)

@@ -25,6 +25,25 @@ Three pieces (clients/python/examples/trl_grpo.py puts them together in a dozen 
   had reported is not sent again. The spool is ``<output_dir>/rods-spool/<campaign>`` unless
   ``spool_dir`` or ``RODS_SPOOL_DIR`` says otherwise; it travels with the checkpoints.
 
+  It also reports each checkpoint the Trainer saves (``on_save``, rank 0), so rods records what
+  each checkpoint was trained on. A process has one run id (``run-`` and 12 hex digits, made at
+  ``on_train_begin``, or ``run_id=``); the checkpoint of step N is ``<run id>-step-N``, and
+  ``rods-checkpoint.json`` in its folder says so (with the campaign, run, step, the checkpoint
+  resumed from and the digest). A run resumed from a checkpoint (``state.global_step > 0`` at
+  ``on_train_begin``) reads that file in ``<output_dir>/checkpoint-<global_step>`` and reports
+  every checkpoint of its own as resumed from it (or ``resumed_from=``), with the steps it trained
+  again (``rods_client.reporting``: retrainedSteps). ``checkpoint_digest=True`` adds a SHA-256 over
+  the folder's files (``rods_client.reporting.checkpoint_digest``; it reads the whole checkpoint
+  on the training thread, so it is off by default). Where transformers 5.24 does this
+  (transformers/trainer.py): ``train()`` resolves ``resume_from_checkpoint=True`` to the last
+  ``checkpoint-N`` (:1554-1557); ``_inner_training_loop`` loads the checkpoint's trainer state in
+  ``_init_training_state`` (called at :1612, the load at :1697) before ``on_train_begin`` (:1653);
+  a step's ``on_step_end`` (:1957) comes before ``_maybe_log_save_evaluate`` (:1958), whose
+  ``_save_checkpoint`` (:2285) writes ``<output_dir>/checkpoint-<global_step>`` (:3370-3376,
+  ``PREFIX_CHECKPOINT_DIR = "checkpoint"``, trainer_utils.py:266) before ``on_save`` (:2286).
+  TRL 1.16's ``GRPOTrainer._save_checkpoint`` (grpo_trainer.py:3384-3395) writes its own files
+  around transformers' and returns before that ``on_save`` too.
+
 ``RodsCallback.timings()`` gives what rods added to the training thread (the report's spool
 write with the gather, the stream's batch hand-over) as p50/p99 milliseconds; it is written to
 ``<output_dir>/rods-timings.json`` at the end of training.
@@ -45,12 +64,17 @@ from . import RodsClient
 from ._common import first_turn
 from .bfcl import environment_name
 from .pool import LivePool
-from .reporting import StepReporter, default_spool_dir
+from .reporting import (StepReporter, check_id, checkpoint_digest, default_spool_dir, new_run_id,
+                        resumed_checkpoint_id, write_checkpoint_record)
 
 try:
     from transformers import TrainerCallback as _CallbackBase
 except ImportError:  # pragma: no cover - exercised only where transformers is absent
     _CallbackBase = object  # type: ignore[misc,assignment]
+try:
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+except ImportError:  # pragma: no cover
+    PREFIX_CHECKPOINT_DIR = "checkpoint"
 
 __all__ = ["RodsPool", "RodsRewards", "RodsCallback", "pool_rows"]
 
@@ -259,11 +283,18 @@ class RodsRewards:
 
 
 class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
-    """Reports each optimizer step's rewards to rods once, from rank 0, through a durable spool."""
+    """Reports each optimizer step's rewards to rods once, and each saved checkpoint, from rank 0,
+    through a durable spool."""
 
     def __init__(self, client: RodsClient, rewards: RodsRewards, pool: Optional[RodsPool] = None,
                  spool_dir: Optional[str] = None, strict: bool = False,
-                 policy_version: Optional[Callable[[Any], str]] = None, flush_timeout: float = 120.0):
+                 policy_version: Optional[Callable[[Any], str]] = None, flush_timeout: float = 120.0,
+                 run_id: Optional[str] = None, resumed_from: Optional[str] = None,
+                 checkpoint_digest: bool = False):
+        if run_id is not None:
+            check_id("run_id", run_id, max_length=100)  # "<run id>-step-<N>" stays a checkpoint id
+        if resumed_from is not None:
+            check_id("resumed_from", resumed_from)
         self.client = client
         self.rewards = rewards
         self.pool = pool
@@ -274,15 +305,61 @@ class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
         self.reporter: Optional[StepReporter] = None
         self.step_seconds: List[float] = []
         self.reported: List[Dict[str, Any]] = []
+        self.run_id = run_id
+        self.resumed_from = resumed_from
+        self._resumed_from_given = resumed_from is not None
+        self.checkpoint_digest = checkpoint_digest
+        # What on_save reported, one dict per checkpoint (the record written into its folder, and the folder).
+        self.checkpoints: List[Dict[str, Any]] = []
+        self.save_seconds: List[float] = []
         self._output_dir: Optional[str] = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if self.pool is not None and getattr(args, "shuffle_dataset", False):
             raise ValueError("rods: set GRPOConfig(shuffle_dataset=False) when training on RodsPool")
         self._output_dir = getattr(args, "output_dir", None)
+        if self.run_id is None:  # one per process: a second train() in it keeps it
+            self.run_id = new_run_id()
+        if state.is_world_process_zero and not self._resumed_from_given:
+            # The Trainer loaded the checkpoint's state before this call (see the module doc), so
+            # global_step is the step of the checkpoint it resumes from.
+            step = int(state.global_step or 0)
+            self.resumed_from = None
+            if step > 0 and self._output_dir:
+                folder = os.path.join(self._output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
+                self.resumed_from = resumed_checkpoint_id(folder, self.client.campaign)
         if state.is_world_process_zero and self.reporter is None:
             folder = self.spool_dir or default_spool_dir(self.client.campaign, self._output_dir)
             self.reporter = StepReporter(self.client, folder, strict=self.strict)
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        dist = _dist()
+        if self.checkpoint_digest and dist is not None:
+            # Every rank writes its own rng_state_<rank>.pth into the folder (trainer.py:3516-3519)
+            # and nothing waits for them before on_save: hash once all are there.
+            dist.barrier()
+        step = int(state.global_step)
+        if not state.is_world_process_zero or self.reporter is None or step < 1:
+            return control
+        started = time.perf_counter()
+        output_dir = getattr(args, "output_dir", None) or self._output_dir or "."
+        folder = os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
+        run_id = self.run_id or new_run_id()
+        self.run_id = run_id
+        record: Dict[str, Any] = {"campaign": self.client.campaign, "checkpointId": f"{run_id}-step-{step}",
+                                  "runId": run_id, "step": step, "resumedFrom": self.resumed_from, "digest": None}
+        if os.path.isdir(folder):
+            if self.checkpoint_digest:
+                record["digest"] = checkpoint_digest(folder)
+            write_checkpoint_record(folder, record)
+        else:
+            log.warning("rods: on_save found no checkpoint folder %s: checkpoint %s reported without its record",
+                        folder, record["checkpointId"])
+        self.reporter.checkpoint(step, record["checkpointId"], run_id, resumed_from=self.resumed_from,
+                                 digest=record["digest"])
+        self.checkpoints.append(dict(record, folder=folder))
+        self.save_seconds.append(time.perf_counter() - started)
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -324,8 +401,10 @@ class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
         return {
             "stepEnd": _percentiles(self.step_seconds),
             "spoolWrite": _percentiles(self.reporter.report_seconds if self.reporter else []),
+            "checkpointSave": _percentiles(self.save_seconds),
             "poolHandover": _percentiles(self.pool.handover_seconds if self.pool else []),
             "reports": dict(self.reporter.stats) if self.reporter else None,
             "poolRefreshErrors": self.pool.refresh_errors if self.pool else None,
-            "offTrainingThread": ["sending reports (spool thread)", "pool long-poll (refresher thread, rank 0)"],
+            "offTrainingThread": ["sending reports and checkpoints (spool thread)",
+                                  "pool long-poll (refresher thread, rank 0)"],
         }

@@ -25,6 +25,22 @@ from 0.8.0, 0.9.0 and 0.9.1). Its plug points now, read in verl 0.9.1's installe
   The rewards must be in TransferQueue when the group is sampled: verl's streaming reward path
   (a reward function, or a reward model with its own resource pool); with a colocated reward
   model verl scores after sampling (trainer_base.py:576-579) and rods would report zeros.
+* ``trainer.checkpoint_callback_class=rods_client.verl.RodsCheckpointCallback``: verl builds the
+  class named there with ``cls(config=config)`` in the trainer's constructor
+  (trainer/ppo/checkpoint_callback.py:66-82, trainer_base.py:122), before it loads a checkpoint
+  (``_load_checkpoint`` in ``init_workers``, trainer_base.py:392), and calls its
+  ``on_save(trainer=, global_step=, checkpoint_dir=, async_save=)`` on the driver after each save
+  of ``<default_local_dir>/global_step_N`` (trainer_base.py:948-1029: the worker groups' saves
+  return first; with ``async_save`` the files may still be in flight, :1014-1019).
+  ``RodsCheckpointCallback`` reports the checkpoint through the replay buffer's spool
+  (``trainer.replay_buffer``, trainer_base.py:131), in order with the step reports, as
+  ``<run id>-step-N`` and writes ``rods-checkpoint.json`` into the folder. The run resumed from
+  is found as verl finds it (``trainer.resume_mode``: ``auto`` reads
+  ``latest_checkpointed_iteration.txt`` of ``default_local_dir``, utils/checkpoint/
+  checkpoint_manager.py:222-252; ``resume_path`` is ``trainer.resume_from_path``;
+  trainer_base.py:850-876), and its record names the checkpoint this run's checkpoints resume
+  from. ``sampler_kwargs.checkpoint_digest=true`` adds a SHA-256 over the folder's files as the
+  driver sees them (not with ``async_save``; shards on other nodes are not in it).
 * ``reward.custom_reward_function.path=pkg://rods_client.verl ...name=compute_score`` (the
   ``reward.`` prefix: main_ppo ignores the top-level key): verl's default scorer raises
   ``NotImplementedError`` for ``data_source="rods"`` (utils/reward_score/__init__.py:107).
@@ -42,6 +58,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
 import threading
@@ -51,7 +68,8 @@ from . import RodsClient
 from ._common import first_turn
 from .bfcl import call_string, turn_scores
 from .pool import LivePool
-from .reporting import StepReporter, default_spool_dir
+from .reporting import (StepReporter, checkpoint_digest, default_spool_dir, new_run_id, resumed_checkpoint_id,
+                        write_checkpoint_record)
 
 try:  # verl and torch are the trainer's; without them the classes keep their methods on plain bases
     import torch
@@ -63,8 +81,12 @@ try:
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer as _ReplayBufferBase
 except ImportError:  # pragma: no cover - exercised only where verl is absent
     _ReplayBufferBase = object  # type: ignore[misc,assignment]
+try:
+    from verl.trainer.ppo.checkpoint_callback import CheckpointCallback as _CheckpointCallbackBase
+except ImportError:  # pragma: no cover - exercised only where verl is absent
+    _CheckpointCallbackBase = object  # type: ignore[misc,assignment]
 
-__all__ = ["RodsDataset", "RodsReplayBuffer", "compute_score", "DATA_SOURCE"]
+__all__ = ["RodsDataset", "RodsReplayBuffer", "RodsCheckpointCallback", "compute_score", "DATA_SOURCE"]
 
 log = logging.getLogger("rods_client")
 
@@ -226,6 +248,70 @@ class RodsReplayBuffer(_ReplayBufferBase):  # type: ignore[misc,valid-type]
             self._parts[step] = (calls, merged)
             return
         self.reporter.report(step, merged, policy_version=f"verl-step-{step}")
+
+
+def _resume_folder(trainer_config: Any) -> Optional[str]:
+    """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from (trainer_base.py:850-876), read
+    before it loads it and before this run saves anything; None for a run from scratch."""
+    mode = _get(trainer_config, "resume_mode", "auto")
+    if mode == "resume_path":
+        folder = _get(trainer_config, "resume_from_path")
+        return os.path.abspath(str(folder)) if folder else None
+    if mode != "auto":
+        return None
+    root = os.path.abspath(str(_get(trainer_config, "default_local_dir", "checkpoints")))
+    try:  # find_latest_ckpt_path (checkpoint_manager.py:222-252), without importing torch
+        with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "rb") as f:
+            iteration = int(f.read().decode())
+    except (OSError, ValueError):
+        return None
+    folder = os.path.join(root, f"global_step_{iteration}")
+    return folder if os.path.exists(folder) else None
+
+
+class RodsCheckpointCallback(_CheckpointCallbackBase):  # type: ignore[misc,valid-type]
+    """verl's checkpoint callback (``trainer.checkpoint_callback_class``): reports each checkpoint."""
+
+    def __init__(self, config: Any = None, run_id: Optional[str] = None, resumed_from: Optional[str] = None):
+        self.config = config
+        trainer_config = _get(config, "trainer", {})
+        kwargs = _get(_get(_get(trainer_config, "v1", {}), "sampler", {}), "sampler_kwargs", {})
+        self.run_id = run_id or _get(kwargs, "run_id") or new_run_id()
+        self.checkpoint_digest = bool(_get(kwargs, "checkpoint_digest", False))
+        self._resumed_from = resumed_from
+        # verl builds this before it loads a checkpoint: the folder it will resume from is the latest now.
+        self._resume_folder = None if resumed_from is not None else _resume_folder(trainer_config)
+        self._resolved = resumed_from is not None
+        self.checkpoints: List[Dict[str, Any]] = []
+
+    def resumed_from(self, campaign: str) -> Optional[str]:
+        """The checkpoint id this run resumed from (read from its folder's record once)."""
+        if not self._resolved:
+            self._resolved = True
+            if self._resume_folder is not None:
+                self._resumed_from = resumed_checkpoint_id(self._resume_folder, campaign)
+        return self._resumed_from
+
+    def on_save(self, trainer: Any = None, global_step: int = 0, checkpoint_dir: str = "", async_save: bool = False,
+                **kwargs: Any) -> None:
+        reporter = getattr(getattr(trainer, "replay_buffer", None), "reporter", None)
+        if not isinstance(reporter, StepReporter):
+            log.warning("rods: checkpoint %s not reported: the replay buffer is not rods_client.verl.RodsReplayBuffer",
+                        checkpoint_dir)
+            return
+        step = int(global_step)
+        if step < 1:
+            return
+        resumed_from = self.resumed_from(reporter.client.campaign)
+        record: Dict[str, Any] = {"campaign": reporter.client.campaign, "checkpointId": f"{self.run_id}-step-{step}",
+                                  "runId": self.run_id, "step": step, "resumedFrom": resumed_from, "digest": None}
+        if checkpoint_dir and os.path.isdir(checkpoint_dir):
+            if self.checkpoint_digest and not async_save:
+                record["digest"] = checkpoint_digest(checkpoint_dir)
+            write_checkpoint_record(checkpoint_dir, record)
+        reporter.checkpoint(step, record["checkpointId"], self.run_id, resumed_from=resumed_from,
+                            digest=record["digest"])
+        self.checkpoints.append(dict(record, folder=checkpoint_dir))
 
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)

@@ -2,12 +2,18 @@
 
 Faults come from a small proxy in front of the real gateway that answers a scripted number of
 requests itself (503 or 429 with Retry-After, or a dropped connection) and forwards the rest; a
-gateway that is down is a closed port.
+gateway that is down is a closed port. The proxy also serves POST .../checkpoints itself, by the
+gateway's contract for it: 201 recorded, 200 the same body again, 409 checkpoint-conflict (the id
+with another body), 422 (invalid, or unknown-checkpoint for a resumedFrom it never recorded) and
+503 checkpoint-ahead with Retry-After while a step up to the checkpoint's is not closed (closed:
+the steps whose closing report it saw the gateway accept or hold).
 """
 
+import hashlib
 import http.server
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -25,6 +31,14 @@ class FaultProxy:
         self.faults = []  # ("503" | "429" | "drop", retry_after)
         self.requests = 0
         self.posts = []
+        # The checkpoint side: recorded bodies by id, every checkpoint POST as (body, status), the
+        # steps closed through this proxy with their groups, and the first step a checkpoint needs
+        # closed (None: the first one closed here; earlier steps are other tests').
+        self.checkpoints = {}
+        self.checkpoint_posts = []
+        self.closed = {}
+        self.closed_from = None
+        self.lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -51,6 +65,11 @@ class FaultProxy:
                     self.end_headers()
                     self.wfile.write(problem)
                     return
+                if self.command == "POST" and self.path.endswith("/checkpoints"):
+                    status, answer = proxy.checkpoint(json.loads(body))
+                    self._answer(status, answer, "application/problem+json" if status >= 400 else "application/json",
+                                 retry_after=1 if status == 503 else None)
+                    return
                 req = urllib.request.Request(proxy.target + self.path, data=body, method=self.command)
                 for k in ("Authorization", "Content-Type", "If-None-Match"):
                     if self.headers.get(k):
@@ -60,10 +79,21 @@ class FaultProxy:
                         status, headers, data = resp.status, resp.headers, resp.read()
                 except urllib.error.HTTPError as e:
                     status, headers, data = e.code, e.headers, e.read()
+                proxy.saw_step(self.path, body, status, data)
                 self.send_response(status)
                 for k in ("Content-Type", "ETag", "Retry-After"):
                     if headers.get(k):
                         self.send_header(k, headers[k])
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _answer(self, status, answer, content_type, retry_after=None):
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -76,6 +106,57 @@ class FaultProxy:
 
     def close(self):
         self.server.shutdown()
+
+    _STEP_PATH = re.compile(r"/steps/(\d+)/rollouts$")
+    _ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+    def saw_step(self, path, body, status, data):
+        """A step the gateway accepted or holds (closed): what a checkpoint of a later step needs."""
+        m = self._STEP_PATH.search(path)
+        if not m or not body:
+            return
+        sent = json.loads(body)
+        held = status == 409 and json.loads(data).get("type") in ("urn:rods:problem:step-closed",
+                                                                  "urn:rods:problem:batch-conflict")
+        if (status in (200, 202) and sent.get("close")) or held:
+            with self.lock:
+                self.closed[int(m.group(1))] = [g["taskId"] for g in sent["groups"]]
+
+    def checkpoint(self, body):
+        """POST /v1/campaigns/{c}/checkpoints as the gateway's contract has it: (status, answer)."""
+        def problem(status, kind, detail):
+            return status, {"type": f"urn:rods:problem:{kind}", "title": kind, "status": status, "detail": detail}
+
+        with self.lock:
+            answer = self._checkpoint(body, problem)
+            self.checkpoint_posts.append((body, answer[0]))
+            return answer
+
+    def _checkpoint(self, body, problem):
+        step = body.get("step")
+        ids_ok = all(isinstance(body.get(k), str) and self._ID.match(body[k]) for k in ("checkpointId", "runId"))
+        retrained = body.get("retrainedSteps")
+        if (not ids_ok or not isinstance(step, int) or step < 1 or not isinstance(retrained, list)
+                or body.get("resumedFrom") is not None and not self._ID.match(str(body["resumedFrom"]))
+                or body.get("digest") is not None and not re.match(r"^sha256:[0-9a-f]{64}$", str(body["digest"]))
+                or [r["step"] for r in retrained] != sorted({r["step"] for r in retrained})
+                or any(not isinstance(g.get("taskId"), str) or not isinstance(g.get("rollouts"), int)
+                       for r in retrained for g in r["groups"])):
+            return problem(422, "validation", f"invalid checkpoint {body}")
+        recorded = self.checkpoints.get(body["checkpointId"])
+        if recorded is not None and recorded != body:
+            return problem(409, "checkpoint-conflict", f"checkpoint {body['checkpointId']} has another body")
+        if body.get("resumedFrom") is not None and body["resumedFrom"] not in self.checkpoints:
+            return problem(422, "unknown-checkpoint", f"no checkpoint {body['resumedFrom']}")
+        first = self.closed_from if self.closed_from is not None else min(self.closed, default=step)
+        if any(s not in self.closed for s in range(first, step + 1)):
+            return problem(503, "checkpoint-ahead", f"steps up to {step} are not all closed")
+        self.checkpoints[body["checkpointId"]] = body
+        groups = [t for s, tasks in self.closed.items() if first <= s <= step for t in tasks]
+        root = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        return (201 if recorded is None else 200), {"checkpointId": body["checkpointId"], "manifestRoot": root,
+                                                    "tasks": len(set(groups)), "groups": len(groups),
+                                                    "duplicate": recorded is not None}
 
 
 def closed_port_url():
@@ -215,3 +296,184 @@ def test_a_refused_report_is_kept_aside_and_later_steps_go_on_unless_strict(repo
     with pytest.raises(ValueError, match="not a finite number"):
         strict.report(strict_step + 1, {task: [float("nan")]}, policy_version="p")
     strict.close(timeout=5)
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+
+def checkpoint_paths(proxy):
+    """The proxy's POSTs as ("step", n) and ("checkpoint", id), in the order they arrived."""
+    out, bodies = [], iter(b for b, _ in proxy.checkpoint_posts)
+    for path in proxy.posts:
+        if path.endswith("/checkpoints"):
+            out.append(("checkpoint", next(bodies)["checkpointId"]))
+        else:
+            out.append(("step", int(path.split("/steps/")[1].split("/")[0])))
+    return out
+
+
+def test_a_checkpoint_is_sent_after_the_reports_up_to_its_step_and_before_later_ones(reporting_client, proxy,
+                                                                                      tmp_path):
+    a, b, c = fresh_steps(reporting_client, 3)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    # The first request waits out a 503 (Retry-After 1): everything below is spooled meanwhile,
+    # checkpoints before the reports of their steps, in no order.
+    proxy.faults = [("503", 1)]
+    reporter = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path), backoff=0.01, max_backoff=2)
+    reporter.report(a, {task: [0.5, 1.0]}, policy_version="p")
+    reporter.checkpoint(b, "run-1-step-b", "run-1")
+    reporter.report(c, {task: [0.5, 1.0]}, policy_version="p")
+    reporter.report(b, {task: [0.5, 1.0]}, policy_version="p")
+    reporter.checkpoint(a, "run-1-step-a", "run-1", digest="sha256:" + "ab" * 32)
+    assert reporter.pending_checkpoints == ["run-1-step-a", "run-1-step-b"]
+    assert reporter.close(timeout=60) is True
+    assert checkpoint_paths(proxy) == [("step", a), ("step", a), ("checkpoint", "run-1-step-a"), ("step", b),
+                                       ("checkpoint", "run-1-step-b"), ("step", c)]
+    assert [status for _, status in proxy.checkpoint_posts] == [201, 201]  # never ahead of the closed steps
+    assert reporter.stats["checkpoints"] == 2 and reporter.stats["sent"] == 3 and reporter.stats["rejected"] == 0
+    body = proxy.checkpoints["run-1-step-a"]
+    assert body == {"checkpointId": "run-1-step-a", "runId": "run-1", "step": a, "resumedFrom": None,
+                    "digest": "sha256:" + "ab" * 32, "retrainedSteps": []}
+    assert os.listdir(tmp_path / "checkpoints") == []
+
+
+def test_a_restarted_reporter_sends_a_leftover_checkpoint_in_order(reporting_client, proxy, tmp_path):
+    a, b = fresh_steps(reporting_client, 2)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    down = StepReporter(client_for(reporting_client, closed_port_url()), str(tmp_path), backoff=0.05, max_backoff=0.2)
+    down.report(a, {task: [0.0, 1.0]}, policy_version="p")
+    down.checkpoint(a, "run-2-step-a", "run-2")
+    down.report(b, {task: [0.0, 1.0]}, policy_version="p")
+    assert down.close(timeout=0.5) is False and down.stats["checkpoints"] == 0
+    assert os.listdir(tmp_path / "checkpoints") == [f"{a:012d}.run-2-step-a.json"]
+
+    up = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path))
+    assert up.stats["resumed"] == 2
+    assert up.close(timeout=60) is True
+    assert checkpoint_paths(proxy) == [("step", a), ("checkpoint", "run-2-step-a"), ("step", b)]
+    assert up.stats["checkpoints"] == 1 and "run-2-step-a" in proxy.checkpoints
+    assert os.listdir(tmp_path / "checkpoints") == []
+
+
+def test_a_resumed_runs_retrained_steps_go_in_its_next_checkpoint_once(reporting_client, proxy, tmp_path):
+    s1, s2, s3, s4, s5 = fresh_steps(reporting_client, 5)
+    t1, t2 = task_ids(reporting_client, 2)
+    proxy.closed_from = s1
+    via_proxy = client_for(reporting_client, proxy.url)
+    first = StepReporter(via_proxy, str(tmp_path))
+    first.report(s1, {t1: [0.5, 0.5]}, policy_version="run-1")
+    first.checkpoint(s1, "run-1-step-1", "run-1")
+    first.report(s2, {t1: [0.5, 0.5]}, policy_version="run-1")
+    first.report(s3, {t1: [0.5, 0.5]}, policy_version="run-1")
+    assert first.close(timeout=60) is True
+    assert first.stats["retrained"] == 0 and proxy.checkpoints["run-1-step-1"]["retrainedSteps"] == []
+    # Another process reported s4 (with other rewards): the resumed run's report of it is held.
+    via_proxy.report_step(s4, {t2: [1.0]}, policy_version="elsewhere")
+
+    # Resumed from the checkpoint of s1: s2 and s3 are trained again (the spool skips them), s4 too.
+    resumed = StepReporter(via_proxy, str(tmp_path))
+    assert resumed.report(s2, {t1: [0.0, 1.0, 1.0], t2: [1.0]}, policy_version="run-2") is False
+    assert resumed.report(s3, {t2: [0.0, 0.0]}, policy_version="run-2") is False
+    assert resumed.report(s4, {t1: [0.0, 1.0]}, policy_version="run-2") is True
+    assert resumed.retrained[:2] == [s2, s3]  # s4's once the gateway answers it
+    resumed.checkpoint(s4, "run-2-step-4", "run-2", resumed_from="run-1-step-1")
+    resumed.report(s5, {t1: [1.0, 1.0]}, policy_version="run-2")
+    resumed.checkpoint(s5, "run-2-step-5", "run-2", resumed_from="run-1-step-1")
+    assert resumed.close(timeout=60) is True
+    assert resumed.stats["skipped"] == 2 and resumed.stats["conflicts"] == 1 and resumed.stats["retrained"] == 3
+    assert resumed.stats["checkpoints"] == 2 and resumed.stats["rejected"] == 0
+    assert proxy.checkpoints["run-2-step-4"]["resumedFrom"] == "run-1-step-1"
+    assert proxy.checkpoints["run-2-step-4"]["retrainedSteps"] == [
+        {"step": s2, "groups": [{"taskId": t1, "rollouts": 3}, {"taskId": t2, "rollouts": 1}]},
+        {"step": s3, "groups": [{"taskId": t2, "rollouts": 2}]},
+        {"step": s4, "groups": [{"taskId": t1, "rollouts": 2}]},
+    ]
+    # Each retrained step in exactly one checkpoint: the next one has none, and none are left over.
+    assert proxy.checkpoints["run-2-step-5"]["retrainedSteps"] == [] and resumed.retrained == []
+    assert os.listdir(tmp_path / "retrained") == []
+    again = StepReporter(via_proxy, str(tmp_path))
+    assert again.close(timeout=60) is True and len(proxy.checkpoint_posts) == 3
+
+
+def test_retrained_steps_survive_a_crash_before_their_checkpoint_is_answered(reporting_client, proxy, tmp_path):
+    s1, s2, s3 = fresh_steps(reporting_client, 3)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = s1
+    first = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path))
+    for s in (s1, s2):
+        first.report(s, {task: [0.5]}, policy_version="run-1")
+    assert first.close(timeout=60) is True
+    # The resumed run trains s2 again and saves a checkpoint at s3, but the gateway is down, then it dies.
+    down = StepReporter(client_for(reporting_client, closed_port_url()), str(tmp_path), backoff=0.05, max_backoff=0.2)
+    assert down.report(s2, {task: [1.0, 0.0]}, policy_version="run-2") is False
+    down.report(s3, {task: [1.0, 0.0]}, policy_version="run-2")
+    down.checkpoint(s3, "run-2-step-3", "run-2")
+    assert down.close(timeout=0.5) is False
+    assert os.listdir(tmp_path / "retrained") == [f"{s2:012d}.{down.session}.json"]
+
+    # The next process on the spool sends the dead run's checkpoint with the dead run's retrained step.
+    up = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path))
+    assert up.close(timeout=60) is True
+    assert proxy.checkpoints["run-2-step-3"]["retrainedSteps"] == [{"step": s2, "groups": [{"taskId": task,
+                                                                                            "rollouts": 2}]}]
+    assert os.listdir(tmp_path / "retrained") == [] and up.stats["checkpoints"] == 1
+
+
+def test_a_checkpoint_ahead_of_the_closed_steps_is_retried(reporting_client, proxy, tmp_path):
+    a, b = fresh_steps(reporting_client, 2)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    reporter = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path), backoff=0.05, max_backoff=2)
+    # Steps a and b are another process's to report: the checkpoint waits until both are closed.
+    reporter.checkpoint(b, "run-3-step-b", "run-3")
+    deadline = time.monotonic() + 30
+    while not proxy.checkpoint_posts and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [status for _, status in proxy.checkpoint_posts] == [503]
+    other = client_for(reporting_client, proxy.url)
+    for s in (a, b):
+        other.report_step(s, {task: [0.5, 0.5]}, policy_version="p")
+    assert reporter.close(timeout=60) is True
+    statuses = [status for _, status in proxy.checkpoint_posts]
+    assert statuses[0] == 503 and statuses[-1] == 201 and set(statuses[1:-1]) <= {503}
+    assert reporter.stats["retries"] == len(statuses) - 1 and reporter.stats["checkpoints"] == 1
+    assert reporter.stats["rejected"] == 0 and "run-3-step-b" in proxy.checkpoints
+
+
+def test_a_checkpoint_id_recorded_with_another_body_is_counted_and_dropped(reporting_client, proxy, tmp_path):
+    a, b = fresh_steps(reporting_client, 2)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    via_proxy = client_for(reporting_client, proxy.url)
+    via_proxy.report_step(a, {task: [0.5]}, policy_version="p")
+    recorded = via_proxy.post_checkpoint(RodsClient.checkpoint_body("run-4-step-a", "run-4", a))
+    assert recorded["duplicate"] is False
+    assert via_proxy.post_checkpoint(RodsClient.checkpoint_body("run-4-step-a", "run-4", a))["duplicate"] is True
+
+    reporter = StepReporter(via_proxy, str(tmp_path))
+    reporter.checkpoint(a, "run-4-step-a", "run-4", digest="sha256:" + "0" * 64)  # the same id, another body
+    reporter.report(b, {task: [1.0]}, policy_version="p")  # and the reports after it go on
+    assert reporter.close(timeout=60) is True
+    assert reporter.stats["conflicts"] == 1 and reporter.stats["checkpoints"] == 0 and reporter.stats["rejected"] == 0
+    assert reporter.stats["sent"] == 1 and [s for _, s in proxy.checkpoint_posts] == [201, 200, 409]
+    assert proxy.checkpoints["run-4-step-a"]["digest"] is None  # the gateway keeps what it recorded
+    assert os.listdir(tmp_path / "checkpoints") == [] and os.listdir(tmp_path / "rejected") == []
+
+
+def test_a_refused_checkpoint_is_kept_aside_and_a_bad_one_is_refused_at_once(reporting_client, proxy, tmp_path):
+    (a,) = fresh_steps(reporting_client, 1)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    reporter = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path))
+    reporter.report(a, {task: [0.5]}, policy_version="p")
+    reporter.checkpoint(a, "run-5-step-a", "run-5", resumed_from="never-recorded")  # 422 unknown-checkpoint
+    assert reporter.close(timeout=60) is True
+    assert reporter.stats["rejected"] == 1 and reporter.stats["checkpoints"] == 0
+    kept = json.loads((tmp_path / "rejected" / f"{a:012d}.ckpt-run-5-step-a.json").read_text())
+    assert kept["status"] == 422 and kept["problem"]["type"] == "urn:rods:problem:unknown-checkpoint"
+    with pytest.raises(ValueError, match="checkpoint_id"):
+        reporter.checkpoint(a, "no spaces", "run-5")
+    with pytest.raises(ValueError, match="digest"):
+        reporter.checkpoint(a, "run-5-x", "run-5", digest="md5:00")

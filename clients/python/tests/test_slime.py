@@ -13,6 +13,7 @@ rollout sends ``tokenizer.encode(sample.prompt, add_special_tokens=False)``
 import abc
 import inspect
 import json
+import socket
 from types import SimpleNamespace
 
 import pytest
@@ -166,3 +167,45 @@ def test_the_rollout_log_hook_reports_the_rollout_as_its_step_once(slime_client,
     assert raw == [v for vs in values for v in vs]
     assert abs(sum(normalized[:4])) < 1e-9 and normalized[0] < 0 < normalized[1]
     assert normalized[4:] == [0.0] * 4
+
+
+def test_saving_the_state_with_a_checkpoint_reports_the_checkpoint_and_a_resumed_run_names_it(slime_client, tmp_path,
+                                                                                             tokenizer):
+    # The gateway is down for the reporter here: what is checked is what save() spools (the
+    # reporter's own tests send it).
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    down_url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    args = make_args(slime_client, tmp_path, rods_gateway_url=down_url, rods_spool_dir=str(tmp_path / "spool"))
+    source = RodsDataSource(args, client=slime_client, tokenizer=tokenizer)
+    assert source.run_id.startswith("run-") and source.resumed_from is None
+    from rods_client import slime as adapter
+
+    source.save(3)  # no log_rollout_data in this process: nothing reports the rollouts, nor this
+    assert not any(k[0] == down_url for k in adapter._reporters) and source.checkpoints == []
+    reporter = adapter._reporter(args)  # what log_rollout_data of the rollout makes first
+    key = next(k for k in adapter._reporters if k[0] == down_url)
+    source.save(4)  # slime's RolloutManager.save(rollout_id) after the model's save: rods step 5
+    first_id = f"{source.run_id}-step-5"
+    assert reporter.pending_checkpoints == [first_id]
+    spooled = json.loads((tmp_path / "spool" / "checkpoints" / f"{5:012d}.{first_id}.json").read_text())
+    assert spooled["body"] == {"checkpointId": first_id, "runId": source.run_id, "step": 5, "resumedFrom": None,
+                               "digest": None, "retrainedSteps": []}
+    state = json.loads((tmp_path / "rollout" / "rods_data_source_4.json").read_text())
+    assert state["checkpoint"]["checkpointId"] == first_id and state["checkpoint"]["campaign"] == slime_client.campaign
+
+    # A restart loads start_rollout_id - 1 = 4: its checkpoints name the one it resumed from.
+    resumed = RodsDataSource(SimpleNamespace(**{**vars(args), "load": str(tmp_path)}), client=slime_client,
+                             tokenizer=tokenizer)
+    resumed.load(4)
+    assert resumed.run_id != source.run_id and resumed.resumed_from == first_id
+    resumed.save(6)
+    assert reporter.pending_checkpoints == [first_id, f"{resumed.run_id}-step-7"]
+    assert resumed.checkpoints[-1]["resumedFrom"] == first_id
+    given = RodsDataSource(SimpleNamespace(**{**vars(args), "rods_resumed_from": "ckpt-x"}), client=slime_client,
+                           tokenizer=tokenizer)
+    given.load(4)
+    assert given.resumed_from == "ckpt-x"
+    reporter.close(timeout=0.2)
+    del adapter._reporters[key]

@@ -3,10 +3,14 @@ environment executor. verl's own classes drive the rest in clients/python/verl.e
 (tests/verl/test_verl_v1.py, in the verl venv)."""
 
 import json
+import os
+import socket
+import types
 import urllib.request
 
-from rods_client import bfcl
-from rods_client.verl import DATA_SOURCE, RodsDataset, compute_score, response_calls
+from rods_client import RodsClient, bfcl
+from rods_client.reporting import StepReporter, checkpoint_digest
+from rods_client.verl import DATA_SOURCE, RodsCheckpointCallback, RodsDataset, compute_score, response_calls
 
 EXECUTOR = "http://127.0.0.1:7300"
 
@@ -50,3 +54,51 @@ def test_dataset_serves_distinct_tasks_of_the_live_pool_per_batch_and_keeps_its_
     assert val.validation and len(val) == len(pool["tasks"])
     for d in (dataset, again, val):
         d.close()
+
+
+def test_the_checkpoint_callback_reports_each_save_and_finds_the_checkpoint_verl_resumes_from(verl_client, tmp_path):
+    # The gateway is down here: what is checked is what the callback spools (the reporter's own
+    # tests send it); the spool's sender never reaches a closed port.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    down = RodsClient(f"http://127.0.0.1:{s.getsockname()[1]}", verl_client.token, verl_client.campaign, retries=0)
+    s.close()
+    root = tmp_path / "ckpts"
+    config = {"trainer": {"default_local_dir": str(root), "resume_mode": "auto",
+                          "v1": {"sampler": {"sampler_kwargs": {"checkpoint_digest": True}}}}}
+    callback = RodsCheckpointCallback(config=config)  # as verl builds it: cls(config=config)
+    assert callback.run_id.startswith("run-") and callback.resumed_from(verl_client.campaign) is None
+    reporter = StepReporter(down, str(tmp_path / "spool"), backoff=0.05, max_backoff=0.1)
+    trainer = types.SimpleNamespace(replay_buffer=types.SimpleNamespace(reporter=reporter))
+    folder = root / "global_step_5"
+    (folder / "actor").mkdir(parents=True)
+    (folder / "actor" / "model.pt").write_bytes(b"weights")
+    (folder / "data.pt").write_bytes(b"loader")
+    callback.on_save(trainer=trainer, global_step=5, checkpoint_dir=str(folder), async_save=False)
+    (root / "latest_checkpointed_iteration.txt").write_text("5")  # verl writes it before on_save
+    record = json.loads((folder / "rods-checkpoint.json").read_text())
+    assert record == {"campaign": verl_client.campaign, "checkpointId": f"{callback.run_id}-step-5",
+                      "runId": callback.run_id, "step": 5, "resumedFrom": None,
+                      "digest": checkpoint_digest(str(folder))}
+    assert reporter.pending_checkpoints == [record["checkpointId"]]
+    spooled = json.loads((tmp_path / "spool" / "checkpoints" / f"{5:012d}.{record['checkpointId']}.json").read_text())
+    assert spooled["body"] == {"checkpointId": record["checkpointId"], "runId": callback.run_id, "step": 5,
+                               "resumedFrom": None, "digest": record["digest"], "retrainedSteps": []}
+    reporter.close(timeout=0.2)
+
+    # A restart with resume_mode auto resumes from global_step_5: its checkpoints name it.
+    resumed = RodsCheckpointCallback(config=config)
+    reporter = StepReporter(down, str(tmp_path / "spool"), backoff=0.05, max_backoff=0.1)
+    trainer = types.SimpleNamespace(replay_buffer=types.SimpleNamespace(reporter=reporter))
+    (root / "global_step_6").mkdir()
+    resumed.on_save(trainer=trainer, global_step=6, checkpoint_dir=str(root / "global_step_6"), async_save=True)
+    assert resumed.run_id != callback.run_id
+    assert resumed.checkpoints[0]["resumedFrom"] == record["checkpointId"]
+    assert resumed.checkpoints[0]["digest"] is None  # async_save: the files may still be in flight
+    assert reporter.pending_checkpoints == [record["checkpointId"], f"{resumed.run_id}-step-6"]
+    reporter.close(timeout=0.2)
+    path_mode = {"trainer": {"resume_mode": "resume_path", "resume_from_path": str(folder)}}
+    assert RodsCheckpointCallback(config=path_mode).resumed_from(verl_client.campaign) == record["checkpointId"]
+    assert RodsCheckpointCallback(config={"trainer": {"resume_mode": "disable", "default_local_dir": str(root)}}
+                                  ).resumed_from(verl_client.campaign) is None
+    assert os.path.exists(folder / "rods-checkpoint.json")

@@ -8,9 +8,12 @@ policy's rewards would, so the campaign selects seeds and injects tasks while TR
 
 Environment: RODS_GATEWAY_URL, RODS_TOKEN, RODS_CAMPAIGN, RODS_MODEL, RODS_OUTPUT_DIR,
 RODS_MAX_STEPS, RODS_SAVE_STEPS (0: no checkpoints), RODS_RESUME (1: from the last checkpoint),
-RODS_TOOLS (1: the BFCL environments as TRL tools), RODS_STEP_SLEEP (seconds per reward call),
-RODS_BATCH (per-device batch, default 8).
-Prints one JSON line per optimizer step ("rods-step") and a summary at the end ("rods-summary").
+RODS_RESUME_FROM (a step N: from <output dir>/checkpoint-N instead), RODS_TOOLS (1: the BFCL
+environments as TRL tools), RODS_STEP_SLEEP (seconds per reward call), RODS_BATCH (per-device
+batch, default 8).
+Prints one JSON line per optimizer step ("rods-step"), one per checkpoint the callback reported
+("rods-checkpoint": its rods-checkpoint.json and folder; digests on) and a summary at the end
+("rods-summary", with the run id and every checkpoint).
 """
 
 import hashlib
@@ -39,12 +42,21 @@ def shaped_reward(prompts, completions, environments=None, **kwargs):
 
 
 class StepLog(TrainerCallback):
+    """Prints what the rods callback reported; after it in the callback list, so it runs after it."""
+
     def __init__(self, rods_callback):
         self.rods = rods_callback
+        self.printed = 0
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.rods.reported:
             print("rods-step " + json.dumps({**self.rods.reported[-1], "t": time.time()}), flush=True)
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        for checkpoint in self.rods.checkpoints[self.printed:]:
+            print("rods-checkpoint " + json.dumps({**checkpoint, "t": time.time()}), flush=True)
+        self.printed = len(self.rods.checkpoints)
         return control
 
 
@@ -61,16 +73,22 @@ args = GRPOConfig(
 )
 pool = RodsPool(rods, args)
 reward = RodsRewards(shaped_reward)
-callback = RodsCallback(rods, reward, pool)
+callback = RodsCallback(rods, reward, pool, checkpoint_digest=True)
 trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=pool.dataset,
                       reward_funcs=[reward], callbacks=[callback, StepLog(callback)],
                       environment_factory=environment_factories() if tools else None)
+resume_from = os.environ.get("RODS_RESUME_FROM")
+if resume_from:
+    resume = os.path.join(output_dir, f"checkpoint-{int(resume_from)}")
+else:
+    resume = os.environ.get("RODS_RESUME") == "1" or None
 started = time.time()
-trainer.train(resume_from_checkpoint=os.environ.get("RODS_RESUME") == "1" or None)
+trainer.train(resume_from_checkpoint=resume)
 rank = int(os.environ.get("RANK", "0"))
 with open(os.path.join(output_dir, f"rods-pool-rank{rank}.json"), "w") as f:
     json.dump({"batchVersions": pool.batch_versions, "rank": rank}, f)
 if trainer.is_world_process_zero():
     print("rods-summary " + json.dumps({"seconds": time.time() - started, "steps": trainer.state.global_step,
-                                        "timings": callback.timings()}), flush=True)
+                                        "timings": callback.timings(), "runId": callback.run_id,
+                                        "checkpoints": callback.checkpoints}), flush=True)
 sys.exit(0)

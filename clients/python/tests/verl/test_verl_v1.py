@@ -7,7 +7,9 @@ create_rl_sampler and collate_fn, as PPOTrainer._init_dataloader does (trainer_b
 replay buffer is built by verl's own PPOTrainer._build_replay_buffer from the
 ``trainer.v1.sampler.custom_sampler`` config and samples through verl's ReplayBuffer.sample over a
 real TransferQueue (Ray on 2 CPUs); each response is scored by verl's NaiveRewardManager.run_single
-calling rods_client.verl.compute_score, as the reward loop does.
+calling rods_client.verl.compute_score, as the reward loop does; the checkpoint callback is built by
+verl's build_checkpoint_callback from ``trainer.checkpoint_callback_class`` (its on_save is driven
+without verl in tests/test_verl.py).
 
 What is not: the rollout. verl generates with a vLLM or SGLang engine on GPUs; here each prompt's
 n responses are written to TransferQueue the way AgentLoopWorkerTQ writes them
@@ -33,9 +35,10 @@ from transformers import PreTrainedTokenizerFast
 
 import transfer_queue as tq
 from rods_client import bfcl
-from rods_client.verl import RodsDataset, RodsReplayBuffer
+from rods_client.verl import RodsCheckpointCallback, RodsDataset, RodsReplayBuffer
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+from verl.trainer.ppo.checkpoint_callback import CheckpointCallback, build_checkpoint_callback
 from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
@@ -73,7 +76,9 @@ def config(spool):
         "data": {"train_files": "rods://train", "val_files": "rods://val", "train_batch_size": BATCH, "shuffle": True,
                  "seed": 1, "dataloader_num_workers": 0, "custom_cls": {"path": "pkg://rods_client.verl", "name": "RodsDataset"},
                  "rods": {"poll_seconds": 2}},
-        "trainer": {"v1": {"sync": {}, "sampler": {
+        "trainer": {"checkpoint_callback_class": "rods_client.verl.RodsCheckpointCallback",
+                    "default_local_dir": str(spool.parent / "checkpoints"), "resume_mode": "auto",
+                    "v1": {"sync": {}, "sampler": {
             "max_off_policy_threshold": 8, "max_off_policy_strategy": "drop", "sync_refill_failed_groups": False,
             "custom_sampler": {"path": "pkg://rods_client.verl", "name": "RodsReplayBuffer"},
             "sampler_kwargs": {"spool_dir": str(spool)}}}},
@@ -138,6 +143,9 @@ def test_verl_trains_on_the_live_pool_and_reports_each_step_once_across_a_resume
     dataset, loader, buffer = build(cfg, tokenizer)
     assert isinstance(dataset, RodsDataset) and isinstance(dataset, torch.utils.data.Dataset)
     assert type(buffer) is RodsReplayBuffer and len(dataset) == BATCH * 100_000
+    callback = build_checkpoint_callback(cfg)  # what PPOTrainer.__init__ does (trainer_base.py:122)
+    assert type(callback) is RodsCheckpointCallback and isinstance(callback, CheckpointCallback)
+    assert callback.run_id.startswith("run-") and callback.resumed_from(buffer.client.campaign) is None
     val = create_rl_dataset(cfg.data.val_files, cfg.data, tokenizer, None, is_train=False)
     assert val.validation and 0 < len(val) < 1000  # the pool at start, not the virtual length
     score_fn = get_custom_reward_fn(cfg)  # verl's own loading of reward.custom_reward_function
