@@ -1,5 +1,5 @@
 // Every query of the paths a long campaign repeats (a planning step, a status call, a dashboard
-// poll, a lineage lookup, a replay resume) reaches `events` through an index: each query those
+// poll, a lineage lookup, a replay resume, a checkpoint's manifest) reaches `events` through an index: each query those
 // paths send is captured from the real run and EXPLAINed with sequential scans priced out
 // (enable_seqscan off), so a query that can only scan the whole event log still shows a Seq
 // Scan on events and fails here. A sequential scan of a small table is fine; of the log, it is
@@ -7,6 +7,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { campaignsOfTask, loadLineageIndex } from '../analysis/lineage/store.js';
+import { computeManifest, verifyManifests } from '../analysis/manifest/manifest.js';
 import { replayCampaign } from '../analysis/replay/replay.js';
 import { campaignStatus } from '../analysis/status/campaign-status.js';
 import { dashboardSeries, rewardHistory } from '../analysis/status/dashboard.js';
@@ -152,6 +153,21 @@ describe('query plans of the repeated paths', () => {
         expect(await campaignsOfTask(loop.pool, 'no-such-task')).toEqual([]);
       },
       replay: () => replayCampaign(ownerPool, { campaignId: loop.campaignId }),
+      // A checkpoint's manifest (the gateway records one, `rods manifest` and `rods audit verify`
+      // recompute it): the steps' statistics records, the tasks' seeding and injection, the
+      // campaign's checkpoints.
+      manifest: async () => {
+        const m = await computeManifest(
+          loop.pool,
+          loop.campaignId,
+          { checkpointId: 'qp', runId: 'qp', trainerStep: 4, resumedFrom: null, retrainedSteps: [] },
+          [],
+        );
+        // (the harness trains from step 2)
+        expect(m.steps.map((s) => s.step)).toEqual([2, 3, 4]);
+        expect(m.entries.length).toBeGreaterThan(0);
+        await verifyManifests(loop.pool, loop.campaignId);
+      },
     };
     const report: Record<string, { queries: number; scanningEvents: string[] }> = {};
     const texts: Record<string, string> = {};
@@ -175,6 +191,7 @@ describe('query plans of the repeated paths', () => {
       dashboard: [],
       lineage: [],
       replay: [],
+      manifest: [],
     });
   });
 });
