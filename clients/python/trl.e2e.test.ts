@@ -165,7 +165,9 @@ afterAll(async () => {
 describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
   it('trains on tasks injected mid-run, closes every step in order with G rewards a task, and rides out a 60 s gateway outage', async () => {
     const campaign = loop.campaigns.live!;
-    const trainer = new Trainer(campaign, 'live', { RODS_MAX_STEPS: '150', RODS_STEP_SLEEP: '0.25' });
+    // 100 steps: closing a step past 100 empties the claim checks 100 steps back (their rewards are
+    // counted and on the topic), and the count check below reads what the gateway accepted from them.
+    const trainer = new Trainer(campaign, 'live', { RODS_MAX_STEPS: '100', RODS_STEP_SLEEP: '0.25' });
     // An injected task drawn and rewarded after its injection step...
     const drawn = await waitUntil(
       async () => {

@@ -105,9 +105,9 @@ describe('stopping a campaign', () => {
     // A generated task of the pool, delivered to BFCL harnesses under a BFCL id.
     const generated = 'multi_turn_base_0~s7';
     await gw.db.query(
-      `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth, added_step, added_version)
-       values ($1, $2, 'generated', 'base', '{}'::jsonb, 'h', array['multi_turn_base_0'], 'multi_turn_base_0', 1, 1, 2)`,
-      [id, generated],
+      `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, parents, root_seed, depth, added_step, added_version, bfcl_id)
+       values ($1, $2, 'generated', 'base', '{}'::jsonb, 'h', array['multi_turn_base_0'], 'multi_turn_base_0', 1, 1, 2, $3)`,
+      [id, generated, bfclTaskId(generated, 'base')],
     );
     const post = (step: number, body: Record<string, unknown>) =>
       fetch(`${gw.base}/v1/campaigns/${id}/steps/${step}/rollouts`, {

@@ -84,11 +84,17 @@ describe('reconfiguring a campaign', () => {
       await produceTrace(topic, stepRecords(campaignId, 2));
       await waitForWatermark(pool, campaignId, 2, { timeoutMs: 60_000 });
       expect(await bands()).toEqual(TASKS.map((t) => [t, 2, 'hard']));
-      const changes = [];
+      // Band changes ride in the per-step statistics records (bandBefore beside band).
+      const changes: { step: number; from: string | null; to: string }[] = [];
       for (let p = 0; p < 2; p++)
         for (const e of await readStream(pool, streams.stats(campaignId, topic, p)))
-          if (e.type === 'TaskBandChanged')
-            changes.push(e.payload as { step: number; from: string; to: string });
+          if (e.type === 'StepStatsRecorded') {
+            const r = e.payload as { step: number; tasks: { band: string[]; bandBefore: (string | null)[] } };
+            r.tasks.band.forEach((to, i) => {
+              const from = r.tasks.bandBefore[i] ?? null;
+              if (from !== to) changes.push({ step: Number(r.step), from, to });
+            });
+          }
       expect(changes.filter((c) => c.step === 2).map((c) => [c.from, c.to])).toEqual(
         TASKS.map(() => ['boundary', 'hard']),
       );
