@@ -16,11 +16,13 @@ const campaigns = standinCampaigns([
   '0.04',
   '--malformed-rate',
   '0.08',
-  // A rejection survives only if the judge also rejects the one refinement (0.5 x 0.5 per
+  // A rejection survives only if the judge also rejects the one refinement (0.7 x 0.7 per
   // candidate). At 0.3 (0.09) a run whose timing made few candidates sometimes had none left,
-  // and the judge-rejected expectation below failed (1 CI run in about a dozen).
+  // and the judge-rejected expectation below failed (1 CI run in about a dozen); at 0.5 (0.25)
+  // it still did once (2026-12-03), now that more gates (near-duplicate, contamination) stand
+  // before the judge's verdict is final.
   '--reject-rate',
-  '0.5',
+  '0.7',
 ]);
 
 describe('campaign under generator faults', () => {
