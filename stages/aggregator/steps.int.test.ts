@@ -42,6 +42,8 @@ async function accepted(campaign: string, step: number, status = 'published') {
   return claim;
 }
 
+// Another test file's aggregator may be running: its sweep closes every campaign's ready steps,
+// these ones too. So the tests assert what the steps stream holds, not which call closed a step.
 const aggregatedSteps = async (campaign: string) =>
   (await readStream(pool, streams.steps(campaign)))
     .filter((e) => e.type === 'StepAggregated')
@@ -55,14 +57,12 @@ describe('closing steps in order', () => {
     await accepted(campaign, 2);
     await accepted(campaign, 3);
     await counted(campaign, 3, 2); // step 3 complete, step 2's records not read yet
-    expect(await closeReadySteps(pool, [campaign])).toEqual([{ campaignId: campaign, step: 1 }]);
+    await closeReadySteps(pool, [campaign]);
     expect(await closeReadySteps(pool, [campaign])).toEqual([]);
+    expect(await aggregatedSteps(campaign)).toEqual([1]);
 
     await counted(campaign, 2, 2);
-    expect(await closeReadySteps(pool, [campaign])).toEqual([
-      { campaignId: campaign, step: 2 },
-      { campaignId: campaign, step: 3 },
-    ]);
+    await closeReadySteps(pool, [campaign]);
     expect(await aggregatedSteps(campaign)).toEqual([1, 2, 3]);
   });
 
@@ -70,10 +70,7 @@ describe('closing steps in order', () => {
     const campaign = `order-${randomUUID().slice(0, 8)}`;
     await counted(campaign, 1, 2);
     await counted(campaign, 3, 2); // step 2 never sent: missing-step.ts decides about it
-    expect(await closeReadySteps(pool, [campaign])).toEqual([
-      { campaignId: campaign, step: 1 },
-      { campaignId: campaign, step: 3 },
-    ]);
+    await closeReadySteps(pool, [campaign]);
     expect(await aggregatedSteps(campaign)).toEqual([1, 3]);
   });
 
@@ -86,7 +83,8 @@ describe('closing steps in order', () => {
       claims.push(await accepted(campaign, step, step === 2 ? 'accepted' : 'published'));
       await counted(campaign, step, 2);
     }
-    expect(await closeReadySteps(pool, [campaign])).toHaveLength(last);
+    await closeReadySteps(pool, [campaign]);
+    expect(await aggregatedSteps(campaign)).toEqual(Array.from({ length: last }, (_, i) => i + 1));
     const { rows } = await pool.query<{ step: number; pruned: boolean }>(
       `select b.step::int, c.body is null and c.pruned_at is not null as pruned
          from ingestion_batches b join claim_checks c using (claim_id) where b.campaign_id = $1 order by 1`,
