@@ -15,8 +15,10 @@ import {
   derivationKey,
   derivedUuid,
   eventIds,
+  legacyCandidateId,
   legacySynthesisId,
   openLineageRunId,
+  parentRef,
   rolloutBatchClaimId,
   streams,
   synthesisId,
@@ -42,6 +44,10 @@ describe('stream names, prefixes and workflow ids', () => {
     expect(legacySynthesisId(C, 3, T)).toBe(LEGACY_S);
     expect(candidateId(T, 2)).toBe('multi_turn_base_17~s2');
     expect(variantCandidateId(candidateId(T, 2), 'miss_func')).toBe('multi_turn_base_17~s2~miss_func');
+    // A generated parent is named by its root seed and 48 bits of SHA-256 of its id.
+    expect(candidateId(`${T}~s2`, 9)).toBe('multi_turn_base_17~d16da04d013c~s9');
+    expect(legacyCandidateId(`${T}~s2`, 9)).toBe('multi_turn_base_17~s2~s9');
+    expect(legacyCandidateId(T, 2)).toBe(candidateId(T, 2));
     const vs = variantSynthesisId(S, 'miss_param');
     expect(vs).toBe('synth:demo-1:3:multi_turn_base_17~miss_param');
     // a variant's stream is the campaign's (the audit covers it), its outcome ids its own
@@ -272,8 +278,26 @@ describe('no two distinct inputs give one id', () => {
     const parts = Array.from({ length: 400 }, () => [adversarial(r), adversarial(r)] as const);
     expectInjective('derivationKey', parts, ([a, b]) => derivationKey(['K', a, b]));
     expectInjective('candidateId', combos(tasks, steps, [0]), ([t, s]) => candidateId(t, s));
+    expectInjective('parentRef', tasks, (t) => parentRef(t));
     expectInjective('variantCandidateId', combos(tasks, ['miss_func', 'miss_param'], [0]), ([t, k]) =>
       variantCandidateId(t, k),
     );
+  });
+});
+
+describe('candidate ids down a lineage', () => {
+  it('stay bounded at any depth, distinct per parent and step, and name their root seed', () => {
+    const chain = ['multi_turn_long_context_199'];
+    for (let step = 1; step <= 2000; step++) chain.push(candidateId(chain.at(-1)!, step));
+    const lengths = chain.map((id) => id.length);
+    expect(Math.max(...lengths)).toBeLessThanOrEqual('multi_turn_long_context_199'.length + 1 + 12 + 2 + 4);
+    expect(new Set(chain).size).toBe(chain.length);
+    expect(chain.every((id) => id.startsWith('multi_turn_long_context_199'))).toBe(true);
+    // Two parents under one root selected at one step give two candidates.
+    expect(candidateId(chain[5]!, 7)).not.toBe(candidateId(chain[6]!, 7));
+    // The legacy form grows by a generation each time.
+    let legacy = 'multi_turn_long_context_199';
+    for (let step = 1; step <= 100; step++) legacy = legacyCandidateId(legacy, step);
+    expect(legacy.length).toBeGreaterThan(400);
   });
 });

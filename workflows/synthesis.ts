@@ -78,6 +78,8 @@ function callName(call: string): string | null {
 // At most maxConfigRepairs config-patch repairs per candidate in all, as the method budgets them;
 // before this patch each of the up to maxConfigRepairs + 1 plans had that many repairs of its own.
 const REPAIR_BUDGET_PER_CANDIDATE = 'repair-budget-per-candidate';
+/** Candidate ids name a generated parent by root and key (domain/ids.ts candidateId); runs started before keep the chain form. */
+const BOUNDED_CANDIDATE_IDS = 'bounded-candidate-ids';
 
 /** What the critique records when the judge is ablated (config.ablation.judge false). */
 const JUDGE_OFF: { verdict: 'accept'; scores: Record<string, number>; reasons: string[] } = {
@@ -90,7 +92,10 @@ export async function synthesisWorkflow(input: SynthesisInput): Promise<Synthesi
   const { campaignId, synthesisId, seed } = input;
   const cfg = parseCampaignConfig(input.config);
   const ref = (attempt: number) => ({ campaignId, synthesisId, attempt, config: input.config });
-  const candidateId = ids.candidateId(seed.taskId, input.step);
+  const candidateId = (patched(BOUNDED_CANDIDATE_IDS) ? ids.candidateId : ids.legacyCandidateId)(
+    seed.taskId,
+    input.step,
+  );
   const book: Bookkeeping = patched(LOCAL_BOOKKEEPING) ? local : env;
   let stage: StageName = 'plan';
   let current: Candidate | null = null;

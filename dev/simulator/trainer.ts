@@ -1,6 +1,8 @@
 // The SIMULATED GRPO trainer (simulator/model.ts, the model `npm run dev -- experiment` uses): it talks to
 // rods only through the gateway's HTTP API, like a real trainer — fetch the pool (ETag), sample a
 // batch of B tasks, roll K=16 rollouts per task, post the step's scored groups and close the step.
+
+import { parentRef } from '../../domain/ids.js';
 import {
   aimedDifficulty,
   expectedReward,
@@ -63,11 +65,15 @@ export interface RolledStep {
 }
 
 /**
- * The parent of a synthesized task id: `<parent>~s<step>`, or an Augment variant of it
- * (`<seed>~s<step>~miss_func`: the base candidate may never have joined the pool, its seed did).
+ * The parent of a synthesized task id. `byRef` maps parentRef(id) to id for the tasks the trainer
+ * has seen (a parent reaches the pool before its children): `<seed>~s<step>` names its seed,
+ * `<root>~<parent key>~s<step>` (domain/ids.ts candidateId) the seen task with that key, the
+ * legacy `<parent>~s<step>` its prefix; an Augment variant (`<base>~miss_func`) its base's parent
+ * (the base candidate may never have joined the pool, its seed did).
  */
-export function parentOf(taskId: string): string | undefined {
-  return /^(.+)~s\d+(?:~[a-z_]+)?$/.exec(taskId)?.[1];
+export function parentOf(taskId: string, byRef: ReadonlyMap<string, string> = new Map()): string | undefined {
+  const ref = /^(.+)~s\d+(?:~[a-z_]+)?$/.exec(taskId)?.[1];
+  return ref === undefined ? undefined : (byRef.get(ref) ?? ref);
 }
 
 export class SimulatedTrainer {
@@ -77,6 +83,8 @@ export class SimulatedTrainer {
   private pool: TaskRecord[] = [];
   private poolVersionValue = 0;
   private readonly tasks = new Map<string, SimTask>();
+  /** parentRef(id) -> id of every task in `tasks`: how a child's id names its parent. */
+  private readonly byRef = new Map<string, string>();
   /** Mean reward of each task's latest group (a child aims at its parent's). */
   private readonly lastMean = new Map<string, number>();
 
@@ -158,7 +166,7 @@ export class SimulatedTrainer {
       classes: t.involved_classes ?? [],
       turns: Math.max(1, t.ground_truth?.length ?? 1),
     };
-    const parentId = parentOf(t.id);
+    const parentId = parentOf(t.id, this.byRef);
     let difficulty: number;
     if (parentId === undefined) difficulty = seedDifficulty(t.id, this.params);
     else {
@@ -171,6 +179,7 @@ export class SimulatedTrainer {
     }
     const task = { ...shape, difficulty };
     this.tasks.set(t.id, task);
+    this.byRef.set(parentRef(t.id), t.id);
     return task;
   }
 

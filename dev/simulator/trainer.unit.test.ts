@@ -1,8 +1,10 @@
 // The simulated trainer's client retries like a real trainer's: through 5xx, 429 and a gateway
 // that is not listening, and not through other 4xx or when told to send once.
+
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { candidateId, parentRef, variantCandidateId } from '../../domain/ids.js';
 import { freePort } from '../../platform/util/free-port.js';
 import { GatewayError, parentOf, SimulatedTrainer, type TaskRecord } from './trainer.js';
 
@@ -94,5 +96,17 @@ describe('the simulated trainer model', () => {
     expect(parentOf('multi_turn_base_2~s6')).toBe('multi_turn_base_2');
     expect(parentOf('multi_turn_base_2~s6~s14')).toBe('multi_turn_base_2~s6');
     expect(parentOf('multi_turn_miss_func_3~s6~miss_param')).toBe('multi_turn_miss_func_3');
+    // A generated parent, named by root and key: found among the tasks seen.
+    const parent = candidateId('multi_turn_base_2', 6);
+    const child = candidateId(parent, 14);
+    const byRef = new Map(
+      [parent, 'multi_turn_base_2', candidateId('multi_turn_base_2', 7)].map((id) => [parentRef(id), id]),
+    );
+    expect(parentOf(child, byRef)).toBe(parent);
+    expect(parentOf(variantCandidateId(child, 'miss_func'), byRef)).toBe(parent);
+    expect(parentOf(candidateId(parent, 15), byRef)).toBe(parent);
+    expect(parentOf(candidateId(candidateId('multi_turn_base_2', 7), 15), byRef)).toBe(
+      candidateId('multi_turn_base_2', 7),
+    );
   });
 });
