@@ -4,7 +4,7 @@
 // whitespace, numbers and strings as JSON.stringify writes them; undefined object members are
 // dropped and undefined array items become null; toJSON() is honoured. Non-finite numbers,
 // bigints and values nested deeper than MAX_CANONICAL_DEPTH are refused (CanonicalJsonError).
-import { sha256 } from '@noble/hashes/sha2.js';
+import { sha256Of } from './sha256.js';
 
 export const MAX_CANONICAL_DEPTH = 256;
 
@@ -134,31 +134,18 @@ export function canonicalJson(value: unknown, path = '$', opts: CanonicalOptions
   return text;
 }
 
+const encoder = new TextEncoder();
+
 /** UTF-8 bytes of a string; an unpaired surrogate becomes U+FFFD (as TextEncoder does). */
 export function utf8Bytes(s: string): Uint8Array {
-  const out: number[] = [];
-  for (let i = 0; i < s.length; i++) {
-    let c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const d = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
-        i++;
-      } else c = 0xfffd;
-    } else if (c >= 0xdc00 && c <= 0xdfff) c = 0xfffd;
-    if (c < 0x80) out.push(c);
-    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
-    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
-    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
-  }
-  return Uint8Array.from(out);
+  return encoder.encode(s);
 }
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 /** SHA-256 (lowercase hex) of the UTF-8 bytes of a string. */
 export function sha256Hex(text: string): string {
-  const digest = sha256(utf8Bytes(text));
+  const digest = sha256Of(text);
   let hex = '';
   for (const b of digest) hex += HEX[b];
   return hex;

@@ -6,17 +6,11 @@
 // Pure and sandbox-safe (SHA-256 from @noble/hashes): workflow code imports it too. Processes
 // install node:crypto's SHA-256 at start (platform/util/node-sha256.ts): the same bytes, about 5x faster
 // on the aggregator's hot path.
-import { sha256 } from '@noble/hashes/sha2.js';
+
 import { utf8Bytes } from './canonical-json.js';
+import { sha256Of as digest } from './sha256.js';
 
-/** SHA-256 of a string's UTF-8 bytes. */
-export type Sha256 = (text: string) => Uint8Array;
-let digest: Sha256 = (text) => sha256(utf8Bytes(text));
-
-/** Replaces the SHA-256 implementation behind derivedUuid; it must give the same bytes. */
-export function useSha256(impl: Sha256): void {
-  digest = impl;
-}
+export { type Sha256, useSha256 } from './sha256.js';
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 

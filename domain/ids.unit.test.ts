@@ -27,6 +27,7 @@ import {
   variantSynthesisId,
   workflowIds,
 } from './ids.js';
+import { pureSha256 } from './sha256.js';
 
 const C = 'demo-1';
 const T = 'multi_turn_base_17';
@@ -174,15 +175,15 @@ describe('derived ids', () => {
     ];
     const pure = parts.map((p) => derivedUuid(...p));
     let calls = 0;
-    useSha256((text) => {
+    useSha256((data) => {
       calls++;
-      return createHash('sha256').update(text, 'utf8').digest();
+      return createHash('sha256').update(data).digest();
     });
     try {
       expect(parts.map((p) => derivedUuid(...p))).toEqual(pure);
       expect(calls).toBe(parts.length);
     } finally {
-      useSha256((text) => sha256(utf8Bytes(text)));
+      useSha256(pureSha256);
     }
   });
 

@@ -5,8 +5,8 @@
 // of n > 1 splits at the largest power of two below n. Records are hashed as their canonical JSON
 // (canonical-json.ts), so any tool that sorts keys the same way recomputes the root; hashes are
 // SHA-256 in lowercase hex. Pure.
-import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson, utf8Bytes } from './canonical-json.js';
+import { sha256Of as sha256 } from './sha256.js';
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 const hex = (b: Uint8Array) => {
@@ -14,7 +14,11 @@ const hex = (b: Uint8Array) => {
   for (const x of b) s += HEX[x];
   return s;
 };
-const bytes = (h: string) => Uint8Array.from(h.match(/../g)!.map((x) => Number.parseInt(x, 16)));
+const bytes = (h: string) => {
+  const out = new Uint8Array(h.length >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(h.slice(2 * i, 2 * i + 2), 16);
+  return out;
+};
 
 function hashWithPrefix(prefix: number, ...parts: Uint8Array[]): string {
   const n = parts.reduce((a, p) => a + p.length, 1);
