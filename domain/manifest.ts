@@ -7,7 +7,7 @@
 // lists every task of those steps with its content hash, its lineage root and the steps and
 // groups it was rewarded in; its Merkle root (domain/merkle.ts) is recorded with the checkpoint
 // and recomputed by `rods audit verify`.
-import { merkleRoot } from './merkle.js';
+import { leafHash, merkleRoot, merkleRootOfLeaves } from './merkle.js';
 
 export class ManifestError extends Error {
   override name = 'ManifestError';
@@ -302,4 +302,139 @@ export function diffManifests(a: Manifest, b: Manifest, sameCampaign: boolean): 
     tasksOnlyA: [...tasksA].filter((t) => !tasksB.has(t)).sort(),
     tasksOnlyB: [...tasksB].filter((t) => !tasksA.has(t)).sort(),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many roots in one pass
+
+/** A manifest's root and counts, without its steps and entries. */
+export interface ManifestSummary {
+  checkpointId: string;
+  root: string;
+  tasks: number;
+  groups: number;
+}
+
+/** The steps of a checkpoint's chain whose training is not the campaign's record: step -> what the run trained there. */
+export function retrainedInChain(
+  chain: readonly TrainingSegment[],
+  checkpoints: Iterable<CheckpointRecord>,
+): Map<number, StepTask[]> {
+  const all = [...checkpoints];
+  const out = new Map<number, StepTask[]>();
+  for (const seg of chain)
+    for (const [step, tasks] of retrainedByRun(all, seg.runId, seg.to))
+      if (step > seg.from && step <= seg.to) out.set(step, tasks);
+  return out;
+}
+
+interface Totals {
+  steps: number[];
+  groups: number;
+  rollouts: number;
+  /** The leaf hash of the entry as it stands (identity included); dropped when a step adds to it. */
+  leaf?: string;
+}
+
+const byTaskId = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * The campaign's reported steps summed per task as they are read in step order, so that the root
+ * of every checkpoint comes out of one pass over the record (`rods audit verify`, the gateway)
+ * instead of one pass per checkpoint: a checkpoint at step s is these totals once steps 1..s are
+ * in, with its chain's retrained steps swapped in for the record's. Gives the root buildManifest
+ * gives for the same checkpoint; each unchanged entry's leaf hash is kept between checkpoints.
+ */
+export class ReportedTotals {
+  private readonly byTask = new Map<string, Totals>();
+  private last = 0;
+
+  /** Adds a step's record (steps ascending). */
+  add(step: number, tasks: readonly StepTask[]): void {
+    if (step <= this.last) throw new ManifestError(`steps must come in order: ${step} after ${this.last}`);
+    this.last = step;
+    for (const t of tasks) {
+      let e = this.byTask.get(t.taskId);
+      if (!e) {
+        e = { steps: [], groups: 0, rollouts: 0 };
+        this.byTask.set(t.taskId, e);
+      }
+      if (e.steps.at(-1) !== step) e.steps.push(step);
+      e.groups += t.groups;
+      e.rollouts += t.rollouts;
+      e.leaf = undefined;
+    }
+  }
+
+  /** The task ids the totals hold. */
+  taskIds(): IterableIterator<string> {
+    return this.byTask.keys();
+  }
+
+  /**
+   * The summary of `checkpointId`, whose steps are the ones added, each swapped for `swapped`'s
+   * entry where it has one (`reported`: the record's tasks of the step, as added; `trained`: what the
+   * checkpoint's run trained there).
+   */
+  summary(
+    checkpointId: string,
+    swapped: ReadonlyMap<number, { reported: readonly StepTask[]; trained: readonly StepTask[] }>,
+    identity: (taskId: string) => TaskIdentity | undefined,
+  ): ManifestSummary {
+    // The entries a swap changes, rebuilt from the totals: steps of a task are unique.
+    const changed = new Map<string, Totals>();
+    const copy = (id: string) => {
+      let e = changed.get(id);
+      if (!e) {
+        const base = this.byTask.get(id);
+        e = { steps: base ? [...base.steps] : [], groups: base?.groups ?? 0, rollouts: base?.rollouts ?? 0 };
+        changed.set(id, e);
+      }
+      return e;
+    };
+    for (const [step, { reported, trained }] of swapped) {
+      for (const id of new Set(reported.map((t) => t.taskId))) {
+        const e = copy(id);
+        e.steps = e.steps.filter((s) => s !== step);
+      }
+      for (const t of reported) {
+        const e = copy(t.taskId);
+        e.groups -= t.groups;
+        e.rollouts -= t.rollouts;
+      }
+      for (const t of trained) {
+        const e = copy(t.taskId);
+        if (!e.steps.includes(step)) e.steps.push(step);
+        e.groups += t.groups;
+        e.rollouts += t.rollouts;
+      }
+    }
+    for (const e of changed.values()) e.steps.sort((a, b) => a - b);
+    const ids = new Set(this.byTask.keys());
+    for (const [id, e] of changed) if (e.steps.length > 0) ids.add(id);
+    let groups = 0;
+    const leaves: [string, string][] = [];
+    for (const id of ids) {
+      const own = this.byTask.get(id);
+      const e = changed.get(id) ?? own!;
+      if (e.steps.length === 0) continue;
+      groups += e.groups;
+      if (e === own && own.leaf !== undefined) {
+        leaves.push([id, own.leaf]);
+        continue;
+      }
+      const who = identity(id);
+      if (!who)
+        throw new ManifestError(
+          `task ${id}, trained at step ${e.steps[0]}, has no seeding or injection in the campaign's log`,
+        );
+      const leaf = leafHash(
+        manifestLeaf({ taskId: id, ...who, steps: e.steps, groups: e.groups, rollouts: e.rollouts }),
+      );
+      if (e === own) own.leaf = leaf;
+      leaves.push([id, leaf]);
+    }
+    leaves.sort((a, b) => byTaskId(a[0], b[0]));
+    return { checkpointId, root: merkleRootOfLeaves(leaves.map((l) => l[1])), tasks: leaves.length, groups };
+  }
 }

@@ -4,11 +4,14 @@ import {
   type CheckpointRecord,
   diffManifests,
   ManifestError,
+  ReportedTotals,
+  retrainedInChain,
   type StepTask,
   trainedSteps,
   trainingChain,
 } from './manifest.js';
 import { merkleRoot } from './merkle.js';
+import { mulberry32 } from './random.js';
 
 const task = (taskId: string, rollouts = 4): StepTask => ({ taskId, groups: 1, rollouts });
 // The campaign's record: step s trained tasks T<s> and U (the first run's reports).
@@ -132,5 +135,103 @@ describe('a checkpoint manifest', () => {
       'differs',
       ...Array(3).fill('same-tasks'),
     ]);
+  });
+});
+
+describe('roots of many checkpoints in one pass', () => {
+  /** Every checkpoint's root through ReportedTotals, steps added in order, as the audit reads them. */
+  function onePass(checkpoints: CheckpointRecord[], record: (s: number) => StepTask[] | undefined) {
+    const ids = new Map(checkpoints.map((x) => [x.checkpointId, x]));
+    const swaps = new Map(
+      checkpoints.map((x) => [x.checkpointId, retrainedInChain(trainingChain(x, ids), checkpoints)]),
+    );
+    const totals = new ReportedTotals();
+    const out = new Map<string, ReturnType<ReportedTotals['summary']>>();
+    const byStep = [...checkpoints].sort((a, b) => a.trainerStep - b.trainerStep);
+    const last = Math.max(...checkpoints.map((x) => x.trainerStep));
+    let next = 0;
+    for (let step = 1; step <= last + 1; step++) {
+      while (next < byStep.length && byStep[next]!.trainerStep < step) {
+        const x = byStep[next++]!;
+        const swapped = new Map(
+          [...swaps.get(x.checkpointId)!].map(([s, trained]) => [s, { reported: record(s) ?? [], trained }]),
+        );
+        out.set(x.checkpointId, totals.summary(x.checkpointId, swapped, identity));
+      }
+      const tasks = record(step);
+      if (tasks && tasks.length > 0) totals.add(step, tasks);
+    }
+    return out;
+  }
+
+  it('equal buildManifest for the resumed runs above', () => {
+    const roots = onePass(all, reported);
+    for (const x of all) {
+      const m = manifestOf(x);
+      expect(roots.get(x.checkpointId)).toEqual({
+        checkpointId: x.checkpointId,
+        root: m.root,
+        tasks: m.entries.length,
+        groups: m.groups,
+      });
+    }
+  });
+
+  it('equal buildManifest over random campaigns: resumes from any earlier checkpoint, steps trained again on other tasks, empty steps', () => {
+    for (let seed = 1; seed <= 40; seed++) {
+      const r = mulberry32(seed);
+      const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
+      const record = new Map<number, StepTask[]>();
+      const stepTasks = () =>
+        Array.from({ length: Math.floor(r() * 5) }, (_, i) =>
+          task(`t${Math.floor(r() * 12)}-${i}`, 1 + Math.floor(r() * 8)),
+        );
+      const checkpoints: CheckpointRecord[] = [];
+      let reportedUpTo = 0;
+      for (let run = 1; run <= 1 + Math.floor(r() * 4); run++) {
+        const parent = checkpoints.length > 0 && r() < 0.8 ? pick(checkpoints) : null;
+        let at = parent?.trainerStep ?? 0;
+        let retrained: CheckpointRecord['retrainedSteps'] = [];
+        for (let saves = 1 + Math.floor(r() * 4); saves > 0; saves--) {
+          const to = at + 1 + Math.floor(r() * 6);
+          for (let s = at + 1; s <= to; s++) {
+            // The first report of a step is the record; a step reported already is trained again.
+            if (s > reportedUpTo) {
+              if (r() < 0.85) record.set(s, stepTasks());
+              reportedUpTo = s;
+            } else retrained.push({ step: s, tasks: r() < 0.3 ? (record.get(s) ?? []) : stepTasks() });
+          }
+          checkpoints.push(c(`r${run}-${to}`, `r${run}`, to, parent?.checkpointId ?? null, retrained));
+          retrained = [];
+          at = to;
+        }
+      }
+      const ids = new Map(checkpoints.map((x) => [x.checkpointId, x]));
+      const roots = onePass(checkpoints, (s) => record.get(s));
+      for (const x of checkpoints) {
+        const chain = trainingChain(x, ids);
+        const m = buildManifest(
+          x,
+          chain,
+          trainedSteps(chain, checkpoints, (s) => record.get(s)),
+          identity,
+        );
+        expect(roots.get(x.checkpointId), `seed ${seed}, ${x.checkpointId}`).toEqual({
+          checkpointId: x.checkpointId,
+          root: m.root,
+          tasks: m.entries.length,
+          groups: m.groups,
+        });
+      }
+    }
+  });
+
+  it('names a trained task the log has no identity for, and refuses steps out of order', () => {
+    const totals = new ReportedTotals();
+    totals.add(1, [task('known'), task('ghost')]);
+    expect(() => totals.summary('x', new Map(), (id) => (id === 'ghost' ? undefined : identity(id)))).toThrow(
+      /task ghost, trained at step 1, has no seeding or injection/,
+    );
+    expect(() => totals.add(1, [task('known')])).toThrow(ManifestError);
   });
 });

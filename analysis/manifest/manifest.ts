@@ -7,8 +7,12 @@ import {
   type CheckpointRecord,
   type Manifest,
   ManifestError,
+  type ManifestSummary,
+  ReportedTotals,
+  retrainedInChain,
   type StepTask,
   stepTaskIds,
+  type TaskIdentity,
   trainedSteps,
   trainingChain,
 } from '../../domain/manifest.js';
@@ -36,7 +40,9 @@ export async function computeManifest(
   const checkpoints = [...byId.values()];
   // Only the steps a run did not train again come from the campaign's record.
   const reported = new Map<number, StepTask[]>();
-  await forEachRecordedStep(db, campaignId, target.trainerStep, (step, tasks) => reported.set(step, tasks));
+  await forEachRecordedStep(db, campaignId, target.trainerStep, (step, tasks) => {
+    reported.set(step, tasks);
+  });
   const steps = trainedSteps(chain, checkpoints, (s) => reported.get(s));
   const identities = await taskIdentities(db, campaignId, stepTaskIds(steps));
   return buildManifest(target, chain, steps, (t) => identities.get(t));
@@ -77,34 +83,101 @@ export interface ManifestCheck {
   problem?: string;
 }
 
+/**
+ * The root and counts of each target's manifest among the recorded checkpoints, from one pass over
+ * the campaign's step records up to the latest target (domain/manifest.ts ReportedTotals): memory
+ * bounded by the tasks trained, not by the steps. A target whose chain or tasks fail gets its
+ * ManifestError instead.
+ */
+export async function manifestSummaries(
+  db: Queryable,
+  campaignId: string,
+  targets: readonly CheckpointRecord[],
+  recorded: readonly CheckpointRecord[],
+): Promise<Map<string, ManifestSummary | ManifestError>> {
+  const byId = new Map(recorded.map((c) => [c.checkpointId, c]));
+  for (const t of targets) byId.set(t.checkpointId, t);
+  const checkpoints = [...byId.values()];
+  const out = new Map<string, ManifestSummary | ManifestError>();
+  const swaps = new Map<string, Map<number, StepTask[]>>();
+  for (const t of targets) {
+    try {
+      swaps.set(t.checkpointId, retrainedInChain(trainingChain(t, byId), checkpoints));
+    } catch (e) {
+      if (!(e instanceof ManifestError)) throw e;
+      out.set(t.checkpointId, e);
+    }
+  }
+  // The record of every step some chain trained again: what its swap takes out.
+  const keep = new Set<number>();
+  for (const s of swaps.values()) for (const step of s.keys()) keep.add(step);
+  const kept = new Map<number, StepTask[]>();
+  const pending = targets
+    .filter((t) => swaps.has(t.checkpointId))
+    .sort((a, b) => a.trainerStep - b.trainerStep);
+  const totals = new ReportedTotals();
+  const identities = new Map<string, TaskIdentity | null>();
+  let next = 0;
+  const summarizeBefore = async (step: number) => {
+    for (; next < pending.length && pending[next]!.trainerStep < step; next++) {
+      const t = pending[next]!;
+      const swap = swaps.get(t.checkpointId)!;
+      const wanted = new Set<string>();
+      for (const id of totals.taskIds()) if (!identities.has(id)) wanted.add(id);
+      for (const tasks of swap.values())
+        for (const x of tasks) if (!identities.has(x.taskId)) wanted.add(x.taskId);
+      if (wanted.size > 0) {
+        const found = await taskIdentities(db, campaignId, [...wanted]);
+        for (const id of wanted) identities.set(id, found.get(id) ?? null);
+      }
+      const swapped = new Map(
+        [...swap].map(([s, trained]) => [s, { reported: kept.get(s) ?? [], trained }] as const),
+      );
+      try {
+        out.set(
+          t.checkpointId,
+          totals.summary(t.checkpointId, swapped, (id) => identities.get(id) ?? undefined),
+        );
+      } catch (e) {
+        if (!(e instanceof ManifestError)) throw e;
+        out.set(t.checkpointId, e);
+      }
+    }
+  };
+  const through = pending.at(-1)?.trainerStep ?? 0;
+  await forEachRecordedStep(db, campaignId, through, async (step, tasks) => {
+    await summarizeBefore(step);
+    totals.add(step, tasks);
+    if (keep.has(step)) kept.set(step, tasks);
+  });
+  await summarizeBefore(Number.POSITIVE_INFINITY);
+  return out;
+}
+
 /** Recomputes every recorded checkpoint's manifest root of the campaign and compares it with the recorded one. */
 export async function verifyManifests(db: Queryable, campaignId: string): Promise<ManifestCheck[]> {
   const events = await checkpointEvents(db, campaignId);
   const records = events.map((e) => checkpointRecord(e.payload));
-  const out: ManifestCheck[] = [];
-  for (const e of events) {
+  const summaries = await manifestSummaries(db, campaignId, records, records);
+  return events.map((e) => {
     const base = {
       campaignId,
       checkpointId: e.payload.checkpointId,
       trainerStep: Number(e.payload.trainerStep),
       recordedRoot: e.payload.manifestRoot,
     };
-    try {
-      const m = await computeManifest(db, campaignId, checkpointRecord(e.payload), records);
-      const ok = m.root === e.payload.manifestRoot && m.entries.length === e.payload.manifestTasks;
-      out.push({
-        ...base,
-        recomputedRoot: m.root,
-        ok,
-        ...(ok
-          ? {}
-          : {
-              problem: `the manifest recomputed from the log (${m.entries.length} tasks, root ${m.root}) differs from the one recorded (${e.payload.manifestTasks} tasks, root ${e.payload.manifestRoot}): a manifested task's content, lineage or rewards were altered`,
-            }),
-      });
-    } catch (err) {
-      out.push({ ...base, recomputedRoot: null, ok: false, problem: (err as Error).message });
-    }
-  }
-  return out;
+    const m = summaries.get(e.payload.checkpointId)!;
+    if (m instanceof ManifestError) return { ...base, recomputedRoot: null, ok: false, problem: m.message };
+    const ok = m.root === e.payload.manifestRoot && m.tasks === e.payload.manifestTasks;
+    return {
+      ...base,
+      recomputedRoot: m.root,
+      ok,
+      ...(ok
+        ? {}
+        : {
+            problem: `the manifest recomputed from the log (${m.tasks} tasks, root ${m.root}) differs from the one recorded (${e.payload.manifestTasks} tasks, root ${e.payload.manifestRoot}): a manifested task's content, lineage or rewards were altered`,
+          }),
+    };
+  });
 }

@@ -3,7 +3,7 @@
 // step up to it, with the Merkle root of its manifest (analysis/manifest/); before that the answer
 // is a 503 the reporter retries, so a checkpoint never commits to a manifest missing a step.
 import type { FastifyInstance } from 'fastify';
-import { computeManifest, ManifestError } from '../../../analysis/manifest/manifest.js';
+import { ManifestError, manifestSummaries } from '../../../analysis/manifest/manifest.js';
 import { eventIds } from '../../../domain/ids.js';
 import type { CheckpointRecord } from '../../../domain/manifest.js';
 import {
@@ -70,24 +70,22 @@ export function registerCheckpointRoutes(app: FastifyInstance, ctx: RouteContext
         ),
       );
     }
-    let manifest: Awaited<ReturnType<typeof computeManifest>>;
-    try {
-      manifest = await computeManifest(
+    // One pass over the step records, holding per-task totals (not every step's tasks).
+    const manifest = (
+      await manifestSummaries(
         ctx.db,
         id,
-        target,
+        [target],
         events.map((e) => checkpointRecord(e.payload)),
+      )
+    ).get(target.checkpointId)!;
+    if (manifest instanceof ManifestError)
+      throw new ProblemError(
+        422,
+        manifest.message,
+        undefined,
+        /resumed from .* not recorded/.test(manifest.message) ? 'unknown-checkpoint' : 'invalid-checkpoint',
       );
-    } catch (e) {
-      if (e instanceof ManifestError)
-        throw new ProblemError(
-          422,
-          e.message,
-          undefined,
-          /resumed from .* not recorded/.test(e.message) ? 'unknown-checkpoint' : 'invalid-checkpoint',
-        );
-      throw e;
-    }
     const payload = {
       eventId: eventIds.checkpointSaved(id, body.checkpointId),
       campaignId: id,
@@ -101,7 +99,7 @@ export function registerCheckpointRoutes(app: FastifyInstance, ctx: RouteContext
         taskId: r.tasks.map((t) => t.taskId),
         rollouts: r.tasks.map((t) => t.rollouts),
       })),
-      manifestTasks: manifest.entries.length,
+      manifestTasks: manifest.tasks,
       manifestGroups: manifest.groups,
       manifestRoot: manifest.root,
       occurredAt: Date.now(),

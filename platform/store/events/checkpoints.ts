@@ -53,7 +53,7 @@ export async function forEachRecordedStep(
   db: Queryable,
   campaignId: string,
   through: number,
-  onStep: (step: number, tasks: StepTask[]) => void,
+  onStep: (step: number, tasks: StepTask[]) => void | Promise<void>,
 ): Promise<void> {
   const seen = new Map<string, { groups: number; rollouts: number }>();
   for (let from = 1; from <= through; from += STEP_WINDOW) {
@@ -75,13 +75,13 @@ export async function forEachRecordedStep(
     );
     let step: number | undefined;
     let tasks = new Map<string, StepTask>();
-    const flush = () => {
-      if (step !== undefined && tasks.size > 0) onStep(step, [...tasks.values()]);
+    const flush = async () => {
+      if (step !== undefined && tasks.size > 0) await onStep(step, [...tasks.values()]);
     };
     for (const r of rows) {
       const s = Number(r.step);
       if (s !== step) {
-        flush();
+        await flush();
         step = s;
         tasks = new Map();
       }
@@ -97,7 +97,7 @@ export async function forEachRecordedStep(
         tasks.set(id, t);
       }
     }
-    flush();
+    await flush();
   }
 }
 
