@@ -6,9 +6,7 @@
 // the prefixes of old streams). Then, property tests over adversarial ids: no two distinct inputs
 // give one id.
 import { createHash } from 'node:crypto';
-import { sha256 } from '@noble/hashes/sha2.js';
 import { describe, expect, it } from 'vitest';
-import { utf8Bytes } from './canonical-json.js';
 import {
   campaignStreamPrefixes,
   candidateId,
