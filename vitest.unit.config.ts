@@ -5,7 +5,10 @@ import { defineConfig } from 'vitest/config';
 // Test files share their worker processes (isolate: false): starting a fresh process per file
 // was half of the tier's time. A test that mocks a module needs the module loaded fresh, so the
 // files that call vi.mock run isolated (test/unit-isolation.unit.test.ts keeps the list true).
-export const MOCKING_UNIT_TESTS = ['domain/step-plan-callers.unit.test.ts'];
+export const MOCKING_UNIT_TESTS = [
+  'domain/step-plan-callers.unit.test.ts',
+  'activities/synthesis-tokens.unit.test.ts',
+];
 const EXCLUDE = ['node_modules/**', '.stack/**'];
 
 export default defineConfig({

@@ -17,6 +17,7 @@ import { nearestTask, taskFeatures } from '../domain/near-duplicate.js';
 import { callsPerTurnCap, structuralCategory, structureMismatch } from '../domain/structure.js';
 import type { TaskRecord } from '../domain/task.js';
 import { campaignConfigOf, DEFAULT_CONFIG } from '../platform/config/campaign-config.js';
+import { EVENT_STAGE, type PromptName } from '../platform/config/prompts.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
 import { inTransaction } from '../platform/store/db.js';
 import type { NewEvent } from '../platform/store/events/event-store.js';
@@ -220,6 +221,9 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
         seed: samplingSeed(ref),
       });
     } catch (e) {
+      // A stage whose every answer was refused still cost its tokens (the counter; no StageCompleted).
+      if (e instanceof GeneratorOutputError && e.stage in EVENT_STAGE)
+        generatorTokens(EVENT_STAGE[e.stage as PromptName], e.usage);
       asFailure(e);
     }
     await recordStage(ref, r.prompt, {

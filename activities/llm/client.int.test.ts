@@ -296,6 +296,10 @@ describe('invalid answers', () => {
     expect(e.raw.length).toBeGreaterThan(0);
     expect(e.issues.length).toBeGreaterThan(0);
     expect(e.stage).toBe('plan');
+    // The three refused answers were paid for: their tokens travel with the error.
+    const once = await chatJson('plan', messages, schema, cfgFor({}));
+    expect(e.usage!.promptTokens).toBeGreaterThan(2 * once.usage!.promptTokens);
+    expect(e.usage!.completionTokens).toBeGreaterThan(0);
   });
 
   it('refuses JSON that breaks the schema (a judge shape asked of the plan prompt)', async () => {

@@ -379,7 +379,12 @@ export async function chatJson<S extends z.ZodType>(
         { role: 'user', content: feedback(issues) },
       ];
     }
-    throw new GeneratorOutputError(stage, model, refused);
+    throw new GeneratorOutputError(
+      stage,
+      model,
+      refused,
+      tokens.reported ? { promptTokens: tokens.prompt, completionTokens: tokens.completion } : null,
+    );
   } finally {
     if (ticker) clearInterval(ticker);
   }

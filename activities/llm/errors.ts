@@ -42,6 +42,8 @@ export class GeneratorOutputError extends GeneratorError {
     readonly model: string,
     /** Every refused answer, in order. */
     readonly attempts: OutputAttempt[],
+    /** The tokens the refused answers cost, as the endpoint reported them (null: it reported none). */
+    readonly usage: { promptTokens: number; completionTokens: number } | null = null,
   ) {
     const last = attempts[attempts.length - 1] ?? { raw: '', issues: ['no answer'] };
     super(
