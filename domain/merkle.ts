@@ -38,7 +38,16 @@ export const leafHashOfBytes = (data: Uint8Array): string => hashWithPrefix(0, d
 /** The leaf hash of a record: the leaf hash of its canonical JSON's UTF-8 bytes. */
 export const leafHash = (record: unknown): string => leafHashOfBytes(utf8Bytes(canonicalJson(record)));
 
-const nodeHash = (left: string, right: string): string => hashWithPrefix(1, bytes(left), bytes(right));
+/** An inner node's hash: SHA-256(0x01 || left || right). */
+function nodeBytes(left: Uint8Array, right: Uint8Array): Uint8Array {
+  const buf = new Uint8Array(1 + left.length + right.length);
+  buf[0] = 1;
+  buf.set(left, 1);
+  buf.set(right, 1 + left.length);
+  return sha256(buf);
+}
+
+const nodeHash = (left: string, right: string): string => hex(nodeBytes(bytes(left), bytes(right)));
 
 /** The largest power of two strictly below n (n >= 2). */
 function split(n: number): number {
@@ -47,10 +56,15 @@ function split(n: number): number {
   return k;
 }
 
+/** The root of leaves [lo, hi), hashed as bytes (no hex between levels, no copies of the list). */
+function rootBytes(leaves: readonly Uint8Array[], lo: number, hi: number): Uint8Array {
+  if (hi - lo === 1) return leaves[lo]!;
+  const k = split(hi - lo);
+  return nodeBytes(rootBytes(leaves, lo, lo + k), rootBytes(leaves, lo + k, hi));
+}
+
 function rootOf(leaves: readonly string[]): string {
-  if (leaves.length === 1) return leaves[0]!;
-  const k = split(leaves.length);
-  return nodeHash(rootOf(leaves.slice(0, k)), rootOf(leaves.slice(k)));
+  return hex(rootBytes(leaves.map(bytes), 0, leaves.length));
 }
 
 /** The root over the leaf hashes, in order; the empty list's root is SHA-256 of nothing. */
