@@ -1,6 +1,8 @@
 // Who may call a route: each route declares its access in its config, and one onRequest hook
 // identifies the bearer token, applies the per-token rate limit and checks the scopes before the
-// handler runs (entry/gateway/auth.ts holds the scope rules).
+// handler runs (entry/gateway/auth.ts holds the scope rules). A path no route matches (404) or a
+// method its routes do not declare (405, entry/gateway/routing.ts) is answered right after the
+// rate limit, the same to every caller, with or without a valid token.
 import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import {
@@ -12,14 +14,15 @@ import {
   type Requirement,
   type TokenSet,
 } from './auth.js';
-import { ProblemError, problem, sendProblem } from './problem.js';
+import { noRoute, ProblemError, problem, sendProblem } from './problem.js';
 import { type GatewayLimits, LIMIT_ENV } from './request-limits.js';
+import { methodNotAllowed } from './routing.js';
 
 /**
  * What a route asks of the caller: nothing (`open`), the admin scope, or a scope over the
  * campaign of its `:id` (`campaign-read`: read, campaign:<id> or admin; `campaign-write`:
  * campaign:<id> or admin), or any valid token (`authenticated`: the route filters by scope). A
- * route that declares nothing needs admin.
+ * route that declares nothing needs admin (fastify's not-found route is not one: it is a 404).
  */
 export type Access = 'open' | 'authenticated' | 'admin' | 'campaign-read' | 'campaign-write';
 
@@ -49,7 +52,10 @@ function requirement(req: FastifyRequest, access: Access | undefined): Requireme
   return { kind: 'admin' };
 }
 
-/** Installs the token check (401, 403 naming the missing scope) and the per-token rate limit (429). */
+/**
+ * Installs the token check (401, 403 naming the missing scope), the per-token rate limit (429) and
+ * the answers to unknown routes (404) and undeclared methods (405).
+ */
 export function registerAccess(app: FastifyInstance, tokens: TokenSet, limits: GatewayLimits): void {
   // Requests per window, keyed by the token's label (never the token), or by address for a
   // request without a valid token; answered 429 with Retry-After (set by the plugin).
@@ -74,12 +80,19 @@ export function registerAccess(app: FastifyInstance, tokens: TokenSet, limits: G
   }
 
   app.addHook('onRequest', async (req, reply) => {
-    const access = req.routeOptions.config?.access;
+    const config = req.routeOptions.config;
+    const access = config?.access;
     if (access === 'open') return;
     const header = req.headers.authorization;
     const token = bearerToken(header);
     req.principal = token === undefined ? undefined : tokens.identify(token);
+    // Counted like any request (per token, or per address without a valid one), so unknown routes
+    // and methods are no way around the limit.
     await rateLimited?.(req, reply);
+    // The routes are public (/openapi.json) and these answers read nothing else: the same to every
+    // caller, before the token is checked or a body is read (QUERY without a Content-Type included).
+    if (req.is404) return sendProblem(reply, noRoute(req));
+    if (config?.allow) return methodNotAllowed(reply, req.method, req.routeOptions.url ?? '', config.allow);
     if (token === undefined) {
       reply.header('WWW-Authenticate', 'Bearer realm="rods"');
       return sendProblem(

@@ -107,8 +107,8 @@ describe('the dashboard routes', () => {
     // Only the page and its assets: nothing else in the folder, no way out of it.
     expect((await get('/dashboard/secret.txt')).statusCode).toBe(404);
     expect((await get('/dashboard/assets/..%2Fsecret.txt')).statusCode).toBe(404);
-    // Outside /dashboard/ (the URL is normalised): an API path like any other, needing a token.
-    expect((await get('/dashboard/../package.json')).statusCode).toBe(401);
+    // Outside /dashboard/ (the URL is normalised): a path no route matches, a 404 for anyone.
+    expect((await get('/dashboard/../package.json')).statusCode).toBe(404);
   });
 
   it('says how to build the page when it is not built', async () => {
@@ -196,5 +196,27 @@ describe('the dashboard routes', () => {
     const r = await get(`/v1/campaigns/${A}/dashboard/lineage/nothing-here`, ADMIN);
     expect(r.statusCode).toBe(404);
     expect(r.json().detail).toContain('no record of task');
+  });
+
+  it('tells only a token that reads every campaign that another campaign has the task', async () => {
+    // A task of B only; a token of A alone must not tell it from a task nobody has.
+    const inB = `b-only-${randomUUID().slice(0, 8)}`;
+    const nowhere = `no-one-${randomUUID().slice(0, 8)}`;
+    await db.query(
+      `insert into pool_members (campaign_id, task_id, origin, category, task, task_hash, root_seed, added_step, added_version)
+       values ($1, $2, 'seed', 'base', '{}', 'h', $2, 0, 1)`,
+      [B, inB],
+    );
+    const lineage = (task: string, token: string) =>
+      get(`/v1/campaigns/${A}/dashboard/lineage/${task}`, token);
+    const mine = await lineage(inB, ONLY_A);
+    const none = await lineage(nowhere, ONLY_A);
+    expect([mine.statusCode, none.statusCode]).toEqual([404, 404]);
+    expect(mine.json().detail).not.toMatch(/another campaign/);
+    expect(mine.body.replace(inB, nowhere)).toBe(none.body);
+    for (const token of [ADMIN, READ]) {
+      expect((await lineage(inB, token)).json().detail).toContain('(another campaign has)');
+      expect((await lineage(nowhere, token)).json().detail).not.toMatch(/another campaign/);
+    }
   });
 });

@@ -163,7 +163,11 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
     const index = await loadLineageIndex(db, id, taskId, { steps });
     const lineage = index.lineage(taskId);
     if (!lineage) {
-      const elsewhere = (await campaignsOfTask(db, taskId)).length > 0;
+      // Whether another campaign has the task says something of that campaign: only to a token
+      // that may read every campaign (admin or read), never to one scoped to some campaigns.
+      const scopes = req.principal?.scopes ?? [];
+      const readsAll = scopes.includes('admin') || scopes.includes('read');
+      const elsewhere = readsAll && (await campaignsOfTask(db, taskId)).length > 0;
       throw new ProblemError(
         404,
         `campaign ${id} has no record of task ${JSON.stringify(taskId)}${elsewhere ? ' (another campaign has)' : ''}`,

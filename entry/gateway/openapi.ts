@@ -1,8 +1,21 @@
 // The gateway's OpenAPI 3.0 document, served at GET /openapi.json. Request bodies are generated
-// from the zod schemas that validate them (entry/gateway/schemas.ts); responses are written here.
+// from the zod schemas that validate them (entry/gateway/schemas.ts); parameters are written here
+// with the bounds those schemas enforce (the batch cap is the gateway's own: one document per
+// gateway); responses are written here. entry/gateway/openapi.int.test.ts sends every bound the
+// served document declares to the routes, just inside and just outside.
 import { z } from 'zod';
 import { API_VERSION } from './api-version.js';
-import { CampaignCreate, CheckpointReport, ID_PATTERN, MAX_WAIT_SECONDS, RolloutBatch } from './schemas.js';
+import { MAX_FIELD_ERRORS } from './problem.js';
+import { DEFAULT_BODY_LIMIT, DEFAULT_LIMITS, type GatewayLimits } from './request-limits.js';
+import {
+  CampaignCreate,
+  CheckpointReport,
+  ID_PATTERN,
+  MAX_SEED_LENGTH,
+  MAX_STEP,
+  MAX_WAIT_SECONDS,
+  RolloutBatch,
+} from './schemas.js';
 
 const toSchema = (s: z.ZodType) => {
   const { $schema: _drop, ...rest } = z.toJSONSchema(s, {
@@ -65,16 +78,28 @@ const PoolTask = {
   },
 };
 
-let cached: Record<string, unknown> | undefined;
-
-export function openApiDocument(): Record<string, unknown> {
-  cached ??= {
+/**
+ * The document of a gateway with these limits (the defaults for what is absent). Built anew on
+ * each call: a gateway builds its own once (entry/gateway/routes/health.ts).
+ */
+export function openApiDocument(
+  limits: Partial<Pick<GatewayLimits, 'maxBatchN'>> & { bodyLimit?: number } = {},
+): Record<string, unknown> {
+  const maxBatchN = limits.maxBatchN ?? DEFAULT_LIMITS.maxBatchN;
+  // The body limit applies before any bound inside a body: an array's maxItems says what the
+  // schema takes, the body limit what fits (all the largest arrays at once do not).
+  const bodyNote = `at most ${limits.bodyLimit ?? DEFAULT_BODY_LIMIT} bytes (RODS_GATEWAY_BODY_LIMIT; 413 past it), checked before any bound inside the body`;
+  const body = (schema: string) => ({
+    required: true,
+    description: `the body: ${bodyNote}`,
+    content: { 'application/json': { schema: ref(schema) } },
+  });
+  return {
     openapi: '3.0.3',
     info: {
       title: 'rods gateway',
       version: API_VERSION,
-      description:
-        'The trainer-facing API of rods: campaigns, scored rollout batches (ingested exactly once into rods.rewards.v1) and the active training pool. Every error is RFC 9457 application/problem+json.',
+      description: `The trainer-facing API of rods: campaigns, scored rollout batches (ingested exactly once into rods.rewards.v1) and the active training pool. Every error is RFC 9457 application/problem+json. Request bodies are ${bodyNote}. A path no operation has is a 404 (not-found), and a method a path does not declare a 405 (method-not-allowed, with Allow), whatever the token.`,
     },
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: SECURITY } },
@@ -97,6 +122,10 @@ export function openApiDocument(): Record<string, unknown> {
                   message: { type: 'string' },
                 },
               },
+            },
+            errorCount: {
+              type: 'integer',
+              description: `how many field errors there were, when errors lists only the first ${MAX_FIELD_ERRORS}`,
             },
           },
         },
@@ -179,7 +208,7 @@ export function openApiDocument(): Record<string, unknown> {
         post: {
           summary: 'register a campaign and start its workflow (campaign-<id>)',
           ...scopes('admin'),
-          requestBody: { required: true, content: { 'application/json': { schema: ref('CampaignCreate') } } },
+          requestBody: body('CampaignCreate'),
           responses: {
             '201': json('registered and started', {
               type: 'object',
@@ -311,10 +340,10 @@ export function openApiDocument(): Record<string, unknown> {
               required: true,
               description:
                 "the training step: an open step, or a new one after the campaign's last closed step and at most ingestion.maxStepsAhead (default 16) past it",
-              schema: { type: 'integer', minimum: 0 },
+              schema: { type: 'integer', minimum: 0, maximum: MAX_STEP },
             },
           ],
-          requestBody: { required: true, content: { 'application/json': { schema: ref('RolloutBatch') } } },
+          requestBody: body('RolloutBatch'),
           responses: {
             '200': json('a duplicate of an accepted batch: nothing is published again', ref('Ingestion')),
             '202': json(
@@ -342,10 +371,7 @@ export function openApiDocument(): Record<string, unknown> {
             "record a checkpoint the trainer saved (rods_client's adapters report each save after the step's report) with the Merkle root of its manifest: every task the policy was trained on up to the checkpoint's step along its chain of runs (`rods manifest`). Idempotent per checkpointId: the same report again is a 200 duplicate, another report under the same id a 409 checkpoint-conflict.",
           ...scopes('campaign:{id}', 'admin'),
           parameters: [idParam('id', 'campaign id')],
-          requestBody: {
-            required: true,
-            content: { 'application/json': { schema: ref('CheckpointReport') } },
-          },
+          requestBody: body('CheckpointReport'),
           responses: {
             '200': json('a duplicate of a recorded checkpoint', ref('CheckpointRecorded')),
             '201': json('recorded (CheckpointSaved)', ref('CheckpointRecorded')),
@@ -403,10 +429,16 @@ export function openApiDocument(): Record<string, unknown> {
               name: 'n',
               in: 'query',
               required: true,
-              description: 'at most RODS_GATEWAY_MAX_BATCH_N (default 4096; 422 above it, with maxN)',
-              schema: { type: 'integer', minimum: 1, maximum: 100000 },
+              description: `at most this gateway's RODS_GATEWAY_MAX_BATCH_N (default ${DEFAULT_LIMITS.maxBatchN}); 422 outside [1, maximum], with maxN`,
+              schema: { type: 'integer', minimum: 1, maximum: maxBatchN },
             },
-            { name: 'seed', in: 'query', required: false, schema: { type: 'string' } },
+            {
+              name: 'seed',
+              in: 'query',
+              required: false,
+              description: 'the sample is deterministic for a seed and pool version (default: a random one)',
+              schema: { type: 'string', minLength: 1, maxLength: MAX_SEED_LENGTH },
+            },
           ],
           responses: {
             '200': json(
@@ -439,5 +471,4 @@ export function openApiDocument(): Record<string, unknown> {
       },
     },
   };
-  return cached;
 }

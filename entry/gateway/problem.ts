@@ -1,6 +1,6 @@
 // RFC 9457 problem details: every error the gateway returns is application/problem+json with
 // type, title, status, detail and, for validation, errors [{field, message}].
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { z } from 'zod';
 import { databaseStatus, isConnectionError, isDatabaseUnavailable } from '../../platform/store/db.js';
@@ -24,6 +24,7 @@ const TITLES: Record<number, [slug: string, title: string]> = {
   401: ['unauthenticated', 'Missing bearer token'],
   403: ['forbidden', 'Forbidden'],
   404: ['not-found', 'Not found'],
+  405: ['method-not-allowed', 'Method not allowed'],
   409: ['conflict', 'Conflict'],
   413: ['payload-too-large', 'Payload too large'],
   415: ['unsupported-media-type', 'Unsupported media type'],
@@ -81,26 +82,65 @@ export function fieldPath(path: readonly PropertyKey[], prefix = ''): string {
   return out || '(body)';
 }
 
-export function zodErrors(error: z.ZodError, prefix = ''): FieldError[] {
-  return error.issues.flatMap((i) =>
-    i.code === 'unrecognized_keys'
-      ? i.keys.map((k) => ({ field: fieldPath([...i.path, k], prefix), message: 'unknown field' }))
-      : [{ field: fieldPath(i.path, prefix), message: i.message }],
-  );
+/**
+ * The field errors a 422 lists at most: a body under the size limit can hold millions of bad
+ * values (1.6 million rewards), each listed twice (errors, detail) before this cap.
+ */
+export const MAX_FIELD_ERRORS = 100;
+
+/** The first `max` field errors of a zod error, in order, and how many there are in all. */
+function firstZodErrors(
+  error: z.ZodError,
+  prefix: string,
+  max: number,
+): { errors: FieldError[]; count: number } {
+  const errors: FieldError[] = [];
+  let count = 0;
+  for (const i of error.issues) {
+    const keys = i.code === 'unrecognized_keys' ? i.keys : [undefined];
+    for (const k of keys) {
+      count++;
+      if (errors.length < max)
+        errors.push(
+          k === undefined
+            ? { field: fieldPath(i.path, prefix), message: i.message }
+            : { field: fieldPath([...i.path, k], prefix), message: 'unknown field' },
+        );
+    }
+  }
+  return { errors, count };
 }
 
-/** Parses with a zod schema or throws a 422 problem naming each bad field. */
-export function parseOr422<T>(schema: z.ZodType<T>, value: unknown, what: string, prefix = ''): T {
+/**
+ * Parses with a zod schema or throws a 422 problem naming each bad field (the first
+ * MAX_FIELD_ERRORS of them, with errorCount when there are more; with extensions, if given).
+ */
+export function parseOr422<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  what: string,
+  prefix = '',
+  extensions?: Record<string, unknown>,
+): T {
   const r = schema.safeParse(value);
   if (!r.success) {
-    const errors = zodErrors(r.error, prefix);
+    const { errors, count } = firstZodErrors(r.error, prefix, MAX_FIELD_ERRORS);
+    const more = count - errors.length;
+    const ext = more > 0 ? { ...extensions, errorCount: count } : extensions;
     throw new ProblemError(
       422,
-      `invalid ${what}: ${errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`,
+      `invalid ${what}: ${errors.map((e) => `${e.field}: ${e.message}`).join('; ')}${more > 0 ? `; and ${more} more` : ''}`,
       errors,
+      undefined,
+      ext,
     );
   }
   return r.data;
+}
+
+/** The 404 of a path no route matches (the same for every caller: entry/gateway/access.ts). */
+export function noRoute(req: FastifyRequest): Problem {
+  return problem(404, `no route ${req.method} ${req.url.split('?')[0]}`);
 }
 
 /**
@@ -152,7 +192,5 @@ export function registerProblemHandlers(app: FastifyInstance, db: pg.Pool, bodyL
       problem(status >= 500 && status < 600 ? status : 500, `internal error (request ${req.id})`),
     );
   });
-  app.setNotFoundHandler((req, reply) =>
-    sendProblem(reply, problem(404, `no route ${req.method} ${req.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((req, reply) => sendProblem(reply, noRoute(req)));
 }

@@ -18,6 +18,9 @@ export interface GatewayLimits {
   rateLimit: RateLimit;
 }
 
+/** The largest request body by default (RODS_GATEWAY_BODY_LIMIT; 413 past it). */
+export const DEFAULT_BODY_LIMIT = 8 * 1024 * 1024;
+
 /** The schema's bound of `n` (entry/gateway/schemas.ts): the configured cap cannot exceed it. */
 export const MAX_BATCH_N_LIMIT = 100_000;
 

@@ -27,5 +27,10 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: RouteContext): v
       );
     return { ready: true };
   });
-  app.get('/openapi.json', ACCESS.open, async () => openApiDocument());
+  // This gateway's document (its batch cap and body limit), built on the first request.
+  let doc: Record<string, unknown> | undefined;
+  app.get('/openapi.json', ACCESS.open, async () => {
+    doc ??= openApiDocument({ maxBatchN: ctx.limits.maxBatchN, bodyLimit: app.initialConfig.bodyLimit });
+    return doc;
+  });
 }

@@ -8,10 +8,12 @@ import { ACCESS } from '../access.js';
 import { parseIfNoneMatch, sample } from '../pool.js';
 import { ProblemError, parseOr422 } from '../problem.js';
 import { fitTasks, LIMIT_ENV } from '../request-limits.js';
-import { BatchQuery, CampaignParams, PoolQuery } from '../schemas.js';
+import { batchQuery, CampaignParams, PoolQuery } from '../schemas.js';
 import { type RouteContext, requireCampaign } from './context.js';
 
 export function registerPoolRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  // n up to this gateway's cap: the bound its OpenAPI document gives (entry/gateway/openapi.ts).
+  const BatchQuery = batchQuery(ctx.limits.maxBatchN);
   app.get('/v1/campaigns/:id/pool', ACCESS.campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
     const { wait } = parseOr422(PoolQuery, req.query, 'query');
@@ -54,13 +56,7 @@ export function registerPoolRoutes(app: FastifyInstance, ctx: RouteContext): voi
 
   app.get('/v1/campaigns/:id/batch', ACCESS.campaignRead, async (req, reply) => {
     const { id } = parseOr422(CampaignParams, req.params, 'path');
-    const q = parseOr422(BatchQuery, req.query, 'query');
-    if (q.n > ctx.limits.maxBatchN) {
-      const message = `n must be an integer in [1, ${ctx.limits.maxBatchN}] (${LIMIT_ENV.maxBatchN})`;
-      throw new ProblemError(422, `invalid query: n: ${message}`, [{ field: 'n', message }], undefined, {
-        maxN: ctx.limits.maxBatchN,
-      });
-    }
+    const q = parseOr422(BatchQuery, req.query, 'query', '', { maxN: ctx.limits.maxBatchN });
     await requireCampaign(ctx.db, id);
     const p = await activePool(ctx.db, id);
     if (p.tasks.length === 0)

@@ -24,6 +24,7 @@ export async function startGatewayUnderTest(opts: {
   taskQueue: string;
   limits?: Partial<GatewayLimits>;
   pollMs?: number;
+  bodyLimit?: number;
 }): Promise<GatewayUnderTest> {
   const db = createPool({ application: opts.application, max: 5 });
   const { client, close: closeClient } = await temporalClient();
@@ -34,6 +35,7 @@ export async function startGatewayUnderTest(opts: {
     taskQueue: opts.taskQueue,
     ...(opts.limits ? { limits: opts.limits } : {}),
     ...(opts.pollMs ? { pollMs: opts.pollMs } : {}),
+    ...(opts.bodyLimit ? { bodyLimit: opts.bodyLimit } : {}),
   });
   await app.ready();
   return {
