@@ -13,6 +13,7 @@ import {
   describeMissingStep,
   type MissingStep,
   missingStep,
+  passable,
   skipMissingStep,
 } from '../platform/store/steps/missing-step.js';
 import { lastClosedStep } from '../platform/store/steps/view.js';
@@ -218,7 +219,7 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
           gap = await missingStep(deps.pool, input.campaignId, input.step);
           if (!gap) continue;
           const policy = await missingStepsPolicy(deps.pool, input.campaignId);
-          if (policy.policy !== 'move-on' || gap.laterClosed < policy.afterSteps) continue;
+          if (policy.policy !== 'move-on' || !passable(gap, policy.afterSteps)) continue;
           const skipped = await skipMissingStep(deps.pool, input.campaignId, input.step, policy.afterSteps);
           if (skipped) return { step: input.step, skipped };
         }

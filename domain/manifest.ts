@@ -7,6 +7,7 @@
 // lists every task of those steps with its content hash, its lineage root and the steps and
 // groups it was rewarded in; its Merkle root (domain/merkle.ts) is recorded with the checkpoint
 // and recomputed by `rods audit verify`.
+import { canonicalJson, sha256Hex } from './canonical-json.js';
 import { leafHash, merkleRoot, merkleRootOfLeaves } from './merkle.js';
 
 export class ManifestError extends Error {
@@ -109,6 +110,57 @@ export function trainingChain(
     current = parent;
   }
   return chain;
+}
+
+/**
+ * The checkpoints a manifest of `target` reads: those recorded before it (`recorded` is in record
+ * order) and itself. A checkpoint recorded later never changes an earlier one's manifest: a run's
+ * later report of a step it trained again counts for its later checkpoints only.
+ */
+export function recordedUpTo(
+  recorded: readonly CheckpointRecord[],
+  target: CheckpointRecord,
+): CheckpointRecord[] {
+  const at = recorded.findIndex((c) => c.checkpointId === target.checkpointId);
+  return at < 0 ? [...recorded, target] : recorded.slice(0, at + 1);
+}
+
+/** What identifies a checkpoint report: the same report again is a duplicate, anything else a conflict. */
+export interface CheckpointReportKey extends CheckpointRecord {
+  digest: string | null;
+}
+
+/** The report's canonical form (retrained tasks as [taskId, rollouts]; groups are one each). */
+function reportForm(r: CheckpointReportKey) {
+  return {
+    runId: r.runId,
+    trainerStep: r.trainerStep,
+    resumedFrom: r.resumedFrom,
+    digest: r.digest,
+    retrainedSteps: r.retrainedSteps.map((s) => ({
+      step: s.step,
+      tasks: s.tasks.map((t) => [t.taskId, t.rollouts]),
+    })),
+  };
+}
+
+/** SHA-256 of a report's canonical form: what the checkpoint route compares a repeated id by. */
+export const reportHash = (r: CheckpointReportKey): string => sha256Hex(canonicalJson(reportForm(r)));
+
+/** The first field two reports of one checkpoint id differ in, for a 409 (null: the same report). */
+export function reportDifference(recorded: CheckpointReportKey, sent: CheckpointReportKey): string | null {
+  const a = reportForm(recorded);
+  const b = reportForm(sent);
+  for (const k of ['runId', 'trainerStep', 'resumedFrom', 'digest'] as const)
+    if (a[k] !== b[k])
+      return `${k === 'trainerStep' ? 'step' : k} ${JSON.stringify(b[k])} (recorded: ${JSON.stringify(a[k])})`;
+  const ra = canonicalJson(a.retrainedSteps);
+  const rb = canonicalJson(b.retrainedSteps);
+  if (ra === rb) return null;
+  const steps = (x: typeof a) => x.retrainedSteps.map((s) => s.step).join(',') || 'none';
+  return steps(a) === steps(b)
+    ? `retrainedSteps: the tasks or rollouts of steps ${steps(b)} differ`
+    : `retrainedSteps: steps ${steps(b)} (recorded: ${steps(a)})`;
 }
 
 /** The steps a run trained again up to `upTo`, from every checkpoint of the run (each step once). */

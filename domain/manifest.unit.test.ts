@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { summariesInOnePass } from '../test/support/checkpoints/model.js';
 import {
   buildManifest,
   type CheckpointRecord,
   diffManifests,
   ManifestError,
   ReportedTotals,
-  retrainedInChain,
   type StepTask,
   trainedSteps,
   trainingChain,
@@ -140,29 +140,8 @@ describe('a checkpoint manifest', () => {
 
 describe('roots of many checkpoints in one pass', () => {
   /** Every checkpoint's root through ReportedTotals, steps added in order, as the audit reads them. */
-  function onePass(checkpoints: CheckpointRecord[], record: (s: number) => StepTask[] | undefined) {
-    const ids = new Map(checkpoints.map((x) => [x.checkpointId, x]));
-    const swaps = new Map(
-      checkpoints.map((x) => [x.checkpointId, retrainedInChain(trainingChain(x, ids), checkpoints)]),
-    );
-    const totals = new ReportedTotals();
-    const out = new Map<string, ReturnType<ReportedTotals['summary']>>();
-    const byStep = [...checkpoints].sort((a, b) => a.trainerStep - b.trainerStep);
-    const last = Math.max(...checkpoints.map((x) => x.trainerStep));
-    let next = 0;
-    for (let step = 1; step <= last + 1; step++) {
-      while (next < byStep.length && byStep[next]!.trainerStep < step) {
-        const x = byStep[next++]!;
-        const swapped = new Map(
-          [...swaps.get(x.checkpointId)!].map(([s, trained]) => [s, { reported: record(s) ?? [], trained }]),
-        );
-        out.set(x.checkpointId, totals.summary(x.checkpointId, swapped, identity));
-      }
-      const tasks = record(step);
-      if (tasks && tasks.length > 0) totals.add(step, tasks);
-    }
-    return out;
-  }
+  const onePass = (checkpoints: CheckpointRecord[], record: (s: number) => StepTask[] | undefined) =>
+    summariesInOnePass(checkpoints, checkpoints, record, identity);
 
   it('equal buildManifest for the resumed runs above', () => {
     const roots = onePass(all, reported);

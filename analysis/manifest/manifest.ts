@@ -9,6 +9,7 @@ import {
   ManifestError,
   type ManifestSummary,
   ReportedTotals,
+  recordedUpTo,
   retrainedInChain,
   type StepTask,
   stepTaskIds,
@@ -27,17 +28,18 @@ import type { Queryable } from '../../platform/store/events/event-store.js';
 
 export { ManifestError };
 
-/** The manifest of `target` among the campaign's recorded checkpoints (target itself need not be recorded yet). */
+/**
+ * The manifest of `target` among the campaign's recorded checkpoints (in record order; target itself
+ * need not be recorded yet): only those recorded before it count.
+ */
 export async function computeManifest(
   db: Queryable,
   campaignId: string,
   target: CheckpointRecord,
   recorded: readonly CheckpointRecord[],
 ): Promise<Manifest> {
-  const byId = new Map(recorded.map((c) => [c.checkpointId, c]));
-  byId.set(target.checkpointId, target);
-  const chain = trainingChain(target, byId);
-  const checkpoints = [...byId.values()];
+  const checkpoints = recordedUpTo(recorded, target);
+  const chain = trainingChain(target, new Map(checkpoints.map((c) => [c.checkpointId, c])));
   // Only the steps a run did not train again come from the campaign's record.
   const reported = new Map<number, StepTask[]>();
   await forEachRecordedStep(db, campaignId, target.trainerStep, (step, tasks) => {
@@ -83,11 +85,18 @@ export interface ManifestCheck {
   problem?: string;
 }
 
+/** A checkpoint to summarize: its step and the steps of its chain trained again (what each run trained there). */
+export interface SummaryTarget {
+  checkpointId: string;
+  trainerStep: number;
+  swap: ReadonlyMap<number, StepTask[]>;
+}
+
 /**
- * The root and counts of each target's manifest among the recorded checkpoints, from one pass over
- * the campaign's step records up to the latest target (domain/manifest.ts ReportedTotals): memory
- * bounded by the tasks trained, not by the steps. A target whose chain or tasks fail gets its
- * ManifestError instead.
+ * The root and counts of each target's manifest among the recorded checkpoints (`recorded` in
+ * record order; each target reads those recorded before it, domain/manifest.ts recordedUpTo), from
+ * one pass over the campaign's step records up to the latest target. A target whose chain or tasks
+ * fail gets its ManifestError instead.
  */
 export async function manifestSummaries(
   db: Queryable,
@@ -95,43 +104,58 @@ export async function manifestSummaries(
   targets: readonly CheckpointRecord[],
   recorded: readonly CheckpointRecord[],
 ): Promise<Map<string, ManifestSummary | ManifestError>> {
-  const byId = new Map(recorded.map((c) => [c.checkpointId, c]));
-  for (const t of targets) byId.set(t.checkpointId, t);
-  const checkpoints = [...byId.values()];
   const out = new Map<string, ManifestSummary | ManifestError>();
-  const swaps = new Map<string, Map<number, StepTask[]>>();
+  const ready: SummaryTarget[] = [];
   for (const t of targets) {
+    const upTo = recordedUpTo(recorded, t);
     try {
-      swaps.set(t.checkpointId, retrainedInChain(trainingChain(t, byId), checkpoints));
+      const chain = trainingChain(t, new Map(upTo.map((c) => [c.checkpointId, c])));
+      ready.push({
+        checkpointId: t.checkpointId,
+        trainerStep: t.trainerStep,
+        swap: retrainedInChain(chain, upTo),
+      });
     } catch (e) {
       if (!(e instanceof ManifestError)) throw e;
       out.set(t.checkpointId, e);
     }
   }
+  for (const [id, m] of await summarize(db, campaignId, ready)) out.set(id, m);
+  return out;
+}
+
+/**
+ * The root and counts of each target's manifest from one pass over the campaign's step records up
+ * to the latest target (domain/manifest.ts ReportedTotals): memory bounded by the tasks trained,
+ * not by the steps.
+ */
+export async function summarize(
+  db: Queryable,
+  campaignId: string,
+  targets: readonly SummaryTarget[],
+): Promise<Map<string, ManifestSummary | ManifestError>> {
+  const out = new Map<string, ManifestSummary | ManifestError>();
   // The record of every step some chain trained again: what its swap takes out.
   const keep = new Set<number>();
-  for (const s of swaps.values()) for (const step of s.keys()) keep.add(step);
+  for (const t of targets) for (const step of t.swap.keys()) keep.add(step);
   const kept = new Map<number, StepTask[]>();
-  const pending = targets
-    .filter((t) => swaps.has(t.checkpointId))
-    .sort((a, b) => a.trainerStep - b.trainerStep);
+  const pending = [...targets].sort((a, b) => a.trainerStep - b.trainerStep);
   const totals = new ReportedTotals();
   const identities = new Map<string, TaskIdentity | null>();
   let next = 0;
   const summarizeBefore = async (step: number) => {
     for (; next < pending.length && pending[next]!.trainerStep < step; next++) {
       const t = pending[next]!;
-      const swap = swaps.get(t.checkpointId)!;
       const wanted = new Set<string>();
       for (const id of totals.taskIds()) if (!identities.has(id)) wanted.add(id);
-      for (const tasks of swap.values())
+      for (const tasks of t.swap.values())
         for (const x of tasks) if (!identities.has(x.taskId)) wanted.add(x.taskId);
       if (wanted.size > 0) {
         const found = await taskIdentities(db, campaignId, [...wanted]);
         for (const id of wanted) identities.set(id, found.get(id) ?? null);
       }
       const swapped = new Map(
-        [...swap].map(([s, trained]) => [s, { reported: kept.get(s) ?? [], trained }] as const),
+        [...t.swap].map(([s, trained]) => [s, { reported: kept.get(s) ?? [], trained }] as const),
       );
       try {
         out.set(

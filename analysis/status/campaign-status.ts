@@ -12,6 +12,7 @@ import { parkedOf } from '../../platform/store/aggregator/park.js';
 import { stuckHeads } from '../../platform/store/aggregator/suspects.js';
 import { lastPlannedStep } from '../../platform/store/campaign-plans.js';
 import { loadCampaign } from '../../platform/store/campaigns.js';
+import { checkpointWaits } from '../../platform/store/checkpoints/waits.js';
 import { poolView } from '../../platform/store/pool/view.js';
 import { unpublishedBatches } from '../../platform/store/steps/batches.js';
 import { describeMissingStep, missingStep } from '../../platform/store/steps/missing-step.js';
@@ -152,12 +153,13 @@ async function readHolds(
 ): Promise<{ holds: Holds; errors: Record<string, string> }> {
   const { db } = deps;
   const kafkaPart = kafkaView(deps, campaignId, opts);
-  const [steps, unpublished, unfinished, stuck, parked] = await Promise.all([
+  const [steps, unpublished, unfinished, stuck, parked, waits] = await Promise.all([
     stepProgress(db, campaignId),
     unpublishedBatches(db, campaignId),
     unfinishedSyntheses(db, campaignId),
     stuckHeads(db, opts.aggregatorGroup ?? 'rods-aggregator'),
     parkedOf(db, campaignId),
+    checkpointWaits(db, campaignId),
   ]);
   const synthesisTimeoutMs = opts.synthesisTimeoutMs ?? DEFAULT_SYNTHESIS_TIMEOUT_MS;
   for (const s of unfinished)
@@ -191,6 +193,7 @@ async function readHolds(
       : null,
     closedNotPlanned: Math.max(0, steps.lastClosedStep - steps.lastPlannedStep),
     missingStep: null,
+    checkpointsWaiting: waits,
     stuckPartitions: stuck,
     parked: parked.records > 0 ? parked : null,
     unpublishedBatches: {

@@ -123,13 +123,22 @@ function holdFindings(r: CampaignStatusReport, h: Holds, add: Add, running: bool
       passing ? 'wait' : 'stall',
       'missing-step',
       passing
-        ? `${m.detail}; the campaign passes over it (StepSkipped) once ${m.afterSteps} later steps closed (${m.laterClosed} so far)`
+        ? `${m.detail}; the campaign passes over it (StepSkipped) ${m.refusal ? 'now (its closing batch was refused)' : `once ${m.afterSteps} later steps closed (${m.laterClosed} so far)`}`
         : `${m.detail}; the campaign waits for it (ingestion.missingSteps.policy = wait), and the gateway refuses a step behind the last closed one`,
       passing
         ? ''
         : `\`rods campaign reconfigure ${r.campaignId}\` with ingestion.missingSteps.policy "move-on" to pass over step ${m.step}; check why the trainer never closed it (its reporter's spool, rejected/)`,
     );
   }
+  for (const w of h.checkpointsWaiting ?? [])
+    add(
+      'wait',
+      'checkpoint-waiting',
+      `checkpoint ${w.checkpointId} (step ${w.trainerStep}) waits${w.waitsForStep === null ? '' : ` for step ${w.waitsForStep}`}: ${w.reason} (asked ${w.attempts} time${w.attempts === 1 ? '' : 's'} since ${w.firstAskedAt}, last at ${w.lastAskedAt})`,
+      m?.policy === 'move-on'
+        ? 'it is recorded once the missing step is passed over; the trainer keeps sending later steps meanwhile'
+        : "it is recorded once every step up to it closes: see missing-step above, or the trainer's spool (rejected/)",
+    );
   if (running && h.closedNotPlanned > 0 && !m)
     add(
       r.worker.present ? 'wait' : 'stall',

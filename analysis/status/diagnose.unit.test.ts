@@ -14,6 +14,7 @@ function holds(over: Partial<Holds> = {}): Holds {
     oldestOpenStep: null,
     closedNotPlanned: 0,
     missingStep: null,
+    checkpointsWaiting: [],
     stuckPartitions: [],
     parked: null,
     unpublishedBatches: { count: 0, groups: 0, oldestAcceptedAt: null },
@@ -142,6 +143,7 @@ describe('diagnose', () => {
       laterFrom: 8,
       laterTo: 9,
       received: { batches: 1, groups: 30 },
+      refusal: null,
       afterSteps: 3,
       detail:
         'step 7 never closed while 2 later steps did (8-9); 1 batch (30 groups) were received for it, none closing it',

@@ -3,7 +3,9 @@
 // that could not be read is null with its reason in `errors`.
 
 import type { CampaignStatus } from '../../domain/campaign-state.js';
+import type { CheckpointWait } from '../../platform/store/checkpoints/waits.js';
 import type { PoolView } from '../../platform/store/pool/view.js';
+import type { StepRefusal } from '../../platform/store/steps/refusals.js';
 
 export const STATUS_FORMAT = 'rods.campaign-status/1';
 
@@ -107,7 +109,7 @@ export interface DeadLetters {
   truncated: boolean;
 }
 
-/** The step the campaign waits for when it never closed while later steps did. */
+/** The step the campaign waits for when it never closed while later steps did, or its closing batch was refused. */
 export interface MissingStepView {
   step: number;
   laterClosed: number;
@@ -115,12 +117,16 @@ export interface MissingStepView {
   laterTo: number;
   /** Batches the gateway accepted for it (none closing it) and their groups. */
   received: { batches: number; groups: number };
+  /** The last refusal of its closing batch (platform/store/steps/refusals.ts), if any. */
+  refusal: StepRefusal | null;
   /** The campaign's ingestion.missingSteps. */
   policy: 'move-on' | 'wait';
   afterSteps: number;
   /** The same in words. */
   detail: string;
 }
+
+export type { CheckpointWait };
 
 export interface Holds {
   lastClosedStep: number;
@@ -132,6 +138,11 @@ export interface Holds {
   closedNotPlanned: number;
   /** The next step to plan, when it never closed while later ones did; null otherwise. */
   missingStep: MissingStepView | null;
+  /**
+   * Checkpoints the gateway answered 503 checkpoint-ahead and has not recorded since: the step
+   * each waits for and why (refused, missing, not reported, still counting), oldest step first.
+   */
+  checkpointsWaiting: CheckpointWait[];
   /**
    * Partitions of the aggregators' group held on the record at their head (a range a process died
    * in or hangs on, or a record that keeps failing), shared by every campaign on them.

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { campaignConfigSizeError, MAX_ROLLOUTS_LIMIT } from '../../domain/campaign-config.js';
 import { unstorableCharacter } from '../../domain/storable-text.js';
+import { LIMIT_ENV } from './request-limits.js';
 
 export { unstorableCharacter };
 
@@ -128,21 +129,42 @@ export const RolloutBatch = z
         });
       else first.set(g.taskId, i);
     });
+  })
+  // The first rule above as OpenAPI 3.0 can state it (entry/gateway/openapi.ts): a batch closes
+  // its step, or holds a group.
+  .meta({
+    description:
+      'a batch that does not close its step (close absent or false) holds at least one group; a task id appears once in a batch',
+    anyOf: [
+      { required: ['close'], properties: { close: { enum: [true] } } },
+      { properties: { groups: { minItems: 1 } } },
+    ],
   });
 export type RolloutBatch = z.infer<typeof RolloutBatch>;
 
 /** Tasks a retrained step may name (a step's batch is one generation batch's prompts). */
 export const MAX_RETRAINED_TASKS = 100_000;
 
+/** The largest step a path or a report may name (15 digits: every count of steps stays a safe integer). */
+export const MAX_STEP = 999_999_999_999_999;
+
+const checkpointStep = (what: string) =>
+  z
+    .int(`${what} must be an integer`)
+    .min(1, `${what} must be >= 1`)
+    .max(MAX_STEP, `${what} must be <= ${MAX_STEP}`);
+
 export const CheckpointReport = z
   .object({
     checkpointId: id('checkpoint id'),
     runId: id('run id').describe('the training run (one process lifetime) that saved the checkpoint'),
-    step: z.int().min(1).describe("the trainer's global step the checkpoint holds"),
+    step: checkpointStep('step').describe("the trainer's global step the checkpoint holds"),
     resumedFrom: id('resumedFrom')
       .nullable()
       .optional()
-      .describe('the checkpoint id this run resumed from (every checkpoint of a resumed run carries it)'),
+      .describe(
+        "the checkpoint id this run resumed from (every checkpoint of a resumed run carries it); recorded before this one, at a step at most this one's",
+      ),
     digest: z
       .string()
       .regex(/^sha256:[0-9a-f]{64}$/, 'digest: sha256:<64 lower-case hex digits>')
@@ -152,17 +174,30 @@ export const CheckpointReport = z
       .array(
         z
           .object({
-            step: z.int().min(1),
+            step: checkpointStep('a retrained step').describe(
+              "at most the checkpoint's step, and after the step of the checkpoint the run resumed from",
+            ),
             groups: z
-              .array(z.object({ taskId: text('task id'), rollouts: z.int().min(1) }).strict())
-              .max(MAX_RETRAINED_TASKS),
+              .array(
+                z
+                  .object({
+                    taskId: text('task id'),
+                    rollouts: z
+                      .int('rollouts must be an integer')
+                      .min(1, 'rollouts must be >= 1')
+                      .max(MAX_ROLLOUTS_LIMIT, `rollouts must be <= ${MAX_ROLLOUTS_LIMIT}`),
+                  })
+                  .strict(),
+              )
+              .max(MAX_RETRAINED_TASKS)
+              .describe('the tasks the run trained at the step, each once'),
           })
           .strict(),
       )
       .max(100_000)
       .default([])
       .describe(
-        "steps this run trained again that an earlier run had reported, since this run's previous checkpoint, with the tasks and rollouts this run trained at them",
+        "steps this run trained again that an earlier run had reported, since this run's previous checkpoint, with the tasks and rollouts this run trained at them: ascending, each step once, each at most the checkpoint's step",
       ),
   })
   .strict()
@@ -182,6 +217,18 @@ export const CheckpointReport = z
           message: `a retrained step is at most the checkpoint's step ${c.step}`,
         });
       previous = r.step;
+      // A task trained once per step: a repeat would count its rollouts twice.
+      const first = new Map<string, number>();
+      r.groups.forEach((g, j) => {
+        const k = first.get(g.taskId);
+        if (k !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['retrainedSteps', i, 'groups', j, 'taskId'],
+            message: `task ${JSON.stringify(g.taskId)} is named twice in the step (first at groups[${k}])`,
+          });
+        else first.set(g.taskId, j);
+      });
     });
   });
 export type CheckpointReport = z.infer<typeof CheckpointReport>;
@@ -196,19 +243,28 @@ export const PoolQuery = z.object({
     .optional(),
 });
 
-export const BatchQuery = z.object({
-  n: z
-    .string({ error: 'n is required' })
-    .regex(/^\d{1,6}$/, 'n must be an integer in [1, 100000]')
-    .transform(Number)
-    .pipe(
-      z
-        .number()
-        .min(1, 'n must be an integer in [1, 100000]')
-        .max(100_000, 'n must be an integer in [1, 100000]'),
-    ),
-  seed: z.string().min(1).max(200).optional(),
-});
+/** The longest `seed` of `GET .../batch`. */
+export const MAX_SEED_LENGTH = 200;
+
+/**
+ * The query of `GET .../batch`, `n` up to the gateway's cap (RODS_GATEWAY_MAX_BATCH_N, at most
+ * MAX_BATCH_N_LIMIT): the number its OpenAPI document gives (entry/gateway/openapi.ts).
+ */
+export function batchQuery(maxN: number) {
+  const range = `n must be an integer in [1, ${maxN}] (${LIMIT_ENV.maxBatchN})`;
+  return z.object({
+    n: z
+      .string({ error: 'n is required' })
+      .regex(/^\d{1,6}$/, range)
+      .transform(Number)
+      .pipe(z.number().min(1, range).max(maxN, range)),
+    seed: z
+      .string()
+      .min(1, 'seed must not be empty')
+      .max(MAX_SEED_LENGTH, `seed: at most ${MAX_SEED_LENGTH} characters`)
+      .optional(),
+  });
+}
 
 /** `GET /v1/campaigns/:id?holds=false` leaves out what holds the campaign (cheap polling). */
 export const CampaignStatusQuery = z.object({

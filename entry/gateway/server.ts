@@ -1,7 +1,8 @@
 // The gateway: the trainer's HTTP entry point. This file composes it: the problem handlers
-// (every error is RFC 9457 problem+json), the token and rate-limit check (entry/gateway/access.ts), the
-// batch reconciler, and one module of routes per resource in entry/gateway/routes/ (health, campaigns,
-// rollouts, pool) beside the dashboard's (entry/gateway/dashboard.ts).
+// (every error is RFC 9457 problem+json), the token and rate-limit check (entry/gateway/access.ts),
+// the 405s of methods a path does not declare (entry/gateway/routing.ts), the batch reconciler,
+// and one module of routes per resource in entry/gateway/routes/ (health, campaigns, rollouts,
+// pool) beside the dashboard's (entry/gateway/dashboard.ts).
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
@@ -9,19 +10,22 @@ import { campaignOf } from '../../analysis/status/kafka.js';
 import { StatusKafka } from '../../analysis/status/kafka-shared.js';
 import { registerAccess } from './access.js';
 import type { TokenSet } from './auth.js';
+import { registerBodySlots } from './body-slots.js';
 import { type DashboardOptions, registerDashboard } from './dashboard.js';
+import { ManifestQueue } from './manifest-queue.js';
 import { instrumentGateway } from './metrics.js';
 import { registerProblemHandlers } from './problem.js';
 import { BatchReconciler, type ReconcileSettings } from './reconcile.js';
-import { DEFAULT_LIMITS, type GatewayLimits, LongPolls } from './request-limits.js';
+import { DEFAULT_BODY_LIMIT, DEFAULT_LIMITS, type GatewayLimits, LongPolls } from './request-limits.js';
 import { registerCampaignRoutes } from './routes/campaigns.js';
 import { registerCheckpointRoutes } from './routes/checkpoints.js';
 import type { RouteContext } from './routes/context.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerPoolRoutes } from './routes/pool.js';
 import { registerRolloutRoutes } from './routes/rollouts.js';
+import { declaredMethods, registerMethodNotAllowed } from './routing.js';
 
-export const DEFAULT_BODY_LIMIT = 8 * 1024 * 1024;
+export { DEFAULT_BODY_LIMIT };
 export const DEFAULT_PORT = 7500;
 
 export interface GatewayOptions
@@ -40,6 +44,8 @@ export interface GatewayOptions
   limits?: Partial<GatewayLimits>;
   /** Where request rate, errors and duration are counted (entry/gateway/metrics.ts); none when absent. */
   metrics?: Registry;
+  /** Checkpoint manifests computed at once (default 2; entry/gateway/manifest-queue.ts). */
+  manifestConcurrency?: number;
   /** The dashboard's built page and the Temporal UI it links to (entry/gateway/dashboard.ts). */
   dashboard?: Pick<DashboardOptions, 'dir' | 'temporalUiUrl' | 'namespace'>;
 }
@@ -89,6 +95,10 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
 
   registerProblemHandlers(app, db, opts.bodyLimit ?? DEFAULT_BODY_LIMIT);
   registerAccess(app, opts.tokens, limits);
+  // After the token check: bodies over 1 MiB are read a few at a time (entry/gateway/body-slots.ts).
+  registerBodySlots(app);
+  // Every route's methods, so that a path asked with another one is a 405 (entry/gateway/routing.ts).
+  const declared = declaredMethods(app);
   const ctx: RouteContext = {
     db,
     temporal: opts.temporal,
@@ -98,6 +108,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     generatorEndpoints: opts.generatorEndpoints,
     limits,
     longPolls: new LongPolls(limits.maxLongPollsPerToken),
+    manifests: new ManifestQueue(opts.manifestConcurrency),
     pollMs: opts.pollMs ?? 250,
     queryTimeoutMs: opts.queryTimeoutMs ?? 5000,
     status: opts.status,
@@ -115,6 +126,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     statusKafka: sharedStatusKafka,
     status: { rewardsTopic: opts.rewardsTopic, queryTimeoutMs: opts.queryTimeoutMs, ...opts.status },
   });
+  // Last: after every route, the 405s of the methods they do not declare.
+  registerMethodNotAllowed(app, declared);
 
   return app;
 }

@@ -38,11 +38,17 @@ export const TABLE_OWNERS = {
   // accepted and their claim checks, what the aggregator counted per partition, which steps
   // closed (and the watermark and missing steps read from them).
   ingestion_batches: 'platform/store/steps/',
+  step_refusals: 'platform/store/steps/',
   claim_checks: 'platform/store/steps/',
   steps: 'platform/store/steps/',
   step_progress: 'platform/store/steps/',
   // Per-task statistics with their dedupe windows: the aggregator's reads and writes, and views.
   task_stats: 'platform/store/task-stats/',
+  // The recorded checkpoints (one row per CheckpointSaved, with the steps its run trained again)
+  // and the checkpoints that wait for a step to close.
+  checkpoint_records: 'platform/store/checkpoints/',
+  checkpoint_retrained: 'platform/store/checkpoints/',
+  checkpoint_waits: 'platform/store/checkpoints/',
   // Where each projection has read the log to.
   projection_checkpoints: 'platform/store/projections.ts',
   // The aggregator's own state: Kafka offsets with the rejections they carry, parked records,

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import { diagnose } from '../../analysis/status/diagnose.js';
 import { LoopHarness } from '../../dev/harness/loop.js';
+import { noteStepRefusal } from '../../platform/store/steps/refusals.js';
 import { reconfigureUpdate } from '../../platform/temporal/campaign-messages.js';
 import { waitUntil } from '../../test/support/wait.js';
 
@@ -90,6 +91,29 @@ describe('a step that never comes while later steps close', () => {
     );
     expect(plans.rows.map((p) => p.step)).toEqual([1, 2, 3, 4, 5]);
     expect((await status(loop)).holds?.missingStep).toBeNull();
+  }, 180_000);
+
+  it('move-on: a step whose closing batch was refused is passed over at once, with the refusal as its reason', async () => {
+    const loop = await started({
+      ...STEPS_ONLY,
+      ingestion: { missingSteps: { policy: 'move-on', afterSteps: 3 } },
+    });
+    await loop.trainStep(1);
+    await loop.waitPlanned(1);
+    // The gateway refused step 2's closing batch (as entry/gateway/routes/rollouts.ts notes it); no later step comes.
+    await noteStepRefusal(loop.pool, loop.campaignId, {
+      step: 2,
+      batchId: 'b2',
+      problem: 'unknown-task',
+      detail: 'invalid rollout batch: 1 task(s) not in the pool',
+    });
+    await loop.waitPlanned(2);
+    const events = await skipped(loop);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ step: 2, laterClosed: 0, batches: 0 });
+    expect(String(events[0]!.reason)).toMatch(
+      /^step 2 never closed: its closing batch b2 was refused at .* \(unknown-task\): invalid rollout batch/,
+    );
   }, 180_000);
 
   it('wait: a stall naming the step until a reconfiguration to move-on passes over it', async () => {

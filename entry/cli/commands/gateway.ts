@@ -10,6 +10,7 @@ import { migrateWhenReachable } from '../../../platform/store/migrate.js';
 import { taskQueue, temporalClient } from '../../../platform/temporal/connect.js';
 import { processRegistry, serveMetrics } from '../../../platform/util/metrics.js';
 import { loadTokens, TokenSet } from '../../gateway/auth.js';
+import { manifestConcurrencyFromEnv } from '../../gateway/manifest-queue.js';
 import { DirectPublisher } from '../../gateway/publish.js';
 import { DEFAULT_RECONCILE_GRACE_MS, DEFAULT_RECONCILE_INTERVAL_MS } from '../../gateway/reconcile.js';
 import { type GatewayLimits, limitsFromEnv } from '../../gateway/request-limits.js';
@@ -102,8 +103,10 @@ export function register(program: Command): void {
           );
         }
         let limits: GatewayLimits;
+        let manifestConcurrency: number;
         try {
           limits = limitsFromEnv();
+          manifestConcurrency = manifestConcurrencyFromEnv();
         } catch (e) {
           throw new UsageError((e as Error).message);
         }
@@ -134,6 +137,7 @@ export function register(program: Command): void {
           logLevel: process.env.RODS_LOG_LEVEL ?? 'info',
           reconcile: { intervalMs: opts.reconcileInterval * 1000, graceMs: opts.reconcileGrace * 1000 },
           limits,
+          manifestConcurrency,
           generatorEndpoints,
           status: { relayName: opts.relayName, aggregatorGroup: opts.aggregatorGroup },
           metrics,

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import type { StatusOptions } from '../../../analysis/status/campaign-status.js';
 import type { StatusKafka } from '../../../analysis/status/kafka-shared.js';
 import { type CampaignRow, loadCampaign } from '../../../platform/store/campaigns.js';
+import type { ManifestQueue } from '../manifest-queue.js';
 import { ProblemError } from '../problem.js';
 import type { DirectPublisher } from '../publish.js';
 import type { GatewayLimits, LongPolls } from '../request-limits.js';
@@ -24,6 +25,8 @@ export interface RouteContext {
   generatorEndpoints?: readonly string[];
   limits: GatewayLimits;
   longPolls: LongPolls;
+  /** Checkpoint manifests being computed: a few at a time, one per campaign (entry/gateway/manifest-queue.ts). */
+  manifests: ManifestQueue;
   /** Poll period of pool long-polls (default 250 ms). */
   pollMs: number;
   /** How long a status query may wait for a worker once one polls (default 5 s). */

@@ -10,6 +10,7 @@ import type pg from 'pg';
 import { eventIds, streams } from '../../../domain/ids.js';
 import { append, type NewEvent, typedEvent } from '../events/event-store.js';
 import { lockCampaignSteps } from './close.js';
+import { describeRefusal, type StepRefusal, stepRefusal } from './refusals.js';
 
 export interface MissingStep {
   campaignId: string;
@@ -20,6 +21,8 @@ export interface MissingStep {
   laterTo: number;
   /** What the gateway accepted for the step: batches (none closing it) and their groups. */
   received: { batches: number; groups: number };
+  /** The last refusal of a closing batch of the step (platform/store/steps/refusals.ts), if any. */
+  refusal: StepRefusal | null;
 }
 
 interface GapRow {
@@ -58,18 +61,27 @@ export async function missingStep(
   step: number,
 ): Promise<MissingStep | null> {
   const r = await gapRow(db, campaignId, step);
-  if (r.closed || r.declared !== null || r.closing || r.later_closed === 0) return null;
+  if (r.closed || r.declared !== null || r.closing) return null;
+  // Refused: the trainer's answer came, and its reporter does not send it again.
+  const refusal = await stepRefusal(db, campaignId, step);
+  if (r.later_closed === 0 && !refusal) return null;
   return {
     campaignId,
     step,
     laterClosed: r.later_closed,
-    laterFrom: r.later_from!,
-    laterTo: r.later_to!,
+    laterFrom: r.later_from ?? step,
+    laterTo: r.later_to ?? step,
     received: { batches: r.batches, groups: r.groups },
+    refusal,
   };
 }
 
+/** Whether the move-on policy passes over the step now: a refused one at once, else after `afterSteps` later steps. */
+export const passable = (m: MissingStep, afterSteps: number): boolean =>
+  m.refusal !== null || m.laterClosed >= afterSteps;
+
 export function describeMissingStep(m: MissingStep): string {
+  if (m.laterClosed === 0 && m.refusal) return `step ${m.step} never closed: ${describeRefusal(m.refusal)}`;
   const later =
     m.laterClosed === 1
       ? `step ${m.laterFrom} did`
@@ -78,7 +90,7 @@ export function describeMissingStep(m: MissingStep): string {
     m.received.batches === 0
       ? 'nothing was received for it'
       : `${m.received.batches} batch${m.received.batches === 1 ? '' : 'es'} (${m.received.groups} groups) were received for it, none closing it`;
-  return `step ${m.step} never closed while ${later}; ${received}`;
+  return `step ${m.step} never closed while ${later}; ${received}${m.refusal ? `; ${describeRefusal(m.refusal)}` : ''}`;
 }
 
 function stepSkipped(m: MissingStep, afterSteps: number, now: number): NewEvent {
@@ -100,8 +112,8 @@ function stepSkipped(m: MissingStep, afterSteps: number, now: number): NewEvent 
 }
 
 /**
- * Passes over a missing step once `afterSteps` later steps closed: closes it as skipped and
- * records StepSkipped. Returns the event's payload, or null when the step is not (or no longer)
+ * Passes over a missing step once `afterSteps` later steps closed, or at once when its closing
+ * batch was refused: closes it as skipped and records StepSkipped. Returns the event's payload, or null when the step is not (or no longer)
  * missing or too few later steps closed.
  */
 export async function skipMissingStep(
@@ -116,7 +128,7 @@ export async function skipMissingStep(
     await client.query('begin');
     await lockCampaignSteps(client, campaignId);
     const gap = await missingStep(client, campaignId, step);
-    if (!gap || gap.laterClosed < afterSteps) {
+    if (!gap || !passable(gap, afterSteps)) {
       await client.query('rollback');
       return null;
     }

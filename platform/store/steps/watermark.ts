@@ -57,3 +57,52 @@ export async function waitForWatermark(
     await sleep(opts.pollMs ?? 200, undefined, { signal: opts.signal });
   }
 }
+
+export interface ClosedThrough {
+  /** Every step 1..step closed (a skipped step is closed) and none of 0..step open. */
+  reached: boolean;
+  /** The first step that holds it: open (with its counts) or never reported (no row). */
+  waitsFor: { step: number; reported: boolean; declared: number | null; accounted: number } | null;
+}
+
+/**
+ * Whether every step up to `step` is closed, gaps included: a step the trainer never got accepted
+ * (its closing batch refused, or never sent) holds it until it closes or the missing-step policy
+ * skips it. What a checkpoint's manifest needs (the campaign workflow waits step by step instead).
+ */
+export async function closedThrough(
+  db: pg.Pool | pg.PoolClient,
+  campaignId: string,
+  step: number,
+): Promise<ClosedThrough> {
+  const { rows } = await db.query<{
+    step: string;
+    reported: boolean;
+    declared: string | null;
+    accounted: string;
+  }>(
+    `with first as (
+       select least(
+         (select min(step) from steps where campaign_id = $1 and step between 0 and $2 and closed_at is null),
+         (select g from generate_series(1::bigint, $2::bigint) g
+           where not exists (select 1 from steps s where s.campaign_id = $1 and s.step = g and s.closed_at is not null)
+           limit 1)) as step)
+     select first.step::text as step, s.step is not null as reported, s.declared_groups::text as declared,
+            coalesce((select sum(groups_applied + groups_rejected) from step_progress p
+                       where p.campaign_id = $1 and p.step = first.step), 0)::text as accounted
+       from first left join steps s on s.campaign_id = $1 and s.step = first.step
+      where first.step is not null`,
+    [campaignId, step],
+  );
+  const r = rows[0];
+  if (!r) return { reached: true, waitsFor: null };
+  return {
+    reached: false,
+    waitsFor: {
+      step: Number(r.step),
+      reported: r.reported,
+      declared: r.declared === null ? null : Number(r.declared),
+      accounted: Number(r.accounted),
+    },
+  };
+}
