@@ -111,6 +111,11 @@ describe('Python client adapters (pytest in .stack/client-venv against the real 
       'test_hf.py::test_callback_reports_each_step_once_through_the_spool',
       'test_reporting.py::test_reports_survive_a_reporter_that_never_reached_the_gateway',
       'test_reporting.py::test_retries_honour_retry_after_and_a_dropped_connection',
+      'test_reporting.py::test_later_reports_go_on_while_a_checkpoint_waits_for_a_step_only_they_can_close',
+      'test_reporting.py::test_an_older_gateway_answering_403_for_checkpoints_holds_no_report',
+      'test_reporting.py::test_a_parked_checkpoint_survives_a_restart_and_claims_its_retrained_steps_once',
+      // The property test of the spool (hypothesis, a model of the gateway's contract): no gateway needed.
+      'test_reporting_properties.py::test_the_spool_keeps_its_guarantees_through_kills_outages_and_checkpoints_that_wait',
       'test_verl.py::test_compute_score_is_bfcls_first_turn_check',
       'test_verl.py::test_dataset_serves_distinct_tasks_of_the_live_pool_per_batch_and_keeps_its_draws',
       'test_slime.py::test_prompts_are_the_chat_template_with_the_tasks_tools_as_slimes_rollout_encodes_them',

@@ -8,17 +8,28 @@
   accepted it. A trainer killed at any point loses nothing it reported: a new reporter on the
   same spool folder sends what was left, in order, first.
 * ``checkpoint(step, checkpoint_id, run_id, resumed_from, digest)`` spools a saved checkpoint the
-  same way; the sender posts it **in order with the reports**: after every spooled report of a
-  step up to ``step`` (so the gateway can record what the checkpoint was trained on) and before
-  the reports of later steps. While the campaign has not closed those steps yet the gateway
-  answers 503 checkpoint-ahead, retried like any 503.
-* Sending retries without end while the gateway is unreachable, rate-limits (429) or asks for a
-  retry (503), with exponential backoff that honours Retry-After, and while it answers 401, 403
-  or 404 (an operator can fix a token or a campaign name; the report waits instead of being
-  dropped). A report the gateway can never take (422 invalid, 409 behind the last closed step)
-  is moved to ``rejected/`` with the gateway's problem, logged and counted; so is a checkpoint
-  it refuses (422, also for a ``resumed_from`` it never recorded) or cannot record (404 no such
-  route: a gateway older than checkpoints), so that the reports after it go on.
+  same way. The sender first posts it once every spooled report of a step up to ``step`` has
+  been answered (so the gateway can record what the checkpoint was trained on, and its
+  retrained steps are known), before the reports of later steps. The gateway records it only
+  once the campaign has closed every step up to it; before that it answers 503
+  checkpoint-ahead. A checkpoint the gateway answers with a retry (checkpoint-ahead or any
+  retryable status, 429, unreachable, 401, 403 or 404 other than "no such route") is
+  **parked** until its next attempt (backoff honouring Retry-After) and never holds the
+  reports of later steps: they go on meanwhile (a campaign's missing-step policy may need
+  them closed before it closes the step the checkpoint waits for), and the sender comes back
+  to the checkpoint when its attempt is due. Checkpoints go in order among themselves (a later
+  one may resume from an earlier one): the next is first sent once the parked one is answered.
+  ``waiting()`` lists the parked checkpoints (attempts, since when, the gateway's last
+  problem), ``stats["parked"]`` counts them; each is logged at WARNING when it is first parked
+  and every ``LOG_EVERY``-th attempt.
+* Reports are sent one at a time in step order, each retried without end while the gateway is
+  unreachable, rate-limits (429) or asks for a retry (503), with exponential backoff that
+  honours Retry-After, and while it answers 401, 403 or 404 (an operator can fix a token or a
+  campaign name; the report waits instead of being dropped). A report the gateway can never
+  take (422 invalid, 409 behind the last closed step) is moved to ``rejected/`` with the
+  gateway's problem, logged and counted; so is a checkpoint it refuses (422, also for a
+  ``resumed_from`` it never recorded) or cannot record (404 no such route: a gateway older than
+  checkpoints).
 * A step the gateway already holds is never an error: the same body again is answered as a
   duplicate; a step already closed or accepted with another body (a run resumed from a
   checkpoint re-trains steps it had reported) is logged and counted as ``conflicts``. So is a
@@ -35,13 +46,16 @@
   spool file so a retry sends the same body, and the records are removed only once the gateway
   has answered: a crash in between loses nothing. Records of a reporter that died without a
   later checkpoint describe training no checkpoint holds; the next reporter drops them.
-* ``strict=True`` makes ``report`` and ``checkpoint`` wait for the gateway and raise
-  ``RodsError`` on one it refuses, for a user who wants training to stop then.
+* ``strict=True`` makes ``report`` and ``checkpoint`` wait for the gateway's final answer (a
+  parked checkpoint keeps ``checkpoint`` waiting) and raise ``RodsError`` on one it refuses, for
+  a user who wants training to stop then.
 
 The spool folder: ``state.json`` (the highest step accepted), ``pending/<step:012d>.json`` (a
 report waiting to be sent), ``checkpoints/<step:012d>.<checkpointId>.json`` (a checkpoint waiting
-to be sent), ``retrained/<step:012d>.<reporter>.json`` and ``rejected/`` (reports as
-``<step:012d>.json``, checkpoints as ``<step:012d>.ckpt-<checkpointId>.json``).
+to be sent or parked: its body, claims and, once parked, ``parked``: since when, attempts and the
+gateway's last problem, so a restarted reporter tells how long it has waited),
+``retrained/<step:012d>.<reporter>.json`` and ``rejected/`` (reports as ``<step:012d>.json``,
+checkpoints as ``<step:012d>.ckpt-<checkpointId>.json``).
 
 Errors are logged on the ``rods_client`` logger and counted in ``stats``.
 """
@@ -211,6 +225,10 @@ def resumed_checkpoint_id(folder: str, campaign: str) -> Optional[str]:
 
 
 class StepReporter:
+    # A report or checkpoint that waits is logged at WARNING on its first attempt and every
+    # LOG_EVERY-th one after (DEBUG between).
+    LOG_EVERY = 10
+
     def __init__(self, client: RodsClient, spool_dir: str, strict: bool = False, backoff: float = 0.5,
                  max_backoff: float = 30.0,
                  on_sent: Optional[Callable[[int, Dict[str, Any]], None]] = None):
@@ -221,7 +239,8 @@ class StepReporter:
         self.max_backoff = max_backoff
         self.on_sent = on_sent
         self.stats: Dict[str, int] = {"queued": 0, "sent": 0, "duplicates": 0, "conflicts": 0, "retries": 0,
-                                      "rejected": 0, "skipped": 0, "resumed": 0, "checkpoints": 0, "retrained": 0}
+                                      "rejected": 0, "skipped": 0, "resumed": 0, "checkpoints": 0, "retrained": 0,
+                                      "parked": 0}
         self.last_error: Optional[str] = None
         # Seconds report() took on the caller's thread (the spool write), for the adapters' timings.
         self.report_seconds: List[float] = []
@@ -238,7 +257,14 @@ class StepReporter:
         self._acked = self._read_acked()
         self._pending: List[int] = sorted(self._spooled_steps())
         # Checkpoints waiting to be sent: (step, queuedAt, file name, checkpoint id, reporter session).
+        # Checkpoints the gateway answered with a retry, by file name: attempts, since (wall clock),
+        # the last status, problem type and detail, and when the next attempt is due (monotonic).
+        self._parked: Dict[str, Dict[str, Any]] = {}
         self._checkpoints: List[Tuple[int, float, str, str, Optional[str]]] = sorted(self._spooled_checkpoints())
+        # The report at the head that waits to be retried: step -> (attempts, next attempt due).
+        self._step_retry: Dict[int, Tuple[int, float]] = {}
+        # A checkpoint was parked since the last report attempt: a ready report goes before its retry.
+        self._report_owed = False
         self._retrained: Dict[Tuple[int, Optional[str]], Dict[str, Any]] = self._load_retrained()
         self.stats["resumed"] = len(self._pending)
         self._results: Dict[Any, Any] = {}
@@ -280,6 +306,12 @@ class StepReporter:
                     record = json.load(f)
                 found.append((int(record["step"]), float(record.get("queuedAt", 0)), name,
                               str(record["body"]["checkpointId"]), record.get("session")))
+                parked = record.get("parked")
+                if isinstance(parked, dict):
+                    # Parked by an earlier reporter: tried again at once, its attempts counted on.
+                    self._parked[name] = {"attempts": int(parked.get("attempts", 0)),
+                                          "since": float(parked.get("since", 0)), "status": parked.get("status"),
+                                          "type": parked.get("type"), "detail": parked.get("detail"), "due": 0.0}
         return found
 
     def _load_retrained(self) -> Dict[Tuple[int, Optional[str]], Dict[str, Any]]:
@@ -328,6 +360,23 @@ class StepReporter:
         """The ids of the checkpoints waiting to be sent, in sending order."""
         with self._cond:
             return [c[3] for c in self._checkpoints]
+
+    def waiting(self) -> List[Dict[str, Any]]:
+        """The checkpoints the gateway answered with a retry, in sending order: ``checkpointId``,
+        ``step``, ``attempts`` (counted across reporters on this spool), ``since`` (when it was first
+        parked, seconds since the epoch), ``retryIn`` (seconds until the next attempt), and the
+        gateway's last answer: ``status`` (0: unreachable), ``type`` and ``detail`` of its problem.
+        A 503 checkpoint-ahead there names the steps the campaign has not closed yet."""
+        with self._cond:
+            now = time.monotonic()
+            out = []
+            for step, _, name, checkpoint_id, _ in self._checkpoints:
+                p = self._parked.get(name)
+                if p is not None:
+                    out.append({"checkpointId": checkpoint_id, "step": step, "attempts": p["attempts"],
+                                "since": p["since"], "retryIn": max(0.0, p["due"] - now), "status": p["status"],
+                                "type": p["type"], "detail": p["detail"]})
+            return out
 
     @property
     def retrained(self) -> List[int]:
@@ -388,8 +437,10 @@ class StepReporter:
                    digest: Optional[str] = None) -> None:
         """Spools a saved checkpoint of step ``step`` and returns at once; it is sent after every
         spooled report of a step up to ``step``, with the steps retrained since this reporter's
-        previous checkpoint (see the module doc). ``resumed_from``: the checkpoint id the run
-        resumed from (None for a run started from scratch); ``digest``: ``sha256:<64 hex>``."""
+        previous checkpoint (see the module doc); while the gateway has it wait, the reports of
+        later steps go on (``waiting()``). ``resumed_from``: the checkpoint id the run resumed from
+        (None for a run started from scratch); ``digest``: ``sha256:<64 hex>``. With
+        ``strict=True``, waits for the gateway's final answer and raises ``RodsError`` on a refusal."""
         step = int(step)
         if step < 1:
             raise ValueError(f"rods: steps count from 1 (got {step})")
@@ -443,8 +494,9 @@ class StepReporter:
             return self._results.pop(key)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Waits until every spooled report and checkpoint was sent; False if ``timeout`` seconds
-        passed first (what is left stays in the spool and is sent by the next reporter on this folder)."""
+        """Waits until every spooled report and checkpoint was answered; False if ``timeout`` seconds
+        passed first (what is left stays in the spool and is sent by the next reporter on this folder).
+        A checkpoint still waiting (``waiting()``) keeps it waiting, not the reports."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._pending or self._checkpoints:
@@ -470,6 +522,11 @@ class StepReporter:
                 log.warning("rods: %d checkpoint(s) of campaign %s still unsent in %s (%s); they are sent when "
                             "training restarts with this spool", len(self._checkpoints), self.client.campaign,
                             self.spool_dir, ", ".join(c[3] for c in self._checkpoints[:5]))
+            for w in self.waiting()[:5]:
+                log.warning("rods: checkpoint %s (step %d) of campaign %s has waited since %s (%d attempt(s)): "
+                            "the gateway's last answer was %s %s: %s", w["checkpointId"], w["step"],
+                            self.client.campaign, time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(w["since"])),
+                            w["attempts"], w["status"], w["type"], w["detail"])
         return done
 
     # -- the sender --------------------------------------------------------------------------
@@ -477,44 +534,46 @@ class StepReporter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._checkpoints and not self._closed:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                # A checkpoint goes after every report of a step up to its own (ties: the report first).
-                if self._checkpoints and (not self._pending or self._checkpoints[0][0] < self._pending[0]):
-                    checkpoint, step = self._checkpoints[0], None
-                else:
-                    checkpoint, step = None, self._pending[0]
-            if checkpoint is not None:
-                self._send_checkpoint(checkpoint)
-            else:
-                self._send(step)
-
-    def _post(self, what: str, post: Callable[[], Dict[str, Any]], waits: Callable[[RodsError], bool]) -> Any:
-        """``post()`` until the gateway answers for good: its answer, or the RodsError it refused
-        with; None when the reporter was closed while waiting to retry."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return post()
-            except RodsError as e:
-                if not waits(e):
-                    return e
-                self.stats["retries"] += 1
-                self.last_error = str(e)
-                delay = backoff_delay(attempt, self.backoff, self.max_backoff, e.retry_after)
-                level = logging.WARNING if attempt == 1 or attempt % 10 == 0 else logging.DEBUG
-                log.log(level, "rods: %s of campaign %s not sent (%s); retrying in %.1f s (attempt %d)", what,
-                        self.client.campaign, e, delay, attempt)
-                # New reports notify the condition too: wait out the whole delay unless closed.
-                until = time.monotonic() + delay
-                with self._cond:
-                    while not self._closed and time.monotonic() < until:
-                        self._cond.wait(until - time.monotonic())
+                while True:
                     if self._closed:
-                        return None
+                        return
+                    job, wake = self._next_job(time.monotonic())
+                    if job is not None:
+                        break
+                    # New reports and checkpoints notify; otherwise sleep until a retry is due.
+                    self._cond.wait(None if wake is None else max(0.0, wake - time.monotonic()))
+            kind, item = job
+            if kind == "checkpoint":
+                self._send_checkpoint(item)
+            else:
+                self._send(item)
+
+    def _next_job(self, now: float) -> Tuple[Optional[Tuple[str, Any]], Optional[float]]:
+        """What the sender does next (under the lock): ``(("step", n) | ("checkpoint", entry), None)``,
+        or ``(None, when)`` with the monotonic time the next retry is due (None: nothing to do).
+
+        Reports go one at a time in step order, the first one until the gateway answers it for
+        good. The first waiting checkpoint (they go in order among themselves) goes once every
+        spooled report of a step up to its own has been answered (ties: the report first), before
+        the reports of later steps; once parked it waits for its next attempt without holding them,
+        and a report that is ready gets a turn between two of its attempts."""
+        step = self._pending[0] if self._pending else None
+        step_due = self._step_retry.get(step, (0, 0.0))[1] if step is not None else 0.0
+        wake: Optional[float] = None
+        if self._checkpoints:
+            entry = self._checkpoints[0]
+            if step is None or step > entry[0]:
+                parked = self._parked.get(entry[2])
+                due = parked["due"] if parked is not None else 0.0
+                if due > now:
+                    wake = due
+                elif not (parked is not None and self._report_owed and step is not None and step_due <= now):
+                    return ("checkpoint", entry), None
+        if step is not None:
+            if step_due <= now:
+                return ("step", step), None
+            wake = step_due if wake is None else min(wake, step_due)
+        return None, wake
 
     @staticmethod
     def _step_waits(e: RodsError) -> bool:
@@ -526,18 +585,33 @@ class StepReporter:
     @staticmethod
     def _checkpoint_waits(e: RodsError) -> bool:
         # 503 checkpoint-ahead is retryable like any 503. A 404 without a route is not a campaign
-        # an operator will fix: the gateway records no checkpoints, and waiting would hold back
-        # every report after this checkpoint.
+        # an operator will fix: the gateway records no checkpoints, so the checkpoint is set aside.
         if e.status == 404 and e.problem.get("type") == _NO_ROUTE:
             return False
         return is_retryable(e) or e.status in _WAIT_STATUSES
 
     def _send(self, step: int) -> None:
+        """One attempt at the report of ``step``: its final answer, or its next attempt scheduled."""
         with open(self._pending_path(step), encoding="utf-8") as f:
             spooled = json.load(f)
         body = spooled["body"]
-        result = self._post(f"step {step}", lambda: self.client.post_step(step, body, retries=0), self._step_waits)
-        if result is None:
+        try:
+            result: Any = self.client.post_step(step, body, retries=0)
+        except RodsError as e:
+            result = e
+        with self._cond:
+            self._report_owed = False
+        if isinstance(result, RodsError) and self._step_waits(result):
+            e = result
+            attempt = self._step_retry.get(step, (0, 0.0))[0] + 1
+            delay = self._delay(attempt, e.retry_after)
+            self.stats["retries"] += 1
+            self.last_error = str(e)
+            level = logging.WARNING if attempt == 1 or attempt % self.LOG_EVERY == 0 else logging.DEBUG
+            log.log(level, "rods: step %d of campaign %s not sent (%s); retrying in %.1f s (attempt %d)", step,
+                    self.client.campaign, e, delay, attempt)
+            with self._cond:
+                self._step_retry[step] = (attempt, time.monotonic() + delay)
             return
         if not isinstance(result, RodsError):
             if result.get("duplicate"):
@@ -564,7 +638,13 @@ class StepReporter:
                       {"step": step, "body": body, "problem": e.problem, "status": e.status})
         self._done(step, e)
 
+    def _delay(self, attempt: int, retry_after: Optional[float]) -> float:
+        return backoff_delay(attempt, self.backoff, self.max_backoff, retry_after)
+
     def _done(self, step: int, result: Any) -> None:
+        if not isinstance(result, RodsError):
+            # An earlier attempt refused, killed before the report left pending/: not refused now.
+            _unlink(os.path.join(self._rejected_dir, f"{step:012d}.json"))
         with self._cond:
             if step > self._acked:
                 self._acked = step
@@ -574,11 +654,13 @@ class StepReporter:
             except FileNotFoundError:
                 pass
             self._pending.remove(step)
+            self._step_retry.pop(step, None)
             if self.strict:
                 self._results[step] = result
             self._cond.notify_all()
 
     def _send_checkpoint(self, entry: Tuple[int, float, str, str, Optional[str]]) -> None:
+        """One attempt at a checkpoint: its final answer, or parked until its next attempt."""
         step, _, name, checkpoint_id, session = entry
         path = os.path.join(self._checkpoints_dir, name)
         with open(path, encoding="utf-8") as f:
@@ -592,14 +674,19 @@ class StepReporter:
             spooled["claims"] = [[r["step"], r["recordId"]] for r in records]
             _write_atomic(path, spooled)
         body = spooled["body"]
-        result = self._post(f"checkpoint {checkpoint_id}", lambda: self.client.post_checkpoint(body, retries=0),
-                            self._checkpoint_waits)
-        if result is None:
+        try:
+            result: Any = self.client.post_checkpoint(body, retries=0)
+        except RodsError as e:
+            result = e
+        if isinstance(result, RodsError) and self._checkpoint_waits(result):
+            self._park(entry, path, spooled, result)
             return
+        rejected = os.path.join(self._rejected_dir, f"{step:012d}.ckpt-{checkpoint_id}.json")
         if not isinstance(result, RodsError):
             if result.get("duplicate"):
                 self.stats["duplicates"] += 1
             self.stats["checkpoints"] += 1
+            _unlink(rejected)  # left by an earlier attempt refused, killed before the checkpoint left the spool
         elif result.status == 409 and result.problem.get("type") == _CHECKPOINT_CONFLICT:
             self.stats["conflicts"] += 1
             log.warning("rods: checkpoint %s of campaign %s is recorded by the gateway with another body (%s): "
@@ -611,8 +698,7 @@ class StepReporter:
                     if result.status == 404 and result.problem.get("type") == _NO_ROUTE else "")
             log.error("rods: the gateway refused checkpoint %s of campaign %s: %s%s (kept in %s)", checkpoint_id,
                       self.client.campaign, result, hint, self._rejected_dir)
-            _write_atomic(os.path.join(self._rejected_dir, f"{step:012d}.ckpt-{checkpoint_id}.json"),
-                          {"step": step, "body": body, "problem": result.problem, "status": result.status})
+            _write_atomic(rejected, {"step": step, "body": body, "problem": result.problem, "status": result.status})
         with self._cond:
             # The retrained steps went in this checkpoint's answered report: never in another one.
             for claimed_step, record_id in spooled["claims"]:
@@ -622,6 +708,41 @@ class StepReporter:
                     del self._retrained[(claimed_step, session)]
             _unlink(path)
             self._checkpoints.remove(entry)
+            self._parked.pop(name, None)
             if self.strict:
                 self._results[("checkpoint", checkpoint_id)] = result
+            self._cond.notify_all()
+
+    def _park(self, entry: Tuple[int, float, str, str, Optional[str]], path: str, spooled: Dict[str, Any],
+              e: RodsError) -> None:
+        """The gateway answered a checkpoint with a retry: it waits for its next attempt (backoff,
+        never sooner than Retry-After) while the sender goes on with the reports of later steps."""
+        step, _, name, checkpoint_id, _ = entry
+        with self._cond:
+            before = self._parked.get(name)
+        first = before is None or not before.get("here")
+        attempt = (before["attempts"] if before is not None else 0) + 1
+        delay = self._delay(attempt, e.retry_after)
+        since = before["since"] if before is not None else time.time()
+        kind = str(e.problem.get("type") or "")
+        detail = str(e.problem.get("detail") or e.problem.get("title") or e)
+        self.stats["retries"] += 1
+        if first:
+            self.stats["parked"] += 1
+        self.last_error = str(e)
+        loud = first or attempt % self.LOG_EVERY == 0
+        if loud:
+            # In the spool file too, so a restarted reporter tells how long the checkpoint has waited.
+            spooled["parked"] = {"since": since, "attempts": attempt, "status": e.status, "type": kind,
+                                 "detail": detail}
+            _write_atomic(path, spooled)
+        log.log(logging.WARNING if loud else logging.DEBUG,
+                "rods: checkpoint %s (step %d) of campaign %s waits: %s; the reports of later steps go on, the "
+                "checkpoint is retried in %.1f s (attempt %d, waiting since %s)", checkpoint_id, step,
+                self.client.campaign, e, delay, attempt,
+                time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)))
+        with self._cond:
+            self._parked[name] = {"attempts": attempt, "since": since, "status": e.status, "type": kind,
+                                  "detail": detail, "due": time.monotonic() + delay, "here": True}
+            self._report_owed = True
             self._cond.notify_all()

@@ -6,12 +6,16 @@ gateway that is down is a closed port. The proxy also serves POST .../checkpoint
 gateway's contract for it: 201 recorded, 200 the same body again, 409 checkpoint-conflict (the id
 with another body), 422 (invalid, or unknown-checkpoint for a resumedFrom it never recorded) and
 503 checkpoint-ahead with Retry-After while a step up to the checkpoint's is not closed (closed:
-the steps whose closing report it saw the gateway accept or hold).
+the steps whose closing report it saw the gateway accept or hold, and, with ``skip_after``, a step
+never closed once that many later steps closed: the campaign's ingestion.missingSteps move-on,
+whose StepSkipped closes it). ``checkpoint_route`` makes it answer every checkpoint with that
+status instead, as an older gateway without the route does (403 for a campaign token).
 """
 
 import hashlib
 import http.server
 import json
+import logging
 import os
 import re
 import socket
@@ -38,6 +42,12 @@ class FaultProxy:
         self.checkpoint_posts = []
         self.closed = {}
         self.closed_from = None
+        # The missing-step policy move-on: a step not closed is skipped (closed, with no tasks) once
+        # this many later steps closed (None: never).
+        self.skip_after = None
+        self.skipped = set()
+        # A status every checkpoint is answered with instead of the contract (an older gateway).
+        self.checkpoint_route = None
         self.lock = threading.Lock()
         proxy = self
 
@@ -64,6 +74,15 @@ class FaultProxy:
                     self.send_header("Content-Length", str(len(problem)))
                     self.end_headers()
                     self.wfile.write(problem)
+                    return
+                if self.command == "POST" and self.path.endswith("/checkpoints") and proxy.checkpoint_route:
+                    # What a gateway older than checkpoints answers a campaign token for the route.
+                    status = proxy.checkpoint_route
+                    with proxy.lock:
+                        proxy.checkpoint_posts.append((json.loads(body), status))
+                    self._answer(status, {"type": "urn:rods:problem:insufficient-scope", "title": "Forbidden",
+                                          "status": status, "detail": f"the token's scopes do not grant POST {self.path}"},
+                                 "application/problem+json")
                     return
                 if self.command == "POST" and self.path.endswith("/checkpoints"):
                     status, answer = proxy.checkpoint(json.loads(body))
@@ -121,6 +140,12 @@ class FaultProxy:
         if (status in (200, 202) and sent.get("close")) or held:
             with self.lock:
                 self.closed[int(m.group(1))] = [g["taskId"] for g in sent["groups"]]
+                if self.skip_after is not None:
+                    first = self.closed_from if self.closed_from is not None else min(self.closed)
+                    for missing in range(first, max(self.closed)):
+                        if missing not in self.closed and sum(s > missing for s in self.closed) >= self.skip_after:
+                            self.closed[missing] = []
+                            self.skipped.add(missing)
 
     def checkpoint(self, body):
         """POST /v1/campaigns/{c}/checkpoints as the gateway's contract has it: (status, answer)."""
@@ -477,3 +502,133 @@ def test_a_refused_checkpoint_is_kept_aside_and_a_bad_one_is_refused_at_once(rep
         reporter.checkpoint(a, "no spaces", "run-5")
     with pytest.raises(ValueError, match="digest"):
         reporter.checkpoint(a, "run-5-x", "run-5", digest="md5:00")
+
+
+# -- checkpoints that wait -------------------------------------------------------------------
+
+
+def wait_until(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_later_reports_go_on_while_a_checkpoint_waits_for_a_step_only_they_can_close(reporting_client, proxy,
+                                                                                     tmp_path):
+    steps = fresh_steps(reporting_client, 8)
+    s1, s2, later = steps[0], steps[1], steps[2:]
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = s1
+    proxy.skip_after = 3  # ingestion.missingSteps move-on after 3 later steps closed
+    reporter = StepReporter(client_for(reporting_client, proxy.url), str(tmp_path), backoff=0.05, max_backoff=0.2)
+    reporter.report(s1, {task: [0.5, 1.0]}, policy_version="p")
+    reporter.report(s2, {"no-such-task": [0.5, 1.0]}, policy_version="p")  # 422: never in the pool
+    reporter.checkpoint(s2, "run-8-step-2", "run-8")
+    for s in later:
+        reporter.report(s, {task: [0.5, 1.0]}, policy_version="p")
+    # Step s2 closes only once 3 later steps closed: they must not wait for the checkpoint.
+    assert reporter.close(timeout=30) is True, f"still pending: steps {reporter.pending}, checkpoints " \
+                                               f"{reporter.pending_checkpoints}"
+    order = checkpoint_paths(proxy)
+    statuses = [status for _, status in proxy.checkpoint_posts]
+    assert [s for kind, s in order if kind == "step"] == steps  # each report once, in step order
+    # First sent once s1 and s2 were answered; the later steps went while it waited.
+    assert order[:3] == [("step", s1), ("step", s2), ("checkpoint", "run-8-step-2")]
+    assert statuses[0] == 503 and statuses[-1] == 201 and set(statuses[1:-1]) <= {503}
+    recorded = [i for i, p in enumerate(order) if p == ("checkpoint", "run-8-step-2")][statuses.index(201)]
+    assert {("step", s) for s in later[:3]} <= set(order[:recorded])
+    assert proxy.skipped == {s2} and proxy.checkpoints["run-8-step-2"]["retrainedSteps"] == []
+    assert reporter.stats["rejected"] == 1 and reporter.stats["sent"] == 7 and reporter.stats["checkpoints"] == 1
+    assert reporter.stats["parked"] == 1 and reporter.waiting() == []
+    assert json.loads((tmp_path / "rejected" / f"{s2:012d}.json").read_text())["status"] == 422
+    assert os.listdir(tmp_path / "checkpoints") == [] and os.listdir(tmp_path / "pending") == []
+
+
+def test_an_older_gateway_answering_403_for_checkpoints_holds_no_report(reporting_client, proxy, tmp_path, caplog):
+    a, b, c = fresh_steps(reporting_client, 3)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    proxy.checkpoint_route = 403  # no checkpoint route: the campaign token's scope check answers first
+    caplog.set_level(logging.DEBUG, logger="rods_client")
+    via_proxy = client_for(reporting_client, proxy.url)
+    reporter = StepReporter(via_proxy, str(tmp_path), backoff=0.01, max_backoff=0.05)
+    reporter.report(a, {task: [0.5]}, policy_version="p")
+    reporter.checkpoint(a, "run-9-step-a", "run-9")
+    reporter.report(b, {task: [0.5]}, policy_version="p")
+    reporter.report(c, {task: [0.5]}, policy_version="p")
+    assert wait_until(lambda: not reporter.pending), f"the reports after the checkpoint are held: {reporter.pending}"
+    assert [s for kind, s in checkpoint_paths(proxy) if kind == "step"] == [a, b, c]
+    assert reporter.stats["sent"] == 3 and reporter.stats["rejected"] == 0 and reporter.stats["checkpoints"] == 0
+    # The checkpoint waits (an operator may yet fix a token), retried, and says why.
+    assert wait_until(lambda: reporter.waiting() and reporter.waiting()[0]["attempts"] >= 21)
+    assert reporter.close(timeout=0.1) is False
+    (waiting,) = reporter.waiting()
+    assert waiting["checkpointId"] == "run-9-step-a" and waiting["step"] == a and waiting["status"] == 403
+    assert waiting["type"] == "urn:rods:problem:insufficient-scope" and "checkpoints" in waiting["detail"]
+    assert time.time() - 60 < waiting["since"] <= time.time() and reporter.stats["parked"] == 1
+    attempts = waiting["attempts"]
+    assert len(proxy.checkpoint_posts) == attempts
+    # Logged at WARNING on the first attempt and every LOG_EVERY-th, not each time.
+    parks = [r for r in caplog.records if "run-9-step-a" in r.getMessage() and " waits: " in r.getMessage()]
+    assert len(parks) == attempts
+    loud = [r for r in parks if r.levelno == logging.WARNING]
+    assert len(loud) == 1 + attempts // StepReporter.LOG_EVERY
+    spooled = json.loads((tmp_path / "checkpoints" / f"{a:012d}.run-9-step-a.json").read_text())
+    assert spooled["parked"]["status"] == 403 and spooled["parked"]["attempts"] == attempts // 10 * 10
+
+    # The gateway is upgraded: the next reporter on the spool records the checkpoint.
+    proxy.checkpoint_route = None
+    upgraded = StepReporter(via_proxy, str(tmp_path))
+    assert upgraded.close(timeout=30) is True
+    assert upgraded.stats["checkpoints"] == 1 and "run-9-step-a" in proxy.checkpoints
+    assert proxy.checkpoint_posts[-1][1] == 201 and os.listdir(tmp_path / "checkpoints") == []
+
+
+def test_a_parked_checkpoint_survives_a_restart_and_claims_its_retrained_steps_once(reporting_client, proxy,
+                                                                                    tmp_path):
+    a, b, c, d, e = fresh_steps(reporting_client, 5)
+    task = task_ids(reporting_client, 1)[0]
+    proxy.closed_from = a
+    proxy.skip_after = 3
+    via_proxy = client_for(reporting_client, proxy.url)
+    first = StepReporter(via_proxy, str(tmp_path))
+    first.report(a, {task: [0.5]}, policy_version="run-10")
+    assert first.close(timeout=60) is True
+    # A run started again from scratch trains a again (skipped, recorded as retrained), its report
+    # of b is refused, and it saves a checkpoint at b: ahead of the closed steps until b is skipped.
+    resumed = StepReporter(via_proxy, str(tmp_path), backoff=0.05, max_backoff=0.2)
+    assert resumed.report(a, {task: [1.0, 0.0]}, policy_version="run-11") is False
+    resumed.report(b, {"no-such-task": [0.5]}, policy_version="run-11")
+    resumed.checkpoint(b, "run-11-step-b", "run-11")
+    assert wait_until(lambda: [s for _, s in proxy.checkpoint_posts] == [503])
+    assert resumed.close(timeout=0.2) is False  # killed, as far as the spool can tell
+    path = tmp_path / "checkpoints" / f"{b:012d}.run-11-step-b.json"
+    left = json.loads(path.read_text())
+    assert os.listdir(tmp_path / "retrained") == [f"{a:012d}.{resumed.session}.json"]
+
+    # The next process on the spool sends the parked checkpoint as it was spooled, and the reports
+    # of later steps while it waits: they close b (skipped), and then the checkpoint is recorded.
+    restarted = StepReporter(via_proxy, str(tmp_path), backoff=0.05, max_backoff=0.2)
+    for s in (c, d, e):
+        restarted.report(s, {task: [0.5, 1.0]}, policy_version="run-12")
+    assert restarted.close(timeout=30) is True, f"still pending: steps {restarted.pending}, checkpoints " \
+                                                f"{restarted.pending_checkpoints}"
+    assert [s for kind, s in checkpoint_paths(proxy) if kind == "step"][-3:] == [c, d, e]
+    statuses = [s for _, s in proxy.checkpoint_posts]
+    assert statuses[-1] == 201 and set(statuses[:-1]) == {503}
+    # The parked checkpoint survived in its spool file: its claims, and since when and why it waited.
+    assert [step for step, _ in left["claims"]] == [a]
+    assert left["parked"]["attempts"] >= 1 and left["parked"]["type"] == "urn:rods:problem:checkpoint-ahead"
+    (parked,) = resumed.waiting()
+    assert parked["checkpointId"] == "run-11-step-b" and parked["status"] == 503 and parked["since"] == \
+        left["parked"]["since"]
+    # Every attempt sent the same body, and the retrained step went in it once.
+    bodies = [body for body, _ in proxy.checkpoint_posts]
+    assert all(body == bodies[0] for body in bodies)
+    assert proxy.checkpoints["run-11-step-b"]["retrainedSteps"] == [{"step": a, "groups": [{"taskId": task,
+                                                                                            "rollouts": 2}]}]
+    assert restarted.stats["checkpoints"] == 1 and restarted.stats["parked"] == 1 and restarted.stats["sent"] == 3
+    assert os.listdir(tmp_path / "retrained") == [] and os.listdir(tmp_path / "checkpoints") == []
+    again = StepReporter(via_proxy, str(tmp_path))
+    assert again.close(timeout=10) is True and len(proxy.checkpoint_posts) == len(statuses)
