@@ -5,12 +5,13 @@
 // `rods audit verify` recomputes from the log, whatever is recorded after it.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { verifyManifests } from '../../analysis/manifest/manifest.js';
 import { campaignStatus } from '../../analysis/status/campaign-status.js';
 import { diagnose } from '../../analysis/status/diagnose.js';
 import { encode } from '../../platform/codec/registry.js';
 import type { Pool } from '../../platform/store/db.js';
+import { createPool } from '../../platform/store/db.js';
 import { checkpointEvents } from '../../platform/store/events/checkpoints.js';
 import { skipMissingStep } from '../../platform/store/steps/missing-step.js';
 import { CampaignHistory } from '../../test/support/checkpoints/history.js';
@@ -18,6 +19,7 @@ import {
   type GatewayUnderTest,
   startGatewayUnderTest,
 } from '../../test/support/gateway/gateway-under-test.js';
+import { migrationUp, withScratchSchema } from '../../test/support/store/migration-scratch.js';
 
 const TOKEN = `tok-${randomUUID()}`;
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -317,5 +319,64 @@ describe('numbers a CheckpointSaved can hold', () => {
     const unknown = await checkpoint(c, { checkpointId: 'q7', runId: 'r2', step: 6, resumedFrom: 'nope' });
     expect(unknown.statusCode).toBe(422);
     expect(unknown.json().type).toBe('urn:rods:problem:unknown-checkpoint');
+  });
+});
+
+describe('checkpoints recorded before the rows existed (migration 0029)', () => {
+  it('are copied from their events as the route writes them, keep their roots, and a repeat is compared with the copy', async () => {
+    const h = await history();
+    const c = h.campaignId;
+    await h.steps(1, 4, TASKS);
+    const report = {
+      checkpointId: 'old',
+      runId: 'r1',
+      step: 4,
+      retrainedSteps: [{ step: 3, groups: [{ taskId: 't-c', rollouts: 5 }] }],
+    };
+    expect((await checkpoint(c, report)).statusCode).toBe(201);
+    const rows = async (q: (sql: string) => Promise<{ rows: unknown[] }>, schema = 'public') => ({
+      records: (
+        await q(
+          `select checkpoint_id, seq, run_id, trainer_step, resumed_from, digest, manifest_root, manifest_tasks, manifest_groups from ${schema}.checkpoint_records where campaign_id = '${c}'`,
+        )
+      ).rows,
+      retrained: (
+        await q(
+          `select checkpoint_id, step, task_ids, rollouts from ${schema}.checkpoint_retrained where campaign_id = '${c}'`,
+        )
+      ).rows,
+    });
+    const live = await rows((sql) => db.query(sql));
+    expect(live.records).toHaveLength(1);
+    // The migration's copy from the events, in a scratch schema over this campaign's events.
+    const endpoints = inject('endpoints');
+    const owner = createPool({
+      connectionString: endpoints.ownerDatabaseUrl ?? endpoints.databaseUrl,
+      application: 'rods-checkpoints-test-owner',
+      max: 1,
+    });
+    try {
+      await withScratchSchema(owner, { events: `stream_id = 'checkpoints-${c}'` }, async (tx, schema) => {
+        await tx.query(migrationUp('0029_checkpoint_records.sql'));
+        expect(await rows((sql) => tx.query(sql), schema)).toEqual(live);
+      });
+    } finally {
+      await owner.end();
+    }
+    // A copied row has no report hash: the route computes it from the copy, then compares.
+    await db.query('update checkpoint_records set report_hash = null where campaign_id = $1', [c]);
+    const again = await checkpoint(c, report);
+    expect(again.statusCode).toBe(200);
+    expect(
+      (await db.query('select report_hash from checkpoint_records where campaign_id = $1', [c])).rows[0]
+        .report_hash,
+    ).toMatch(/^[0-9a-f]{64}$/);
+    const other = await checkpoint(c, {
+      ...report,
+      retrainedSteps: [{ step: 3, groups: [{ taskId: 't-c', rollouts: 6 }] }],
+    });
+    expect(other.statusCode).toBe(409);
+    expect(other.json().detail).toContain('retrainedSteps: the tasks or rollouts of steps 3 differ');
+    expect((await verifyManifests(db, c)).every((m) => m.ok)).toBe(true);
   });
 });
