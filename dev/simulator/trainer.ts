@@ -76,6 +76,15 @@ export function parentOf(taskId: string, byRef: ReadonlyMap<string, string> = ne
   return ref === undefined ? undefined : (byRef.get(ref) ?? ref);
 }
 
+/** The gateway's receipt of a recorded checkpoint. */
+export interface CheckpointAnswer {
+  checkpointId: string;
+  manifestRoot: string;
+  tasks: number;
+  groups: number;
+  duplicate: boolean;
+}
+
 export class SimulatedTrainer {
   readonly model: ModelState = newModel();
   readonly params: SimParameters;
@@ -232,14 +241,21 @@ export class SimulatedTrainer {
    * Reports a checkpoint of the policy at `step` (one run, never resumed), as the Python adapters
    * do at each save; retried while the gateway waits for the step to close (503 checkpoint-ahead).
    */
-  async checkpoint(
-    step: number,
-  ): Promise<{ checkpointId: string; manifestRoot: string; tasks: number; groups: number }> {
+  async checkpoint(step: number): Promise<CheckpointAnswer> {
+    return (await this.postCheckpoint({ checkpointId: `sim-step-${step}`, runId: 'sim', step })).answer;
+  }
+
+  /** Posts a checkpoint report, retried through 5xx (503 checkpoint-ahead included), 429 and network errors. */
+  async postCheckpoint(
+    report: { checkpointId: string; runId: string; step: number },
+    opts: { retry?: boolean } = {},
+  ): Promise<{ status: number; answer: CheckpointAnswer }> {
     const r = await this.call(`/v1/campaigns/${this.opts.campaignId}/checkpoints`, {
+      ...opts,
       method: 'POST',
-      body: JSON.stringify({ checkpointId: `sim-step-${step}`, runId: 'sim', step }),
+      body: JSON.stringify(report),
     });
-    return (await r.json()) as { checkpointId: string; manifestRoot: string; tasks: number; groups: number };
+    return { status: r.status, answer: (await r.json()) as CheckpointAnswer };
   }
 
   /** One training step: K rollouts per sampled task, posted as one closing batch. */

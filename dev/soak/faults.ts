@@ -25,6 +25,9 @@ export const FAULT_KINDS = [
   // active controller.
   'kill-broker',
   'kill-controller',
+  // A step whose closing batch the gateway refuses (422): the campaign passes over it at once
+  // (missing-step policy), and the checkpoint saved after it waits for that, then is recorded.
+  'refused-step',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

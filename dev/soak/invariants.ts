@@ -1,5 +1,6 @@
 // What a soak run checks at the end, each as a named invariant with the evidence that decided it.
 import type pg from 'pg';
+import { verifyManifests } from '../../analysis/manifest/manifest.js';
 import { replayCampaign } from '../../analysis/replay/replay.js';
 import { campaignStreamPrefixes } from '../../domain/ids.js';
 import { decode } from '../../platform/codec/registry.js';
@@ -206,5 +207,43 @@ export async function deadLettersExact(
     detail: ok
       ? `${found.length} dead letters, exactly the ${poison.length} poison records (${[...new Set(found.map((d) => d.reasonCode))].join(', ')})`
       : `extra ${extra.length} (${named(extra)}), missing ${missing.length} (${missing.slice(0, 3).join('; ')}), duplicated ${dupes} (${named(duplicated)})`,
+  };
+}
+
+/**
+ * Every checkpoint the trainer saved was recorded (none waits for ever, the one after a refused
+ * step included), with the root its answer gave, and `rods audit verify` recomputes every
+ * recorded root from the log.
+ */
+export async function checkpointsRecorded(
+  db: pg.Pool,
+  campaignId: string,
+  saved: readonly {
+    checkpointId: string;
+    outcome: string;
+    answer?: { manifestRoot: string };
+    error?: string;
+  }[],
+): Promise<Invariant> {
+  const checks = await verifyManifests(db, campaignId);
+  const byId = new Map(checks.map((c) => [c.checkpointId, c]));
+  const problems: string[] = [];
+  for (const c of saved) {
+    const check = byId.get(c.checkpointId);
+    if (c.outcome !== 'recorded')
+      problems.push(`${c.checkpointId} ${c.outcome}${c.error ? `: ${c.error}` : ''}`);
+    else if (!check) problems.push(`${c.checkpointId} answered but not in the log`);
+    else if (check.recordedRoot !== c.answer?.manifestRoot)
+      problems.push(
+        `${c.checkpointId}: answered root ${c.answer?.manifestRoot}, recorded ${check.recordedRoot}`,
+      );
+  }
+  for (const c of checks) if (!c.ok) problems.push(`${c.checkpointId}: ${c.problem}`);
+  if (checks.length !== saved.length) problems.push(`${checks.length} recorded for ${saved.length} saved`);
+  return {
+    ok: problems.length === 0 && saved.length > 0,
+    detail: problems.length
+      ? problems.slice(0, 5).join('; ')
+      : `${saved.length} checkpoints recorded, each root recomputed from the log by rods audit verify`,
   };
 }

@@ -31,6 +31,7 @@ import {
   acceptedGroups,
   auditClean,
   candidatesOnce,
+  checkpointsRecorded,
   deadLettersExact,
   exactlyOnce,
   type Invariant,
@@ -50,6 +51,8 @@ export interface SoakOptions {
   batchesPerStep: number;
   perKind?: number;
   longOutageMs?: number;
+  /** The trainer saves (and reports) a checkpoint every this many steps, and after a refused step. */
+  checkpointEvery?: number;
   /** Kafka nodes of the private stack (1, or 3 for the replicated cluster). */
   kafkaNodes: number;
   log: (line: string) => void;
@@ -82,6 +85,9 @@ export interface SoakReport {
     batches: number;
     sends: number;
     one_shot_batches: number;
+    checkpoints: number;
+    refused_steps: number[];
+    longest_checkpoint_wait_s: number;
     unknown_committed: number;
     unknown_lost: number;
     groups_accepted: number;
@@ -397,10 +403,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     };
 
     let trainerDone = false;
+    // Faults the trainer's loop carries out itself.
+    const TRAINER_FAULTS: readonly string[] = ['late-publish', 'refused-step'];
     const injector = (async () => {
       let n = 0;
       for (const f of plan) {
-        if (f.kind === 'late-publish') continue;
+        if (TRAINER_FAULTS.includes(f.kind)) continue;
         while (trainerStep < f.atStep && !trainerDone) await sleep(100);
         await sleep(f.delayMs);
         const rec = await faultRun(f, n++);
@@ -456,6 +464,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     };
 
     const planned = () => lastPlannedStep(db, campaignId);
+    const refusals = plan.filter((f) => f.kind === 'refused-step');
+    const checkpointEvery = opts.checkpointEvery ?? 5;
     try {
       for (let step = 1; step <= opts.steps; step++) {
         const start = Date.now();
@@ -467,7 +477,33 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           kafkaReleased = await takeKafkaTurn();
           await lateBegin(due, step);
         }
-        const r = await trainer.step(step);
+        // A refused step (not inside a late publish, whose worker is down); a checkpoint right after it.
+        const refuse = late || due ? undefined : refusals.find((f) => f.atStep <= step);
+        let r: { groups: number; batches: number };
+        if (refuse) {
+          refusals.splice(refusals.indexOf(refuse), 1);
+          const rec: FaultRecord = {
+            kind: 'refused-step',
+            atStep: step,
+            target: '',
+            downS: 0,
+            startedAt: Date.now(),
+            endedAt: 0,
+          };
+          try {
+            r = { groups: await trainer.refusedStep(step), batches: 1 };
+            rec.target = `step ${step}'s closing batch (422), checkpoint soak-ckpt-${step} saved after it`;
+          } catch (e) {
+            rec.error = (e as Error).message.slice(0, 300);
+            r = await trainer.step(step);
+          }
+          rec.endedAt = Date.now();
+          faults.push(rec);
+          log(
+            `  fault at step ${step}: refused-step ${rec.target}${rec.error ? ` FAILED: ${rec.error}` : ''}`,
+          );
+        } else r = await trainer.step(step);
+        if (refuse || step % checkpointEvery === 0) trainer.saveCheckpoint(step);
         if (due) {
           await lateBrokersBack(due);
           kafkaReleased?.();
@@ -498,6 +534,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       await injector;
       await producer.disconnect().catch(() => {});
     }
+    log(`waiting for the trainer's ${trainer.checkpoints.length} checkpoint reports to be answered ...`);
+    await trainer.flushCheckpoints();
 
     // Stop the campaign: running syntheses finish, then the workflow completes. A leaked slot
     // would keep it running for ever.
@@ -565,14 +603,20 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       dead_letters_exactly_the_poison: await deadLettersExact(REWARDS_TOPIC, poison, (letters) =>
         writeFileSync(path.join(opts.out, 'dead-letters.json'), `${JSON.stringify(letters, null, 1)}\n`),
       ),
-      no_batch_refused: {
-        ok: !trainer.log.some((e) => e.outcome === 'refused'),
-        detail: `${trainer.log.filter((e) => e.outcome === 'refused').length} of ${trainer.log.length} batches refused${trainer.log
-          .filter((e) => e.outcome === 'refused')
-          .slice(0, 3)
-          .map((e) => `; ${e.batchId}: ${e.error}`)
-          .join('')}`,
-      },
+      no_batch_refused: (() => {
+        // But the refused-step fault's own.
+        const refused = trainer.log.filter(
+          (e) => e.outcome === 'refused' && !trainer.refusedSteps.includes(e.step),
+        );
+        return {
+          ok: refused.length === 0,
+          detail: `${refused.length} of ${trainer.log.length} batches refused (and ${trainer.refusedSteps.length} refused on purpose: steps ${trainer.refusedSteps.join(', ') || 'none'})${refused
+            .slice(0, 3)
+            .map((e) => `; ${e.batchId}: ${e.error}`)
+            .join('')}`,
+        };
+      })(),
+      checkpoints_recorded_and_verified: await checkpointsRecorded(db, campaignId, trainer.checkpoints),
       every_fault_injected: {
         ok: faults.length === plan.length && faults.every((f) => !f.error),
         detail: `${faults.length}/${plan.length} faults carried out${
@@ -612,6 +656,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         batches: batches.size,
         sends: trainer.log.reduce((n, e) => n + e.attempts, 0),
         one_shot_batches: trainer.log.filter((e) => e.client === 'one-shot').length,
+        checkpoints: trainer.checkpoints.length,
+        refused_steps: trainer.refusedSteps,
+        longest_checkpoint_wait_s: Math.round(
+          Math.max(0, ...trainer.checkpoints.map((c) => ((c.recordedAt ?? Date.now()) - c.savedAt) / 1000)),
+        ),
         unknown_committed: acc.unknownCommitted,
         unknown_lost: acc.unknownLost,
         groups_accepted: acc.groups.length,

@@ -4,9 +4,17 @@
 // some never retry after a 5xx (that batch's fate is then unknown to the trainer). The closing
 // batch always comes from a retrying client, after the others are answered. Every send and its
 // outcome goes into the trainer's log, from which the soak computes its offline reference.
+// Checkpoints are reported as rods_client's reporter does: after the step's report, in the order
+// saved, retried through 503 checkpoint-ahead and outages, and never holding the next steps back.
+// A refused step is one whose only batch (closing it) the gateway refuses (a reward out of range).
 
 import { xorshift32 } from '../../platform/util/xorshift.js';
-import { GatewayError, SimulatedTrainer, type TaskRecord } from '../simulator/trainer.js';
+import {
+  type CheckpointAnswer,
+  GatewayError,
+  SimulatedTrainer,
+  type TaskRecord,
+} from '../simulator/trainer.js';
 
 export type BatchOutcome = 'accepted' | 'duplicate' | 'refused' | 'unknown';
 
@@ -36,9 +44,25 @@ export interface ChaosTrainerOptions {
   retryForMs?: number;
 }
 
+export interface CheckpointLogEntry {
+  checkpointId: string;
+  step: number;
+  /** Answered 201 or 200 (answer set), or the error that ended its sending. */
+  outcome: 'pending' | 'recorded' | 'failed';
+  attempts: number;
+  savedAt: number;
+  recordedAt?: number;
+  answer?: CheckpointAnswer;
+  error?: string;
+}
+
 export class ChaosTrainer {
   readonly sim: SimulatedTrainer;
   readonly log: BatchLogEntry[] = [];
+  readonly checkpoints: CheckpointLogEntry[] = [];
+  /** Steps whose closing batch was refused on purpose (the refused-step fault). */
+  readonly refusedSteps: number[] = [];
+  private sending: Promise<void> = Promise.resolve();
   private readonly rand: () => number;
 
   constructor(private readonly opts: ChaosTrainerOptions) {
@@ -83,6 +107,63 @@ export class ChaosTrainer {
       entry.outcome = 'unknown';
       if (entry.client === 'retrying') throw e;
     }
+  }
+
+  /** Reports a checkpoint saved after `step` (sent in the background, in order; see flushCheckpoints). */
+  saveCheckpoint(step: number): void {
+    const entry: CheckpointLogEntry = {
+      checkpointId: `soak-ckpt-${step}`,
+      step,
+      outcome: 'pending',
+      attempts: 0,
+      savedAt: Date.now(),
+    };
+    this.checkpoints.push(entry);
+    this.sending = this.sending.then(async () => {
+      try {
+        // Retried through 503 (checkpoint-ahead while a step up to it is not closed), 429 and outages.
+        const r = await this.sim.postCheckpoint({ checkpointId: entry.checkpointId, runId: 'soak', step });
+        entry.attempts++;
+        entry.answer = r.answer;
+        entry.outcome = 'recorded';
+        entry.recordedAt = Date.now();
+      } catch (e) {
+        entry.outcome = 'failed';
+        entry.error = (e as Error).message.slice(0, 300);
+      }
+    });
+  }
+
+  /** Waits until every checkpoint saved was answered for good. */
+  async flushCheckpoints(): Promise<void> {
+    await this.sending;
+  }
+
+  /**
+   * A step whose report the gateway refuses: all its groups in one closing batch with a reward
+   * out of range (422). Nothing of it is counted; the campaign passes over it (missing-step policy).
+   */
+  async refusedStep(step: number): Promise<number> {
+    const tasks = await this.pool();
+    const { groups } = this.sim.rollouts(step, tasks);
+    const entry: BatchLogEntry = {
+      step,
+      batchId: `soak-${step}-refused`,
+      close: true,
+      client: 'retrying',
+      groups: groups.map((g, i) => (i === 0 ? { ...g, rewards: [...g.rewards.slice(1), 1.5] } : g)),
+      outcome: 'unknown',
+      attempts: 0,
+      status: null,
+    };
+    this.log.push(entry);
+    await this.send(entry);
+    if (entry.outcome !== 'refused' || entry.status !== 422)
+      throw new Error(
+        `step ${step}'s refused batch was answered ${entry.status} (${entry.outcome}), not 422`,
+      );
+    this.refusedSteps.push(step);
+    return groups.length;
   }
 
   /** One step: rollouts of the pool, sent as several batches, the closing one last. */

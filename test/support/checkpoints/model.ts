@@ -96,14 +96,14 @@ interface TrainedStep {
 
 interface Run {
   runId: string;
-  parent: { checkpointId: string; step: number; history: TrainedStep[]; odd: boolean } | null;
+  parent: { checkpointId: string; step: number; history: TrainedStep[]; runs: string[] } | null;
   at: number;
   history: TrainedStep[];
   /** Retrained records not claimed yet: step -> tasks. */
   retrained: Map<number, StepTask[]>;
   saves: number;
-  /** An odd save names steps as trained again: the run's later manifests read them, their truth is unknown. */
-  odd: boolean;
+  /** The runs of its chain, its own last. */
+  runs: string[];
 }
 
 const truthOf = (history: readonly TrainedStep[]): Truth => {
@@ -127,6 +127,8 @@ export function script(actions: readonly Action[]): ScriptEvent[] {
   const saved: NonNullable<Run['parent']>[] = [];
   let acked = 0;
   let runs = 0;
+  // Runs that made an odd save: every checkpoint recorded after it whose chain holds such a run reads its steps.
+  const odd = new Set<string>();
   const newRun = (parent: Run['parent']): Run => ({
     runId: `r${++runs}`,
     parent,
@@ -134,7 +136,7 @@ export function script(actions: readonly Action[]): ScriptEvent[] {
     history: parent ? [...parent.history] : [],
     retrained: new Map(),
     saves: 0,
-    odd: parent?.odd ?? false,
+    runs: [...(parent?.runs ?? []), `r${runs}`],
   });
   let run = newRun(null);
   for (const a of actions) {
@@ -167,9 +169,9 @@ export function script(actions: readonly Action[]): ScriptEvent[] {
           resumedFrom: run.parent?.checkpointId ?? null,
           retrainedSteps: claimed.map(([step, tasks]) => ({ step, tasks })),
         },
-        truth: run.odd ? null : truthOf(run.history),
+        truth: run.runs.some((r) => odd.has(r)) ? null : truthOf(run.history),
       });
-      saved.push({ checkpointId, step: run.at, history: [...run.history], odd: run.odd });
+      saved.push({ checkpointId, step: run.at, history: [...run.history], runs: run.runs });
     } else if (a.kind === 'odd-save') {
       const from = run.parent?.step ?? 0;
       const step = Math.max(from, run.at - a.back);
@@ -191,7 +193,7 @@ export function script(actions: readonly Action[]): ScriptEvent[] {
         },
         truth: null,
       });
-      run.odd = true;
+      odd.add(run.runId);
     } else if (a.kind === 'kill') {
       const from = a.resumeFrom === null || saved.length === 0 ? null : saved[a.resumeFrom % saved.length]!;
       run = newRun(from);
