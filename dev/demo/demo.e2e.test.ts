@@ -47,6 +47,10 @@ describe('npm run dev -- demo', () => {
       }
       const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
       expect(summary.steps).toBe(4);
+      // How long setup took and when the first step closed, from the demo's start.
+      expect(summary.timings.setupSeconds).toBeGreaterThan(0);
+      expect(summary.timings.firstStepSeconds).toBeGreaterThan(summary.timings.setupSeconds);
+      expect(summary.timings.stepsSeconds).toBeGreaterThan(0);
       expect(summary.bandCountsPerStep).toHaveLength(4);
       const first = summary.bandCountsPerStep[0];
       expect(first.hard + first.boundary + first.mastered).toBe(20);

@@ -192,6 +192,13 @@ async function stepRow(db: pg.Pool, campaignId: string, report: StepReport): Pro
   };
 }
 
+/** How long the demo took to get going: from `npm run demo` (infra/demo.sh) to the first step sent and planned. */
+export interface DemoTimings {
+  setupSeconds: number;
+  firstStepSeconds: number;
+  stepsSeconds: number;
+}
+
 export async function runDemo(
   db: pg.Pool,
   opts: DemoOptions,
@@ -236,6 +243,9 @@ export async function runDemo(
   const log = (m: string) => {
     if (!opts.json) process.stderr.write(`${m}\n`);
   };
+  // Since `npm run demo` began (infra/demo.sh sets it), else since this process began.
+  const began = Number(process.env.RODS_DEMO_STARTED_AT_MS) || Date.now() - process.uptime() * 1000;
+  const timings: DemoTimings = { setupSeconds: 0, firstStepSeconds: 0, stepsSeconds: 0 };
   try {
     log('starting the stand-in generator (in place of vLLM), worker, aggregator, relay and gateway ...');
     const standin = startProcess(
@@ -312,6 +322,8 @@ export async function runDemo(
     });
     const rows: StepRow[] = [];
     const t0 = Date.now();
+    // Setup: install, stack, doctor, the processes and the seeded pool, until the first step is sent.
+    timings.setupSeconds = Number(((t0 - began) / 1000).toFixed(1));
     // The trainer saves a checkpoint every checkpointEvery steps and reports it (rods manifest).
     const checkpoints: { checkpointId: string; step: number; groupsPosted: number }[] = [];
     let groupsPosted = 0;
@@ -319,6 +331,7 @@ export async function runDemo(
       const rep = await trainer.step(step);
       groupsPosted += rep.groups;
       await trainer.waitPlanned(step);
+      if (step === 1) timings.firstStepSeconds = Number(((Date.now() - began) / 1000).toFixed(1));
       if (step % (opts.checkpointEvery ?? 10) === 0)
         checkpoints.push({ checkpointId: (await trainer.checkpoint(step)).checkpointId, step, groupsPosted });
       // A database restart mid-demo is waited out, like the trainer's requests (it retries them).
@@ -337,6 +350,10 @@ export async function runDemo(
     }
     bar?.stop();
     const seconds = (Date.now() - t0) / 1000;
+    timings.stepsSeconds = Number(seconds.toFixed(1));
+    log(
+      `setup took ${timings.setupSeconds} s (install, stack, doctor, processes, seeding); the first training step closed and was planned ${timings.firstStepSeconds} s after the demo began; ${opts.steps} steps in ${timings.stepsSeconds} s`,
+    );
 
     // Stop the campaign and wait until its workflow completes: it lets the running syntheses
     // finish and report, which needs the worker, so the processes stop only after that.
@@ -418,6 +435,7 @@ export async function runDemo(
       cost,
       contamination,
       manifest,
+      timings,
     );
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
@@ -471,6 +489,7 @@ function writeReport(
     rejected: number;
   },
   manifest: DemoManifest | null,
+  timings: DemoTimings,
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
@@ -481,6 +500,7 @@ function writeReport(
     ablation,
     steps: rows.length,
     seconds: Number(seconds.toFixed(1)),
+    timings,
     bandCountsPerStep: rows.map((r) => ({
       step: r.step,
       hard: r.hard,
@@ -575,6 +595,7 @@ figures show the pipeline's behaviour on simulated dynamics, not model quality.
 | figure | value |
 | --- | --- |
 | steps | ${rows.length} (${summary.seconds} s) |
+| setup, first step | ${timings.setupSeconds} s until the first step was sent; its close and plan ${timings.firstStepSeconds} s after the demo began |
 | ablation | ${
     Object.keys(ablation).length
       ? Object.entries(ablation)
