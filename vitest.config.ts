@@ -13,5 +13,9 @@ export default defineConfig({
     hookTimeout: 180_000,
     fileParallelism: true,
     maxWorkers: 2,
+    // One line a file: what a test prints is shown only when it fails (console output of passing
+    // tests is dropped), and no per-test timing lines (test/run.mjs ends with the slowest files).
+    silent: 'passed-only',
+    slowTestThreshold: 3_600_000,
   },
 });

@@ -65,6 +65,7 @@ function vitest(name, args) {
             .filter((a) => a.status === 'failed')
             .map((a) => ({ test: a.fullName, message: (a.failureMessages ?? []).join('\n').slice(0, 2000) })),
           message: t.message ? String(t.message).slice(0, 2000) : undefined,
+          seconds: (t.endTime - t.startTime) / 1000,
         }));
       } catch {
         /* no report: count the run as one failure */
@@ -77,6 +78,7 @@ function vitest(name, args) {
 let exit = 0;
 const total = { passed: 0, failed: 0, skipped: 0 };
 const flaky = [];
+const timed = [];
 for (const r of runs) {
   const first = await vitest(r.name, [...r.args, ...extra]);
   let { code, counts } = first;
@@ -113,6 +115,7 @@ for (const r of runs) {
   }
   if (code !== 0) exit = code;
   for (const k of Object.keys(total)) total[k] += counts[k];
+  timed.push(...first.files);
 }
 writeFileSync('.stack/flaky.json', `${JSON.stringify(flaky, null, 2)}\n`);
 if (flaky.length > 0) {
@@ -124,6 +127,11 @@ if (flaky.length > 0) {
     for (const x of f.first.failures)
       console.log(`    x ${x.test}: ${x.message.split('\n')[0].slice(0, 300)}`);
   }
+}
+const slowest = timed.sort((a, b) => b.seconds - a.seconds).slice(0, 8);
+if (slowest.length > 1) {
+  console.log(`\nslowest files (of ${timed.length}):`);
+  for (const f of slowest) console.log(`  ${f.seconds.toFixed(1).padStart(7)} s  ${f.file}`);
 }
 console.log(
   `\ntests: ${total.passed} passed, ${total.failed} failed${total.skipped ? `, ${total.skipped} skipped` : ''}${flaky.length ? `, ${flaky.length} flaky file(s) (.stack/flaky.json)` : ''}`,
