@@ -88,6 +88,7 @@ export function stepAggregated(
   step: number,
   tally: StepTally,
   now: () => number,
+  closedBy?: string,
 ): NewEvent {
   return typedEvent(
     'StepAggregated',
@@ -101,7 +102,7 @@ export function stepAggregated(
       mastered: bandSummary(tally.mastered),
       occurredAt: now(),
     },
-    { producer: PRODUCER },
+    closedBy ? { producer: PRODUCER, closedBy } : { producer: PRODUCER },
     registry,
   );
 }

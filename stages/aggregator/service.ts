@@ -106,7 +106,10 @@ export class AggregatorService {
   private readonly campaigns: CampaignCache;
   private readonly tasks?: TaskStateCache;
   private readonly log: pino.Logger;
-  /** This process among the group's members (platform/store/aggregator/suspects.ts tells a retry from a crash). */
+  /**
+   * This process among the group's members (platform/store/aggregator/suspects.ts tells a retry
+   * from a crash), and the closedBy of the StepAggregated events it appends.
+   */
   readonly instance = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   readonly metrics = processRegistry();
   private readonly events = new client.Counter({
@@ -449,7 +452,12 @@ export class AggregatorService {
     await ctx.heartbeat();
     if (r.steps.length > 0) {
       try {
-        const closed = await closeReadySteps(this.pool, [...new Set(r.steps.map((x) => x.campaignId))]);
+        const closed = await closeReadySteps(
+          this.pool,
+          [...new Set(r.steps.map((x) => x.campaignId))],
+          Date.now,
+          this.instance,
+        );
         this.stepsClosed.inc(closed.length);
         for (const s of closed) this.log.info(s, 'step aggregated');
       } catch (e) {
@@ -521,7 +529,7 @@ export class AggregatorService {
       'parked records drained',
     );
     if (r.steps.length > 0) {
-      const closed = await closeReadySteps(this.pool, [campaignId]);
+      const closed = await closeReadySteps(this.pool, [campaignId], Date.now, this.instance);
       this.stepsClosed.inc(closed.length);
       for (const s of closed) this.log.info(s, 'step aggregated');
     }
@@ -529,7 +537,7 @@ export class AggregatorService {
 
   private async sweep(): Promise<void> {
     try {
-      const closed = await closeReadySteps(this.pool);
+      const closed = await closeReadySteps(this.pool, undefined, Date.now, this.instance);
       this.stepsClosed.inc(closed.length);
       for (const s of closed) this.log.info(s, 'step aggregated');
       databaseStatus(this.pool).restored();

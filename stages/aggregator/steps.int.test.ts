@@ -62,8 +62,15 @@ describe('closing steps in order', () => {
     expect(await aggregatedSteps(campaign)).toEqual([1]);
 
     await counted(campaign, 2, 2);
-    await closeReadySteps(pool, [campaign]);
+    await closeReadySteps(pool, [campaign], Date.now, 'closer-a');
     expect(await aggregatedSteps(campaign)).toEqual([1, 2, 3]);
+    // The closing instance is named in the metadata of what it closed (here steps 2 and 3,
+    // unless another file's sweep got there first: then that instance is named).
+    const closers = (await readStream(pool, streams.steps(campaign)))
+      .filter((e) => e.type === 'StepAggregated' && Number((e.payload as { step: number }).step) > 1)
+      .map((e) => e.metadata.closedBy);
+    expect(closers).toHaveLength(2);
+    for (const c of closers) expect(typeof c === 'string' && c.length > 0).toBe(true);
   });
 
   it('an earlier step with no closing batch (never sent) does not hold later steps', async () => {

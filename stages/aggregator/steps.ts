@@ -27,17 +27,20 @@ import { stepAggregated } from './events.js';
  * step of its campaign the trainer closed has (so StepAggregated events and the watermark advance
  * in order), even when a later step's records are all counted first.
  * With no campaigns given, looks at every campaign with an open step. Returns the closed steps.
+ * `closedBy` names the closing instance in each StepAggregated's metadata: any instance's sweep
+ * may close another's ready step, and the metadata says which one did.
  */
 export async function closeReadySteps(
   pool: pg.Pool,
   campaignIds?: string[],
   now: () => number = Date.now,
+  closedBy?: string,
 ): Promise<{ campaignId: string; step: number }[]> {
   const ids = campaignIds ?? (await campaignsWithOpenSteps(pool));
   const closed: { campaignId: string; step: number }[] = [];
   for (const campaignId of new Set(ids)) {
     for (const step of await openSteps(pool, campaignId)) {
-      const r = await tryClose(pool, campaignId, step, now);
+      const r = await tryClose(pool, campaignId, step, now, closedBy);
       if (r === 'incomplete') break;
       if (r === 'closed') closed.push({ campaignId, step });
     }
@@ -51,6 +54,7 @@ async function tryClose(
   campaignId: string,
   step: number,
   now: () => number,
+  closedBy: string | undefined,
 ): Promise<'closed' | 'already' | 'incomplete'> {
   const registry = defaultRegistry();
   // A step found not closable yet commits nothing: the transaction only held the step lock.
@@ -63,7 +67,7 @@ async function tryClose(
     const { rejected, tally } = await stepCounts(client, campaignId, step);
     if (tally.groups + rejected < row.declared) return 'incomplete';
     await append(client, streams.steps(campaignId), 'any', [
-      stepAggregated(registry, campaignId, step, tally, now),
+      stepAggregated(registry, campaignId, step, tally, now, closedBy),
     ]);
     const summary = {
       groupCount: tally.groups,
