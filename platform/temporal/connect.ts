@@ -1,7 +1,7 @@
 // Connections to the Temporal server, from the configured endpoint.
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { loadEndpoints } from '../config/endpoints.js';
+import { type TemporalConnectOptions, temporalConnectOptions } from './connect-options.js';
 
 export const DEFAULT_TASK_QUEUE = 'rods';
 
@@ -17,25 +17,64 @@ export function taskQueue(): string {
 export async function temporalClient(
   opts: { lazy?: boolean } = {},
 ): Promise<{ client: Client; close: () => Promise<void> }> {
-  const { temporalAddress, temporalNamespace } = loadEndpoints();
+  const t = temporalConnectOptions();
   const connection = opts.lazy
-    ? Connection.lazy({ address: temporalAddress })
-    : await Connection.connect({ address: temporalAddress });
+    ? Connection.lazy(clientOptions(t))
+    : await Connection.connect(clientOptions(t));
   return {
-    client: new Client({ connection, namespace: temporalNamespace }),
+    client: new Client({ connection, namespace: t.namespace }),
     close: () => connection.close(),
   };
 }
 
+function clientOptions(t: TemporalConnectOptions, connectTimeout?: number) {
+  return {
+    address: t.address,
+    ...(t.tls ? { tls: t.tls } : {}),
+    ...(t.apiKey !== undefined ? { apiKey: t.apiKey } : {}),
+    ...(t.metadata ? { metadata: t.metadata } : {}),
+    ...(connectTimeout ? { connectTimeout } : {}),
+  };
+}
+
+/** How often a worker re-reads TEMPORAL_API_KEY_FILE (the native connection holds a string). */
+const API_KEY_REREAD_MS = 60_000;
+
 export async function workerConnection(): Promise<NativeConnection> {
-  return NativeConnection.connect({ address: loadEndpoints().temporalAddress });
+  const t = temporalConnectOptions();
+  const key = typeof t.apiKey === 'function' ? t.apiKey : undefined;
+  const connection = await NativeConnection.connect({
+    address: t.address,
+    ...(t.tls ? { tls: t.tls } : {}),
+    ...(t.apiKey !== undefined ? { apiKey: key ? key() : (t.apiKey as string) } : {}),
+    ...(t.metadata ? { metadata: t.metadata } : {}),
+  });
+  if (key) {
+    // A rotated key file is taken without a restart; an unreadable one keeps the key in use.
+    let current = key();
+    const timer = setInterval(() => {
+      try {
+        const next = key();
+        if (next !== current) void connection.setApiKey(next).then(() => (current = next));
+      } catch {
+        /* the file is being replaced: next round */
+      }
+    }, API_KEY_REREAD_MS);
+    timer.unref();
+    const close = connection.close.bind(connection);
+    connection.close = async () => {
+      clearInterval(timer);
+      await close();
+    };
+  }
+  return connection;
 }
 
 /** Waits, with backoff, until the Temporal server accepts a connection (a worker starting during an outage). */
 export async function waitForTemporal(onWait?: (e: Error) => void): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
-      const c = await Connection.connect({ address: loadEndpoints().temporalAddress, connectTimeout: 5000 });
+      const c = await Connection.connect(clientOptions(temporalConnectOptions(), 5000));
       await c.close();
       return;
     } catch (e) {
@@ -49,7 +88,7 @@ export async function waitForTemporal(onWait?: (e: Error) => void): Promise<void
 }
 
 export function temporalNamespace(): string {
-  return loadEndpoints().temporalNamespace;
+  return temporalConnectOptions().namespace;
 }
 
 let runtimeInstalled = false;

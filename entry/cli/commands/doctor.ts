@@ -1,6 +1,7 @@
 // `rods doctor`: proves each backing service works end to end with a real round trip
 // (PostgreSQL write/read after migrations, Kafka produce/consume through a consumer group,
 // a Temporal workflow executed by an in-process worker).
+
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import { DEFAULT_SYNTHESIS_TIMEOUT_MS } from '../../../analysis/status/campaign-status.js';
@@ -17,6 +18,7 @@ import { createPool } from '../../../platform/store/db.js';
 import { settingsRoundTrip } from '../../../platform/store/events/audit.js';
 import { migrate } from '../../../platform/store/migrate.js';
 import { installWorkerRuntime, temporalClient } from '../../../platform/temporal/connect.js';
+import { temporalConnectOptions } from '../../../platform/temporal/connect-options.js';
 import { doctorRoundTrip } from '../../../workflows/doctor.js';
 import { describeUnreachable, unreachableService } from '../errors.js';
 import { printJson } from '../output.js';
@@ -127,7 +129,7 @@ async function checkTemporal(): Promise<string> {
       }),
     );
     if (result !== `echo:${token}`) throw new Error(`unexpected workflow result ${result}`);
-    return 'workflow → activity → result round trip ok';
+    return `workflow → activity → result round trip ok (${temporalConnectOptions().describe})`;
   } finally {
     await close();
     await closeWorker();
