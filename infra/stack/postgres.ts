@@ -34,7 +34,7 @@ import type { Probe, Service } from './service.js';
 
 const NAME = 'postgres';
 
-function pgBinDir(): string | undefined {
+export function pgBinDir(): string | undefined {
   const override = process.env.RODS_PG_BINDIR;
   if (override) return override;
   const base = '/usr/lib/postgresql';
@@ -46,12 +46,12 @@ function pgBinDir(): string | undefined {
   return pick ? path.join(base, pick, 'bin') : undefined;
 }
 
-interface Account {
+export interface Account {
   uid: number;
   gid: number;
 }
 
-async function serverAccount(): Promise<Account | undefined> {
+export async function serverAccount(): Promise<Account | undefined> {
   if (userInfo().uid !== 0) return undefined;
   const { stdout: uid } = await run('id', ['-u', 'postgres']).catch(() => {
     throw new StackError(
@@ -64,7 +64,7 @@ async function serverAccount(): Promise<Account | undefined> {
 }
 
 /** The server user must be able to reach the data dir: add traverse (o+x) to ancestors that lack it. */
-function ensureTraversable(dir: string): void {
+export function ensureTraversable(dir: string): void {
   let d = path.dirname(dir);
   while (d !== path.dirname(d)) {
     const mode = statSync(d).mode;
