@@ -2,6 +2,7 @@
 // tasks and the execution of call strings in fresh environment instances. Generated call
 // strings are sent as data; the executor parses them with its restricted parser and never
 // evaluates them (docs/architecture.md §4, invariant 6).
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { SEED_CATEGORIES, type SeedCategory, type TaskRecord, TaskRecordSchema } from '../domain/task.js';
 import { issueLines } from '../domain/validation-issues.js';
@@ -150,6 +151,8 @@ function retryAfterMs(header: string | null, now = Date.now()): number | undefin
 
 export interface ExecutorClientOptions {
   url?: string;
+  /** File holding the executor's bearer token (default RODS_EXECUTOR_TOKEN_FILE; none: no token). */
+  tokenFile?: string;
   /** Per-request timeout of the HTTP exchange (ms); /execute also waits for the server's own time limit. */
   timeoutMs?: number;
 }
@@ -157,10 +160,32 @@ export interface ExecutorClientOptions {
 export class ExecutorClient {
   readonly url: string;
   private readonly timeoutMs: number;
+  private readonly tokenFile?: string;
 
   constructor(opts: ExecutorClientOptions = {}) {
     this.url = (opts.url ?? executorUrl()).replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? 30_000;
+    const tokenFile = opts.tokenFile ?? (process.env.RODS_EXECUTOR_TOKEN_FILE || undefined);
+    if (tokenFile) {
+      this.tokenFile = tokenFile;
+      this.token(); // an unreadable or empty file is refused now, not at the first call
+    }
+  }
+
+  /** The token file's current content: read per request, so a rotated token needs no restart. */
+  private token(): string | undefined {
+    if (!this.tokenFile) return undefined;
+    let t: string;
+    try {
+      t = readFileSync(this.tokenFile, 'utf8').trim();
+    } catch (e) {
+      throw new ExecutorError(
+        `RODS_EXECUTOR_TOKEN_FILE: cannot read ${this.tokenFile} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+        'config',
+      );
+    }
+    if (!t) throw new ExecutorError(`RODS_EXECUTOR_TOKEN_FILE: ${this.tokenFile} is empty`, 'config');
+    return t;
   }
 
   async health(opts: { timeoutMs?: number } = {}): Promise<Health> {
@@ -194,11 +219,17 @@ export class ExecutorClient {
     timeoutMs = this.timeoutMs,
   ): Promise<T> {
     const where = `${method} ${this.url}${path.split('?')[0]}`;
+    const token = this.token();
+    const headers: Record<string, string> = {
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    };
     let res: Response;
     try {
       res = await fetch(`${this.url}${path}`, {
         method,
-        ...(body !== undefined ? { body, headers: { 'content-type': 'application/json' } } : {}),
+        headers,
+        ...(body !== undefined ? { body } : {}),
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (e) {

@@ -103,3 +103,52 @@ describe('executor client errors', () => {
     expect(new ExecutorError('bad url', 'config').retryable).toBe(false);
   });
 });
+
+describe('the bearer token (RODS_EXECUTOR_TOKEN_FILE)', () => {
+  it("sends the file's current token with every request and refuses an unreadable file by name", async () => {
+    const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const path = await import('node:path');
+    const dir = mkdtempSync(path.join(tmpdir(), 'rods-exec-token-'));
+    const seen: (string | undefined)[] = [];
+    const echo = http.createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          ok: true,
+          bfcl_eval_version: 'x',
+          classes: [],
+          categories: {},
+          python: '3',
+          pid: 1,
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    try {
+      const at = `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
+      const file = path.join(dir, 'token');
+      writeFileSync(file, 'tok-1\n');
+      const client = new ExecutorClient({ url: at, tokenFile: file });
+      await client.health();
+      writeFileSync(file, 'tok-2\n'); // rotated: the next request carries the new one
+      await client.health();
+      await new ExecutorClient({ url: at }).health(); // no file: no header
+      expect(seen).toEqual(['Bearer tok-1', 'Bearer tok-2', undefined]);
+
+      const missing = path.join(dir, 'absent');
+      expect(() => new ExecutorClient({ url: at, tokenFile: missing })).toThrow(
+        /RODS_EXECUTOR_TOKEN_FILE: cannot read .*absent \(ENOENT\)/,
+      );
+      writeFileSync(file, '\n');
+      const e = await client.health().catch((x: unknown) => x);
+      expect(e).toMatchObject({ code: 'config' });
+      expect((e as Error).message).toMatch(/is empty/);
+    } finally {
+      await new Promise((resolve) => echo.close(resolve));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

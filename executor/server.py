@@ -14,6 +14,8 @@ setting that refused the request. See executor/README.md.
 from __future__ import annotations
 
 import argparse
+import hmac
+import ipaddress
 import json
 import math
 import os
@@ -65,6 +67,8 @@ class Settings:
         self.max_depth = _env_int(DEPTH_SETTING, 1000, 1)
         # request bodies and turn results held at once, over all requests
         self.max_held_bytes = _env_int(sandbox.HELD_SETTING, 256 * 1024 * 1024, 1)
+        # the bearer token every request but /health must carry (the worker reads the same file)
+        self.token_file = os.environ.get(TOKEN_SETTING, "")
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(
@@ -120,6 +124,54 @@ class Slots:
             self._cond.notify()
 
 
+TOKEN_SETTING = "RODS_EXECUTOR_TOKEN_FILE"
+
+
+class Token:
+    """The bearer token of RODS_EXECUTOR_TOKEN_FILE, re-read when the file changes (a rotation
+    needs no restart); a file that cannot be read keeps the token in use."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._value = b""
+        if not self._reload():
+            sys.exit(f"executor: {TOKEN_SETTING}: cannot read {path}")
+        if not self._value:
+            sys.exit(f"executor: {TOKEN_SETTING}: {path} is empty")
+
+    def _reload(self) -> bool:
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                with open(self.path, "rb") as f:
+                    value = f.read().strip()
+                if value:
+                    self._value, self._stamp = value, stamp
+            return True
+        except OSError:
+            return False
+
+    def accepts(self, header: str | None) -> bool:
+        with self._lock:
+            self._reload()
+            value = self._value
+        if not header or not header.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(header[len("Bearer "):].strip().encode(), value)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "rods-executor"
@@ -127,6 +179,7 @@ class Handler(BaseHTTPRequestHandler):
     settings: Settings
     slots: Slots
     budget: sandbox.Budget
+    token: Token | None
 
     # ---- plumbing ----
 
@@ -165,6 +218,11 @@ class Handler(BaseHTTPRequestHandler):
             "/execute": {"POST": self._execute},
         }
         try:
+            # /health stays open for liveness probes; it tells nothing a caller could use.
+            if self.token is not None and url.path != "/health" and not self.token.accepts(
+                self.headers.get("Authorization")
+            ):
+                raise ApiError(401, f"missing or wrong bearer token (the executor's {TOKEN_SETTING})", TOKEN_SETTING)
             handlers = routes.get(url.path)
             if handlers is None:
                 raise ApiError(404, f"no such endpoint {url.path}; endpoints: {', '.join(routes)}")
@@ -338,6 +396,12 @@ class Server(ThreadingHTTPServer):
 
 
 def serve(settings: Settings) -> None:
+    # Beyond loopback, anyone who reaches the port could run calls: only with a token.
+    if not is_loopback(settings.host) and not settings.token_file:
+        sys.exit(
+            f"executor: refusing to listen on {settings.host} (beyond loopback) without authentication; "
+            f"set {TOKEN_SETTING} to a file holding a token (the worker reads the same file) or listen on 127.0.0.1"
+        )
     for category in bfcl.CATEGORIES:  # fail at start, not at the first request, if data is missing
         bfcl.seeds(category)
     for name in bfcl.CLASS_MODULES:
@@ -345,14 +409,18 @@ def serve(settings: Settings) -> None:
     sandbox.self_test()  # starts the fork server and proves a run end to end
     slots = Slots(settings.concurrency)
     budget = sandbox.Budget(settings.max_held_bytes)
-    handler = type("BoundHandler", (Handler,), {"settings": settings, "slots": slots, "budget": budget})
+    token = Token(settings.token_file) if settings.token_file else None
+    handler = type(
+        "BoundHandler", (Handler,), {"settings": settings, "slots": slots, "budget": budget, "token": token}
+    )
     httpd = Server((settings.host, settings.port), handler)
     print(
         f"rods executor (bfcl-eval {bfcl.version()}) listening on http://{settings.host}:{settings.port} "
         f"pid {os.getpid()}; time limit {settings.timeout_ms} ms, body limit {settings.max_body} bytes, "
         f"{settings.concurrency} concurrent executions (slot wait {settings.slot_wait_ms} ms), result limits "
         f"{settings.max_turn_bytes}/{settings.max_result_bytes} bytes per turn/request, depth {settings.max_depth}, "
-        f"{settings.max_held_bytes} bytes held at most",
+        f"{settings.max_held_bytes} bytes held at most; "
+        f"{'bearer token required' if token else 'no token (loopback only)'}",
         file=sys.stderr,
         flush=True,
     )
@@ -366,6 +434,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m executor", description="rods environment executor (bfcl-eval)")
     parser.add_argument("--host", help="listen address (default $RODS_EXECUTOR_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port (default $RODS_EXECUTOR_PORT or 7300)")
+    parser.add_argument("--token-file", help=f"file holding the bearer token (default ${TOKEN_SETTING})")
     parser.add_argument("--tag", help="a label for the command line (the stack finds its own process by it); ignored")
     args = parser.parse_args(argv)
     settings = Settings()
@@ -373,5 +442,7 @@ def main(argv: list[str] | None = None) -> None:
         settings.host = args.host
     if args.port is not None:
         settings.port = args.port
+    if args.token_file:
+        settings.token_file = args.token_file
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     serve(settings)
