@@ -163,6 +163,9 @@ async function connect(env: NodeJS.ProcessEnv) {
     ...(t.apiKey !== undefined ? { apiKey: t.apiKey } : {}),
     ...(t.metadata ? { metadata: t.metadata } : {}),
     connectTimeout: 5_000,
+    // grpc-js sends through the proxy in https_proxy/http_proxy (a CI machine may set one, and an
+    // intercepting proxy presents its own certificate): the stub is on loopback, reached directly.
+    channelArgs: { 'grpc.enable_http_proxy': 0 },
   });
   return c;
 }
