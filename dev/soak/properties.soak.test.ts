@@ -40,8 +40,9 @@ function run(
   });
 }
 
+// verbose: every test's name (which carries its number of cases) is printed, passing or not.
 const vitest = (config: string, file: string, env: Record<string, string>) =>
-  run('npx', ['vitest', 'run', '--passWithNoTests', '--config', config, file], env);
+  run('npx', ['vitest', 'run', '--reporter=verbose', '--passWithNoTests', '--config', config, file], env);
 
 describe('property tests with thousands of cases', () => {
   it(
