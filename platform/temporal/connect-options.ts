@@ -6,6 +6,8 @@
 // without a restart) and the local stack's defaults. Nothing here is logged: the options hold the
 // API key and the client key.
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
 import {
   ConfigError,
@@ -68,6 +70,14 @@ export function temporalConnectOptions(env: NodeJS.ProcessEnv = process.env): Te
   }
   const apiKey = keyFile ? () => readApiKey(keyFile) : profile.apiKey;
   const tls = connection.tls ?? undefined;
+  const host = endpoints.temporalAddress.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+  const serverName = tls && tls !== true ? tls.serverNameOverride : undefined;
+  if (tls && !serverName && net.isIP(host) && ipServerNameRefused())
+    // grpc-js sends the target's host as the TLS server name, which Node 26 refuses for an IP
+    // address; the connection would retry until its deadline with no word of why.
+    throw new ConfigError(
+      `TEMPORAL_ADDRESS ${endpoints.temporalAddress} is an IP address and this Node (${process.version}) refuses one as a TLS server name: give Temporal's DNS name, or set TEMPORAL_TLS_SERVER_NAME to the name in its certificate`,
+    );
   const how =
     tls === undefined || tls === false
       ? 'plaintext'
@@ -82,6 +92,19 @@ export function temporalConnectOptions(env: NodeJS.ProcessEnv = process.env): Te
     ...(connection.metadata ? { metadata: connection.metadata } : {}),
     describe: `${how}${apiKey !== undefined ? ', API key' : ''}`,
   };
+}
+
+/** Whether this Node refuses an IP address as a TLS server name (Node 20 only warns). */
+export function ipServerNameRefused(): boolean {
+  const socket = new net.Socket();
+  try {
+    tlsConnect({ socket, servername: '127.0.0.1' }).destroy();
+    return false;
+  } catch {
+    return true;
+  } finally {
+    socket.destroy();
+  }
 }
 
 function readApiKey(file: string): string {

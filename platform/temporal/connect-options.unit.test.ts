@@ -10,7 +10,7 @@ import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Pem, TestPki } from '../../test/support/tls/certs.js';
 import { ConfigError } from '../config/endpoints.js';
-import { temporalConnectOptions } from './connect-options.js';
+import { ipServerNameRefused, temporalConnectOptions } from './connect-options.js';
 
 const pki = new TestPki();
 let ca: Pem;
@@ -64,12 +64,13 @@ describe('settings', () => {
   });
 
   it('an API key turns TLS on, as the SDK does; TEMPORAL_TLS=false turns it off', () => {
-    expect(temporalConnectOptions({ TEMPORAL_API_KEY: 'k-123' })).toMatchObject({
+    const cloud = { TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233' };
+    expect(temporalConnectOptions({ ...cloud, TEMPORAL_API_KEY: 'k-123' })).toMatchObject({
       tls: true,
       apiKey: 'k-123',
       describe: 'TLS, API key',
     });
-    const off = temporalConnectOptions({ TEMPORAL_API_KEY: 'k-123', TEMPORAL_TLS: 'false' });
+    const off = temporalConnectOptions({ ...cloud, TEMPORAL_API_KEY: 'k-123', TEMPORAL_TLS: 'false' });
     expect(off.tls).toBeUndefined();
     expect(off.describe).toBe('plaintext, API key');
   });
@@ -178,6 +179,7 @@ describe('what the client sends', () => {
       const env = {
         TEMPORAL_ADDRESS: stub.address,
         TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath,
+        TEMPORAL_TLS_SERVER_NAME: 'localhost',
         TEMPORAL_API_KEY_FILE: keyFile,
         TEMPORAL_GRPC_META_X_TEAM: 'rl-infra',
       };
@@ -199,10 +201,32 @@ describe('what the client sends', () => {
     }
   });
 
+  it('an IP address with TLS and no server name: connects where Node allows it, refused by name where not', async () => {
+    const stub = await grpcStub();
+    try {
+      const env = { TEMPORAL_ADDRESS: stub.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath };
+      if (ipServerNameRefused()) {
+        // Node 26: grpc-js would retry until its deadline; rods says why at once.
+        expect(() => temporalConnectOptions(env)).toThrow(/is an IP address .* TEMPORAL_TLS_SERVER_NAME/);
+        expect(stub.seen).toHaveLength(0);
+      } else {
+        const c = await connect(env); // the certificate's IP address is checked
+        expect(stub.seen.length).toBeGreaterThan(0);
+        await c.close();
+      }
+    } finally {
+      await stub.close();
+    }
+  });
+
   it('presents the client certificate to a server that demands one', async () => {
     const stub = await grpcStub({ requestCert: true });
     try {
-      const env = { TEMPORAL_ADDRESS: stub.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath };
+      const env = {
+        TEMPORAL_ADDRESS: stub.address,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath,
+        TEMPORAL_TLS_SERVER_NAME: 'localhost',
+      };
       await expect(connect(env)).rejects.toThrow();
       expect(stub.seen).toHaveLength(0);
       const c = await connect({
