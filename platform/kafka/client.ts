@@ -4,20 +4,21 @@
 import { randomUUID } from 'node:crypto';
 import { kafkajsClient } from './adapters/kafkajs/index.js';
 import { setTransientLog } from './adapters/kafkajs/log.js';
-import type {
-  BatchConsumer,
-  BatchConsumerOptions,
-  ClientLogNote,
-  ConsumedRecord,
-  KafkaClient,
-  KafkaOptions,
-  TopicAdmin,
-  TopicPartitions,
+import {
+  type BatchConsumer,
+  type BatchConsumerOptions,
+  type ClientLogNote,
+  type ConsumedRecord,
+  KafkaAuthorizationError,
+  type KafkaClient,
+  type KafkaOptions,
+  type TopicAdmin,
+  type TopicPartitions,
 } from './port.js';
 import { replayRequirements, type TopicSpec, topology } from './topology.js';
 
 export type * from './port.js';
-export { RecordTooLargeError } from './port.js';
+export { KafkaAuthorizationError, RecordTooLargeError } from './port.js';
 
 /**
  * Where the client library's transient errors go (a coordinator loading, a leader election: they
@@ -54,6 +55,39 @@ export class TopicSettingsError extends Error {
   }
 }
 
+/** Topics rods needs that do not exist, and the principal may not create them. */
+export class TopicsMissingError extends Error {
+  override name = 'TopicsMissingError';
+  constructor(
+    readonly missing: TopicSpec[],
+    cause: KafkaAuthorizationError,
+  ) {
+    super(
+      `Kafka topics missing and this principal may not create them (${cause.code}): ${missing
+        .map((s) => `${s.name} (${describeSpec(s)})`)
+        .join('; ')}. Create them as an administrator, e.g. ${missing
+        .map(
+          (s) =>
+            `kafka-topics.sh --bootstrap-server <brokers> --command-config <admin.properties> --create --topic ${s.name} --partitions ${s.partitions} --replication-factor ${s.replicationFactor}${Object.entries(
+              s.config,
+            )
+              .map(([k, v]) => ` --config ${k}=${v}`)
+              .join('')}`,
+        )
+        .join(' ; ')}`,
+      { cause },
+    );
+  }
+}
+
+function describeSpec(s: TopicSpec): string {
+  return [
+    `${s.partitions} partitions`,
+    `replication ${s.replicationFactor}`,
+    ...Object.entries(s.config).map(([k, v]) => `${k}=${v}`),
+  ].join(', ');
+}
+
 export interface TopicSettingProblem {
   topic: string;
   setting: string;
@@ -73,7 +107,13 @@ export async function ensureTopics(
 ): Promise<EnsureResult> {
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
-  await admin.createTopics(missing);
+  try {
+    await admin.createTopics(missing);
+  } catch (e) {
+    // A principal that may not create topics (a managed cluster): name what an operator must create.
+    if (e instanceof KafkaAuthorizationError) throw new TopicsMissingError(missing, e);
+    throw e;
+  }
   const present = specs.filter((s) => existing.has(s.name));
   const problems = await topicSettingProblems(admin, present);
   const fixed: TopicSettingProblem[] = [];

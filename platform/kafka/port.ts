@@ -2,6 +2,7 @@
 // types. Only an adapter (platform/kafka/adapters/<client>/) talks to a client library; everything else
 // uses these interfaces through platform/kafka/client.ts. The contract (delivery, offsets, transactions,
 // rebalances) and what a second adapter must pass are in platform/kafka/README.md.
+import type { KafkaSecurity } from './client-properties.js';
 import type { TopicSpec } from './topology.js';
 
 /**
@@ -47,6 +48,20 @@ export interface ConsumedRecord {
  */
 export class RecordTooLargeError extends Error {
   override name = 'RecordTooLargeError';
+}
+
+/**
+ * The broker refused the principal an operation (an ACL is missing: TOPIC_AUTHORIZATION_FAILED,
+ * CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED ...). `operation` says what rods tried.
+ */
+export class KafkaAuthorizationError extends Error {
+  override name = 'KafkaAuthorizationError';
+  constructor(
+    readonly operation: string,
+    readonly code: string,
+  ) {
+    super(`Kafka refused ${operation}: ${code} (the principal lacks an ACL)`);
+  }
 }
 
 /** Anything that can send records: a producer or an open transaction. */
@@ -251,6 +266,8 @@ export interface KafkaOptions {
   retries?: number;
   /** Silences the client library's own logging (probes expect refusals). */
   quiet?: boolean;
+  /** TLS and SASL (default: KAFKA_CLIENT_PROPERTIES, platform/kafka/client-properties.ts). */
+  security?: KafkaSecurity;
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   openKafka,
   withAdmin,
 } from '../../../platform/kafka/client.js';
+import { kafkaBootstrap, loadKafkaSecurity } from '../../../platform/kafka/client-properties.js';
 import { createPool } from '../../../platform/store/db.js';
 import { settingsRoundTrip } from '../../../platform/store/events/audit.js';
 import { migrate } from '../../../platform/store/migrate.js';
@@ -72,6 +73,19 @@ async function checkKafka(messages: number): Promise<string> {
 }
 
 async function kafkaRoundTrip(messages: number): Promise<string> {
+  // One attempt first: a bad CA, a wrong name or a refused password is named at once, not
+  // after the client's retries.
+  const security = loadKafkaSecurity();
+  try {
+    await withAdmin((a) => a.describeCluster(), { clientId: 'rods-doctor', retries: 0, quiet: true });
+  } catch (e) {
+    throw new Error(
+      `Kafka at ${kafkaBootstrap(process.env, security).join(',')} (${security.describe}): ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
   const topic = `rods.doctor.${randomUUID().slice(0, 8)}`;
   const ensured = await withAdmin((a) => ensureTopics(a));
   await withAdmin((a) =>
@@ -106,7 +120,7 @@ async function kafkaRoundTrip(messages: number): Promise<string> {
     } finally {
       await c.disconnect();
     }
-    return `${messages} messages produced and consumed once each; project topics: ${ensured.existing.length + ensured.created.length}`;
+    return `${messages} messages produced and consumed once each; project topics: ${ensured.existing.length + ensured.created.length} (${security.describe})`;
   } finally {
     await withAdmin((a) => a.deleteTopics([topic]));
   }

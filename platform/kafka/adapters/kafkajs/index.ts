@@ -1,8 +1,20 @@
 // The kafkajs adapter of the Kafka port (platform/kafka/port.ts): the only code that imports kafkajs.
 // kafkajs is no longer maintained; replacing it means another folder beside this one that
 // passes the same tests (platform/kafka/README.md).
-import kafkajs, { type Admin, type IHeaders, Kafka, type KafkaMessage, logLevel } from 'kafkajs';
-import { loadEndpoints } from '../../../config/endpoints.js';
+import kafkajs, {
+  type Admin,
+  type IHeaders,
+  Kafka,
+  type KafkaConfig,
+  type KafkaMessage,
+  logLevel,
+} from 'kafkajs';
+import {
+  type KafkaSecurity,
+  kafkaBootstrap,
+  loadKafkaSecurity,
+  oauthTokenFromFile,
+} from '../../client-properties.js';
 import type {
   BatchConsumer,
   BatchConsumerOptions,
@@ -21,6 +33,7 @@ import type {
   TransactionalProducer,
   TransactionalProducerOptions,
 } from '../../port.js';
+import { KafkaAuthorizationError } from '../../port.js';
 import type { TopicSpec } from '../../topology.js';
 import { routedLogCreator } from './log.js';
 import { partitionerFor, sendAll } from './send.js';
@@ -78,11 +91,39 @@ const resent = (missing: number[]) =>
     },
   });
 
+/** TLS and SASL in kafkajs' terms (its socket is Node's tls.connect with these options). */
+export function kafkajsSecurity(s: KafkaSecurity): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+  const out: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
+  if (s.tls) {
+    const t = s.tls;
+    out.ssl = {
+      ...(t.ca !== undefined ? { ca: t.ca } : {}),
+      ...(t.cert !== undefined ? { cert: t.cert, key: t.key } : {}),
+      ...(t.passphrase !== undefined ? { passphrase: t.passphrase } : {}),
+      // ssl.endpoint.identification.algorithm= (empty): the chain is checked, not the name.
+      ...(t.verifyHostname ? {} : { checkServerIdentity: () => undefined }),
+    };
+  }
+  if (s.sasl) {
+    const a = s.sasl;
+    if (a.mechanism === 'OAUTHBEARER')
+      out.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: oauthTokenFromFile(a.tokenFile) };
+    else if (a.mechanism === 'PLAIN')
+      out.sasl = { mechanism: 'plain', username: a.username, password: a.password };
+    else if (a.mechanism === 'SCRAM-SHA-256')
+      out.sasl = { mechanism: 'scram-sha-256', username: a.username, password: a.password };
+    else out.sasl = { mechanism: 'scram-sha-512', username: a.username, password: a.password };
+  }
+  return out;
+}
+
 /** A kafkajs-backed client: allowAutoTopicCreation is always off (topics come from platform/kafka/topology.ts). */
 export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
+  const security = opts.security ?? loadKafkaSecurity();
   const k = new Kafka({
     clientId: opts.clientId ?? 'rods',
-    brokers: opts.brokers ?? loadEndpoints().kafkaBrokers,
+    brokers: opts.brokers ?? kafkaBootstrap(process.env, security),
+    ...kafkajsSecurity(security),
     logLevel: opts.quiet ? logLevel.NOTHING : logLevel.ERROR,
     logCreator: routedLogCreator,
     retry: { retries: opts.retries ?? 8, initialRetryTime: 200 },
@@ -314,6 +355,29 @@ async function retryWhile<T>(passing: Set<string>, f: () => Promise<T>, attempts
   }
 }
 
+/** The *_AUTHORIZATION_FAILED code anywhere in a kafkajs error (wrapped in retries or aggregates). */
+export function authorizationCode(e: unknown, depth = 0): string | undefined {
+  if (!e || typeof e !== 'object' || depth > 5) return undefined;
+  const err = e as { type?: string; cause?: unknown; originalError?: unknown; errors?: unknown[] };
+  if (err.type?.endsWith('_AUTHORIZATION_FAILED')) return err.type;
+  for (const inner of [err.cause, err.originalError, ...(Array.isArray(err.errors) ? err.errors : [])]) {
+    const c = authorizationCode(inner, depth + 1);
+    if (c) return c;
+  }
+  return undefined;
+}
+
+/** Runs f; an authorization refusal becomes the port's KafkaAuthorizationError naming `operation`. */
+async function authorized<T>(operation: string, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    const code = authorizationCode(e);
+    if (code) throw new KafkaAuthorizationError(operation, code);
+    throw e;
+  }
+}
+
 // A CommonJS export Node's ESM loader does not see by name.
 const { ConfigResourceTypes } = kafkajs;
 
@@ -322,15 +386,17 @@ export function topicAdmin(a: Admin): TopicAdmin {
     listTopics: () => a.listTopics(),
     async createTopics(specs: TopicSpec[]) {
       if (specs.length === 0) return;
-      await a.createTopics({
-        waitForLeaders: false,
-        topics: specs.map((s) => ({
-          topic: s.name,
-          numPartitions: s.partitions,
-          replicationFactor: s.replicationFactor,
-          configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
-        })),
-      });
+      await authorized(`creating topics ${specs.map((t) => t.name).join(', ')}`, () =>
+        a.createTopics({
+          waitForLeaders: false,
+          topics: specs.map((s) => ({
+            topic: s.name,
+            numPartitions: s.partitions,
+            replicationFactor: s.replicationFactor,
+            configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+          })),
+        }),
+      );
       const topics = specs.map((s) => s.name);
       await retryWhile(
         TOPIC_PROPAGATING,
@@ -356,10 +422,12 @@ export function topicAdmin(a: Admin): TopicAdmin {
     },
     async describeTopicConfigs(topics: string[]) {
       if (topics.length === 0) return {};
-      const r = await a.describeConfigs({
-        includeSynonyms: false,
-        resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })),
-      });
+      const r = await authorized(`describing the configs of topics ${topics.join(', ')}`, () =>
+        a.describeConfigs({
+          includeSynonyms: false,
+          resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })),
+        }),
+      );
       return Object.fromEntries(
         r.resources.map((res) => [
           res.resourceName,
