@@ -4,6 +4,7 @@
 // (dev/cli.ts) carries them; the local stack is `npm run stack:up|down|status`.
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../platform/config/endpoints.js';
+import { loadSecretFiles } from '../../platform/config/secret-files.js';
 import { installNodeSha256 } from '../../platform/util/node-sha256.js';
 import { register as aggregatorCommand } from './commands/aggregator.js';
 import { register as auditCommand } from './commands/audit.js';
@@ -74,6 +75,7 @@ export async function run(p: Command, argv: string[]): Promise<void> {
     process.exit(process.exitCode ?? 0);
   });
   try {
+    loadSecretFiles(); // NAME_FILE secrets, before any command reads its settings
     await p.parseAsync(argv);
   } catch (e) {
     if (e instanceof CommanderError) {
