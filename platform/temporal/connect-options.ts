@@ -7,7 +7,7 @@
 // API key and the client key.
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { checkServerIdentity, connect as tlsConnect } from 'node:tls';
 import { loadClientConfigProfile, toClientOptions } from '@temporalio/envconfig';
 import {
   ConfigError,
@@ -92,6 +92,43 @@ export function temporalConnectOptions(env: NodeJS.ProcessEnv = process.env): Te
     ...(connection.metadata ? { metadata: connection.metadata } : {}),
     describe: `${how}${apiKey !== undefined ? ', API key' : ''}`,
   };
+}
+
+/**
+ * Why a TLS handshake with Temporal fails (another CA, a name the certificate lacks, a client
+ * certificate demanded), or undefined when it succeeds: gRPC only reports a missed deadline.
+ */
+export async function tlsHandshakeProblem(
+  t: TemporalConnectOptions,
+  timeoutMs = 5_000,
+): Promise<string | undefined> {
+  if (!t.tls) return undefined;
+  const tls = t.tls === true ? {} : t.tls;
+  const port = Number(/:(\d+)$/.exec(t.address)?.[1] ?? 7233);
+  const host = t.address.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+  const name = tls.serverNameOverride ?? host;
+  return new Promise((resolve) => {
+    const done = (why: string | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(why);
+    };
+    const socket = tlsConnect({
+      host,
+      port,
+      ...(net.isIP(name) ? {} : { servername: name }),
+      checkServerIdentity: (_h, cert) => checkServerIdentity(name, cert),
+      ALPNProtocols: ['h2'],
+      ...(tls.serverRootCACertificate ? { ca: Buffer.from(tls.serverRootCACertificate) } : {}),
+      ...(tls.clientCertPair
+        ? { cert: Buffer.from(tls.clientCertPair.crt), key: Buffer.from(tls.clientCertPair.key) }
+        : {}),
+    });
+    // TLS 1.3: a server that demands a client certificate says so just after the handshake.
+    socket.once('secureConnect', () => setTimeout(() => done(undefined), 500));
+    socket.once('error', (e) => done(e.message));
+    const timer = setTimeout(() => done(`no TLS handshake in ${timeoutMs / 1000} s`), timeoutMs);
+  });
 }
 
 /** Whether this Node refuses an IP address as a TLS server name (Node 20 only warns). */

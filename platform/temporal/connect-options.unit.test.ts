@@ -10,7 +10,7 @@ import { Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Pem, TestPki } from '../../test/support/tls/certs.js';
 import { ConfigError } from '../config/endpoints.js';
-import { ipServerNameRefused, temporalConnectOptions } from './connect-options.js';
+import { ipServerNameRefused, temporalConnectOptions, tlsHandshakeProblem } from './connect-options.js';
 
 const pki = new TestPki();
 let ca: Pem;
@@ -214,6 +214,33 @@ describe('what the client sends', () => {
         expect(stub.seen.length).toBeGreaterThan(0);
         await c.close();
       }
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it('names why a TLS handshake fails, where gRPC says only that the deadline passed', async () => {
+    const stub = await grpcStub({ requestCert: true });
+    try {
+      const base = {
+        TEMPORAL_ADDRESS: stub.address,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath,
+        TEMPORAL_TLS_SERVER_NAME: 'localhost',
+        TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath,
+        TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath,
+      };
+      const why = (env: NodeJS.ProcessEnv) => tlsHandshakeProblem(temporalConnectOptions(env));
+      expect(await why(base)).toBeUndefined();
+      expect(await why({ ...base, TEMPORAL_TLS_SERVER_CA_CERT_PATH: otherCa.certPath })).toMatch(
+        /self-signed certificate in certificate chain|unable to verify the first certificate/,
+      );
+      expect(await why({ ...base, TEMPORAL_TLS_SERVER_NAME: 'not-the-server.example' })).toMatch(
+        /Host: not-the-server\.example\. is not in the cert's altnames/,
+      );
+      const { TEMPORAL_TLS_CLIENT_CERT_PATH: _c, TEMPORAL_TLS_CLIENT_KEY_PATH: _k, ...noClientCert } = base;
+      expect(await why(noClientCert)).toMatch(
+        /certificate required|handshake failure|peer did not return a certificate/i,
+      );
     } finally {
       await stub.close();
     }

@@ -1,7 +1,11 @@
 // Connections to the Temporal server, from the configured endpoint.
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { type TemporalConnectOptions, temporalConnectOptions } from './connect-options.js';
+import {
+  type TemporalConnectOptions,
+  temporalConnectOptions,
+  tlsHandshakeProblem,
+} from './connect-options.js';
 
 export const DEFAULT_TASK_QUEUE = 'rods';
 
@@ -18,13 +22,24 @@ export async function temporalClient(
   opts: { lazy?: boolean } = {},
 ): Promise<{ client: Client; close: () => Promise<void> }> {
   const t = temporalConnectOptions();
-  const connection = opts.lazy
-    ? Connection.lazy(clientOptions(t))
-    : await Connection.connect(clientOptions(t));
+  const connection = opts.lazy ? Connection.lazy(clientOptions(t)) : await connectOrSayWhy(t);
   return {
     client: new Client({ connection, namespace: t.namespace }),
     close: () => connection.close(),
   };
+}
+
+/** Connects; a failure over TLS says what the handshake met (gRPC says only "deadline"). */
+async function connectOrSayWhy(t: TemporalConnectOptions, connectTimeout?: number): Promise<Connection> {
+  try {
+    return await Connection.connect(clientOptions(t, connectTimeout));
+  } catch (e) {
+    const why = await tlsHandshakeProblem(t);
+    if (!why) throw e;
+    throw new Error(`Temporal at ${t.address} (${t.describe}): the TLS handshake failed: ${why}`, {
+      cause: e,
+    });
+  }
 }
 
 function clientOptions(t: TemporalConnectOptions, connectTimeout?: number) {
@@ -74,7 +89,7 @@ export async function workerConnection(): Promise<NativeConnection> {
 export async function waitForTemporal(onWait?: (e: Error) => void): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
-      const c = await Connection.connect(clientOptions(temporalConnectOptions(), 5000));
+      const c = await connectOrSayWhy(temporalConnectOptions(), 5000);
       await c.close();
       return;
     } catch (e) {
