@@ -24,6 +24,7 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerPoolRoutes } from './routes/pool.js';
 import { registerRolloutRoutes } from './routes/rollouts.js';
 import { declaredMethods, registerMethodNotAllowed } from './routing.js';
+import type { GatewayTls } from './tls.js';
 
 export { DEFAULT_BODY_LIMIT };
 export const DEFAULT_PORT = 7500;
@@ -48,6 +49,8 @@ export interface GatewayOptions
   manifestConcurrency?: number;
   /** The dashboard's built page and the Temporal UI it links to (entry/gateway/dashboard.ts). */
   dashboard?: Pick<DashboardOptions, 'dir' | 'temporalUiUrl' | 'namespace'>;
+  /** Serve HTTPS with these files, reloaded when they change (entry/gateway/tls.ts); plain HTTP when absent. */
+  tls?: GatewayTls;
 }
 
 /** pino redact paths: bearer tokens and (refused, but maybe logged) generator credentials. */
@@ -66,7 +69,10 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     // Credentials never reach the log, wherever a serializer might put them.
     logger: opts.logLevel ? { level: opts.logLevel, redact: LOG_REDACT } : false,
     genReqId: () => randomUUID(),
+    ...(opts.tls ? { https: opts.tls.httpsOptions } : {}),
   });
+  // HTTPS: the certificate files are watched while the gateway is up, a rotated pair taken live.
+  opts.tls?.attach(app);
   // JSON only: any other media type (fastify also parses text/plain by default) is a 415.
   app.removeContentTypeParser('text/plain');
   if (opts.metrics) instrumentGateway(app, opts.metrics);

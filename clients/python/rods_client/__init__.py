@@ -25,21 +25,30 @@ Trainer adapters (each imports its framework only if it is installed):
 * ``rods_client.slime``: a slime ``DataSource`` and a reward post-process hook.
 
 ``__version__`` is the gateway API version this client speaks (``GET /openapi.json`` info.version).
+
+Over HTTPS the gateway's certificate is checked against the CA bundle in ``RODS_CA_BUNDLE``, else
+``SSL_CERT_FILE`` or ``REQUESTS_CA_BUNDLE``, else the system's CAs (``ca_bundle=`` overrides them);
+a gateway that asks for a client certificate gets ``RODS_CLIENT_CERT`` / ``RODS_CLIENT_KEY``. The
+bearer token is never sent over plain ``http://`` to a host beyond loopback unless
+``RODS_ALLOW_INSECURE_HTTP=1`` (or ``allow_insecure_http=True``) says so.
 """
 
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import logging
 import os
 import random
+import ssl
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-__all__ = ["RodsClient", "RodsError", "__version__", "is_retryable"]
+__all__ = ["RodsClient", "RodsError", "__version__", "is_retryable", "ca_bundle_from_env", "is_loopback_host"]
 
 log = logging.getLogger("rods_client")
 
@@ -95,6 +104,55 @@ def backoff_delay(attempt: int, base: float, cap: float, retry_after: Optional[f
     return delay
 
 
+# Where the CA bundle that checks the gateway's certificate comes from, first set first.
+CA_BUNDLE_VARIABLES = ("RODS_CA_BUNDLE", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def ca_bundle_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The CA bundle named by RODS_CA_BUNDLE, else SSL_CERT_FILE, else REQUESTS_CA_BUNDLE (None: the system's)."""
+    env = os.environ if env is None else env
+    for name in CA_BUNDLE_VARIABLES:
+        if env.get(name):
+            return env[name]
+    return None
+
+
+def is_loopback_host(host: Optional[str]) -> bool:
+    """127.0.0.0/8, ::1 (also as ::ffff:127.x.y.z) or ``localhost``."""
+    if not host:
+        return False
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _tls_context(ca_bundle: Optional[str], client_cert: Optional[str],
+                 client_key: Optional[str]) -> Optional[ssl.SSLContext]:
+    """The TLS context of the client's requests: urllib's own default when nothing is configured."""
+    if not ca_bundle and not client_cert:
+        return None
+    if ca_bundle and not os.path.exists(ca_bundle):
+        raise ValueError(f"rods: the CA bundle {ca_bundle} does not exist (ca_bundle=, or one of "
+                         f"{', '.join(CA_BUNDLE_VARIABLES)})")
+    if not ca_bundle:
+        context = ssl.create_default_context()
+    elif os.path.isdir(ca_bundle):
+        context = ssl.create_default_context(capath=ca_bundle)  # a c_rehash'ed folder, as requests takes it
+    else:
+        context = ssl.create_default_context(cafile=ca_bundle)
+    if client_cert:
+        context.load_cert_chain(client_cert, client_key or None)
+    return context
+
+
 class RodsClient:
     """The gateway's /v1 API for one campaign.
 
@@ -102,11 +160,30 @@ class RodsClient:
     ``retries`` times with exponential backoff from ``backoff`` seconds up to ``max_backoff``,
     never sooner than the Retry-After the gateway asked for. Every request is idempotent (a
     report is keyed by its step and batch id), so a retry never counts twice.
+
+    TLS: ``ca_bundle`` (a PEM file or a hashed folder of CAs; default ``ca_bundle_from_env()``)
+    checks an ``https://`` gateway's certificate; ``client_cert`` and ``client_key`` (default
+    RODS_CLIENT_CERT, RODS_CLIENT_KEY) answer a gateway that asks for a client certificate. A plain
+    ``http://`` URL to a host beyond loopback is refused (ValueError) unless ``allow_insecure_http``
+    (default: RODS_ALLOW_INSECURE_HTTP=1), so the bearer token never crosses a network in clear.
     """
 
     def __init__(self, base_url: str, token: str, campaign: str, timeout: float = 30.0, retries: int = 4,
-                 backoff: float = 0.5, max_backoff: float = 30.0):
+                 backoff: float = 0.5, max_backoff: float = 30.0, ca_bundle: Optional[str] = None,
+                 allow_insecure_http: Optional[bool] = None, client_cert: Optional[str] = None,
+                 client_key: Optional[str] = None):
         self.base_url = base_url.rstrip("/")
+        url = urllib.parse.urlsplit(self.base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"rods: the gateway URL must be http(s)://host[:port], got {base_url!r}")
+        if allow_insecure_http is None:
+            allow_insecure_http = os.environ.get("RODS_ALLOW_INSECURE_HTTP", "").strip().lower() in _TRUE
+        if url.scheme == "http" and not is_loopback_host(url.hostname) and not allow_insecure_http:
+            raise ValueError(f"rods: refusing to send the bearer token over plain http:// to {url.hostname} (not "
+                             "loopback): use an https:// gateway URL (RODS_CA_BUNDLE names its CA), or set "
+                             "RODS_ALLOW_INSECURE_HTTP=1 (allow_insecure_http=True) on a network you trust")
+        self._tls = _tls_context(ca_bundle or ca_bundle_from_env(), client_cert or os.environ.get("RODS_CLIENT_CERT"),
+                                 client_key or os.environ.get("RODS_CLIENT_KEY"))
         self.token = token
         self.campaign = campaign
         self.timeout = timeout
@@ -148,13 +225,14 @@ class RodsClient:
                       timeout: Optional[float] = None):
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {self.token}")
+        # Unredirected: a redirect (to another host, or to plain http) never carries the token.
+        req.add_unredirected_header("Authorization", f"Bearer {self.token}")
         if data is not None:
             req.add_header("Content-Type", "application/json")
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._tls) as resp:
                 raw = resp.read()
                 return resp.status, dict(resp.headers), (json.loads(raw) if raw else None)
         except urllib.error.HTTPError as e:

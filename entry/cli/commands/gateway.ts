@@ -15,6 +15,7 @@ import { DirectPublisher } from '../../gateway/publish.js';
 import { DEFAULT_RECONCILE_GRACE_MS, DEFAULT_RECONCILE_INTERVAL_MS } from '../../gateway/reconcile.js';
 import { type GatewayLimits, limitsFromEnv } from '../../gateway/request-limits.js';
 import { buildGateway, DEFAULT_BODY_LIMIT, DEFAULT_PORT } from '../../gateway/server.js';
+import { GatewayTls, isLoopbackHost, tlsFilesFor } from '../../gateway/tls.js';
 import { UsageError } from '../errors.js';
 import { intOption } from '../options.js';
 
@@ -32,8 +33,28 @@ export function register(program: Command): void {
     )
     .option(
       '--host <addr>',
-      'listen address (RODS_GATEWAY_HOST)',
+      'listen address (RODS_GATEWAY_HOST); beyond loopback it needs --tls-cert/--tls-key or --insecure-http',
       process.env.RODS_GATEWAY_HOST ?? '127.0.0.1',
+    )
+    .option(
+      '--tls-cert <file>',
+      'serve HTTPS with this PEM certificate (leaf first, then intermediates); re-read when it changes, so a rotated certificate needs no restart (RODS_GATEWAY_TLS_CERT)',
+      process.env.RODS_GATEWAY_TLS_CERT || undefined,
+    )
+    .option(
+      '--tls-key <file>',
+      "the certificate's PEM private key (RODS_GATEWAY_TLS_KEY)",
+      process.env.RODS_GATEWAY_TLS_KEY || undefined,
+    )
+    .option(
+      '--tls-client-ca <file>',
+      'require a client certificate that chains to this PEM CA (mutual TLS; RODS_GATEWAY_TLS_CLIENT_CA)',
+      process.env.RODS_GATEWAY_TLS_CLIENT_CA || undefined,
+    )
+    .option(
+      '--insecure-http',
+      'allow plain HTTP on an address beyond loopback, e.g. behind a proxy that terminates TLS (RODS_GATEWAY_INSECURE_HTTP=1)',
+      process.env.RODS_GATEWAY_INSECURE_HTTP === '1',
     )
     .option(
       '--tokens <file>',
@@ -75,6 +96,10 @@ export function register(program: Command): void {
         metricsPort?: number;
         port: number;
         host: string;
+        tlsCert?: string;
+        tlsKey?: string;
+        tlsClientCa?: string;
+        insecureHttp: boolean;
         tokens?: string;
         bodyLimit: number;
         taskQueue: string;
@@ -92,6 +117,14 @@ export function register(program: Command): void {
           throw new UsageError(
             `--reconcile-grace must be a non-negative integer, got ${opts.reconcileGrace}`,
           );
+        // Before anything connects: plain HTTP beyond loopback is refused, TLS files are checked.
+        let tls: GatewayTls | undefined;
+        try {
+          const files = tlsFilesFor(opts);
+          tls = files ? GatewayTls.load(files) : undefined;
+        } catch (e) {
+          throw new UsageError((e as Error).message);
+        }
         let tokens: TokenSet;
         try {
           const loaded = loadTokens({ file: opts.tokens });
@@ -141,12 +174,23 @@ export function register(program: Command): void {
           generatorEndpoints,
           status: { relayName: opts.relayName, aggregatorGroup: opts.aggregatorGroup },
           metrics,
+          tls,
         });
+        if (!tls && isLoopbackHost(opts.host))
+          app.log.info({ tls: 'http' }, 'gateway serves plain http on loopback');
+        else if (!tls)
+          app.log.warn(
+            { tls: 'http' },
+            `gateway serves plain http on ${opts.host} (--insecure-http): put a proxy that terminates TLS in front of it`,
+          );
         const metricsServer = metrics
           ? await serveMetrics({ registry: metrics, port: opts.metricsPort! })
           : undefined;
         const address = await app.listen({ port: opts.port, host: opts.host });
-        console.error(`rods gateway on ${address} (${tokens.size} token(s), task queue ${opts.taskQueue})`);
+        const mode = tls ? `, ${tls.mode}` : '';
+        console.error(
+          `rods gateway on ${address} (${tokens.size} token(s), task queue ${opts.taskQueue}${mode})`,
+        );
         console.error(`rods gateway: dashboard at ${address}/dashboard/ (it asks for a token)`);
         await new Promise<void>((resolve) => {
           process.once('SIGTERM', resolve);
