@@ -2,7 +2,7 @@
 // named by KAFKA_CLIENT_PROPERTIES, in the format Kafka's own CLI tools take with --command-config,
 // so an operator's existing file works as it is. A setting rods does not understand is refused by
 // name rather than ignored: a silently dropped `ssl.truststore.location` would mean no TLS check.
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { getProperties } from 'properties-file';
 import { ConfigError, loadEndpoints } from '../config/endpoints.js';
@@ -350,18 +350,15 @@ export function oauthTokenFromFile(
   file: string,
   now: () => number = Date.now,
 ): () => Promise<{ value: string }> {
-  let cached: { mtimeMs: number; value: string } | undefined;
   return async () => {
-    let mtimeMs: number;
+    let value: string;
     try {
-      mtimeMs = statSync(file).mtimeMs;
+      value = readFileSync(file, 'utf8').trim(); // small, and read only at a login
     } catch (e) {
       throw new ConfigError(
         `OAUTHBEARER token file ${file}: cannot read it (${(e as NodeJS.ErrnoException).code})`,
       );
     }
-    if (!cached || cached.mtimeMs !== mtimeMs) cached = { mtimeMs, value: readFileSync(file, 'utf8').trim() };
-    const value = cached.value;
     if (!value) throw new ConfigError(`OAUTHBEARER token file ${file} is empty`);
     const exp = jwtExpiry(value);
     if (exp !== undefined && exp * 1000 <= now())

@@ -1,7 +1,7 @@
 // A Kafka broker of one test's own, secured as a managed cluster is: one KRaft node from the
-// stack's jars (.stack/kafka/libs) whose only client listener is SASL_SSL (SCRAM-SHA-512, a PEM
-// certificate the test's CA signed for `localhost`), with the StandardAuthorizer and no access
-// without an ACL. Users and their SCRAM passwords are written at format time. The controller
+// stack's jars (.stack/kafka/libs) with two client listeners, both TLS with a PEM certificate the
+// test's CA signed for `localhost`: SASL_SSL (SCRAM-SHA-512, and OAUTHBEARER with unsigned tokens)
+// and SSL demanding a client certificate; the StandardAuthorizer, no access without an ACL. Users and their SCRAM passwords are written at format time. The controller
 // listener is plaintext on loopback and its principal (ANONYMOUS) a super user: the quorum of one
 // node talks to itself there; no client is pointed at it.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -18,6 +18,8 @@ export interface PrivateKafka {
   /** `localhost:<port>`: the name the broker's certificate carries. */
   bootstrap: string;
   port: number;
+  /** `localhost:<port>` of the SSL listener that demands a client certificate (mutual TLS). */
+  mtlsBootstrap: string;
   dir: string;
   /** The broker's log, for a failing test's message. */
   log(): string;
@@ -34,7 +36,11 @@ export async function startPrivateKafka(opts: {
   const libs = path.join(paths.stack, 'kafka', 'libs');
   if (!existsSync(libs)) throw new Error(`Kafka's jars are not in ${libs} (npm run stack:up fetches them)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'rods-kafka-'));
-  const [port, controllerPort] = [await freeServicePort(), await freeServicePort()];
+  const [port, mtlsPort, controllerPort] = [
+    await freeServicePort(),
+    await freeServicePort(),
+    await freeServicePort(),
+  ];
   const admin = opts.users[0]!;
   writeFileSync(path.join(dir, 'broker.pem'), `${opts.server.key}${opts.server.cert}`);
   writeFileSync(path.join(dir, 'ca.pem'), opts.ca.cert);
@@ -45,12 +51,17 @@ export async function startPrivateKafka(opts: {
       'process.roles=broker,controller',
       'node.id=1',
       `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-      `listeners=SASL_SSL://localhost:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=SASL_SSL://localhost:${port}`,
-      'listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT',
+      `listeners=SASL_SSL://localhost:${port},MTLS://localhost:${mtlsPort},CONTROLLER://127.0.0.1:${controllerPort}`,
+      `advertised.listeners=SASL_SSL://localhost:${port},MTLS://localhost:${mtlsPort}`,
+      'listener.security.protocol.map=SASL_SSL:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT',
+      // Mutual TLS: the client's certificate is its identity (principal User:CN=<name>).
+      'listener.name.mtls.ssl.client.auth=required',
+      // OAUTHBEARER beside SCRAM; with no JWKS URL the broker takes unsigned tokens (alg none)
+      // and checks their expiry: what a test needs of a token file, not what production runs.
+      'listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;',
       'controller.listener.names=CONTROLLER',
       'inter.broker.listener.name=SASL_SSL',
-      'sasl.enabled.mechanisms=SCRAM-SHA-512',
+      'sasl.enabled.mechanisms=SCRAM-SHA-512,OAUTHBEARER',
       'sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512',
       `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${admin.name}" password="${admin.password}";`,
       'ssl.keystore.type=PEM',
@@ -106,6 +117,7 @@ export async function startPrivateKafka(opts: {
   return {
     bootstrap: `localhost:${port}`,
     port,
+    mtlsBootstrap: `localhost:${mtlsPort}`,
     dir,
     log,
     async stop() {

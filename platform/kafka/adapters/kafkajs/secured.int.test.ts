@@ -109,6 +109,9 @@ beforeAll(async () => {
     acl: [
       allow('User:rods', AclResourceTypes.TOPIC, 'sec.', AclOperationTypes.ALL),
       allow('User:rods', AclResourceTypes.GROUP, 'rods-', AclOperationTypes.ALL),
+      // mutual TLS: the certificate's subject is the principal; OAUTHBEARER: the token's sub.
+      allow('User:CN=rods-mtls', AclResourceTypes.TOPIC, 'sec.', AclOperationTypes.ALL),
+      allow('User:rods-oauth', AclResourceTypes.TOPIC, 'sec.', AclOperationTypes.ALL),
       // reader: uses topics an administrator made, may not create any.
       ...[
         AclOperationTypes.DESCRIBE,
@@ -174,6 +177,69 @@ describe('rods on a SASL_SSL Kafka with SCRAM and ACLs', () => {
     } finally {
       await stranger.disconnect();
     }
+  }, 120_000);
+
+  it('mutual TLS: a PEM keystore (key and chain in one file) is the identity; without one, refused', async () => {
+    const cert = pki.leaf('rods-mtls', ca, ['rods-mtls']);
+    const keystore = path.join(pki.dir, 'rods-mtls-keystore.pem');
+    writeFileSync(keystore, `${cert.key}${cert.cert}`);
+    writeFileSync(path.join(pki.dir, 'mtls-ca.pem'), ca.cert);
+    const file = (lines: string[]) => {
+      const f = path.join(pki.dir, 'mtls.properties');
+      writeFileSync(
+        f,
+        ['security.protocol=SSL', 'ssl.truststore.location=mtls-ca.pem', ...lines, ''].join('\n'),
+      );
+      return loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: f });
+    };
+    const withCert = file(['ssl.keystore.type=PEM', `ssl.keystore.location=${keystore}`]);
+    const admin = await client(withCert, [kafka.mtlsBootstrap], false).admin();
+    try {
+      expect(await ensureTopics(admin, [spec('sec.mtls')])).toMatchObject({ created: ['sec.mtls'] });
+    } finally {
+      await admin.disconnect();
+    }
+    await expect(describeWith(file([]), [kafka.mtlsBootstrap])).rejects.toThrow(
+      /alert bad certificate|certificate required/,
+    );
+  }, 120_000);
+
+  it('OAUTHBEARER: the token file is read at each login; an expired token is refused by name before it is sent', async () => {
+    const token = path.join(pki.dir, 'oauth.jwt');
+    const unsigned = (sub: string, exp: number) =>
+      `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub, iat: Math.floor(Date.now() / 1000) - 5, exp })).toString('base64url')}.`;
+    const now = () => Math.floor(Date.now() / 1000);
+    writeFileSync(token, unsigned('rods-oauth', now() + 3600));
+    writeFileSync(path.join(pki.dir, 'oauth-ca.pem'), ca.cert);
+    const f = path.join(pki.dir, 'oauth.properties');
+    writeFileSync(
+      f,
+      [
+        'security.protocol=SASL_SSL',
+        'sasl.mechanism=OAUTHBEARER',
+        'sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;',
+        `sasl.oauthbearer.token.endpoint.url=file://${token}`,
+        'ssl.truststore.location=oauth-ca.pem',
+        '',
+      ].join('\n'),
+    );
+    const security = loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: f });
+    const admin = await client(security, [kafka.bootstrap], false).admin();
+    try {
+      expect(await ensureTopics(admin, [spec('sec.oauth')])).toMatchObject({ created: ['sec.oauth'] });
+    } finally {
+      await admin.disconnect();
+    }
+    // Another subject written to the file: the next login is that principal, which has no ACL.
+    writeFileSync(token, unsigned('nobody', now() + 3600));
+    const other = await client(security).admin();
+    try {
+      await expect(ensureTopics(other, [spec('sec.oauth-2')])).rejects.toBeInstanceOf(TopicsMissingError);
+    } finally {
+      await other.disconnect();
+    }
+    writeFileSync(token, unsigned('rods-oauth', now() - 60));
+    await expect(describeWith(security)).rejects.toThrow(/OAUTHBEARER token in .*oauth\.jwt expired at/);
   }, 120_000);
 
   it('refuses a wrong password, another CA and a name the certificate lacks', async () => {
