@@ -3,6 +3,8 @@ import type { BenchEntry } from './result.js';
 
 const DESCRIPTIONS: Record<string, string> = {
   'kafka-produce': 'produce keyed messages with the idempotent producer vs. a fire-and-forget producer',
+  'kafka-security':
+    'produce keyed messages with the idempotent producer over SASL_SSL (SCRAM-SHA-512) and over mutual TLS vs. the same private broker plaintext',
   'event-store': 'append N events through the store and read them back by global position vs. raw COPY',
   aggregator:
     'exactly-once aggregator over N reward groups vs. a plain consumer that only decodes the same topic',

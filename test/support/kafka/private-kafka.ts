@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { newClusterId } from '../../../infra/stack/kafka.js';
 import { paths } from '../../../infra/stack/paths.js';
-import { run } from '../../../infra/stack/proc.js';
+import { portOpen, run, waitFor } from '../../../infra/stack/proc.js';
 import { freeServicePort } from '../../../platform/util/free-port.js';
 import type { Pem } from '../tls/certs.js';
 
@@ -20,6 +20,8 @@ export interface PrivateKafka {
   port: number;
   /** `localhost:<port>` of the SSL listener that demands a client certificate (mutual TLS). */
   mtlsBootstrap: string;
+  /** With `plaintext`: the PLAINTEXT listener. */
+  plaintextBootstrap?: string;
   dir: string;
   /** The broker's log, for a failing test's message. */
   log(): string;
@@ -32,15 +34,21 @@ export async function startPrivateKafka(opts: {
   server: Pem;
   /** SCRAM-SHA-512 users; the first is the super user the broker itself logs in as. */
   users: { name: string; password: string }[];
+  /** More super users (e.g. `User:CN=<name>` of a client certificate). */
+  superUsers?: string[];
+  /** Also a PLAINTEXT listener on loopback (a benchmark's baseline; its clients are super users). */
+  plaintext?: boolean;
 }): Promise<PrivateKafka> {
   const libs = path.join(paths.stack, 'kafka', 'libs');
   if (!existsSync(libs)) throw new Error(`Kafka's jars are not in ${libs} (npm run stack:up fetches them)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'rods-kafka-'));
-  const [port, mtlsPort, controllerPort] = [
+  const [port, mtlsPort, controllerPort, plainPort] = [
+    await freeServicePort(),
     await freeServicePort(),
     await freeServicePort(),
     await freeServicePort(),
   ];
+  const plain = opts.plaintext ? `,PLAIN://127.0.0.1:${plainPort}` : '';
   const admin = opts.users[0]!;
   writeFileSync(path.join(dir, 'broker.pem'), `${opts.server.key}${opts.server.cert}`);
   writeFileSync(path.join(dir, 'ca.pem'), opts.ca.cert);
@@ -51,9 +59,9 @@ export async function startPrivateKafka(opts: {
       'process.roles=broker,controller',
       'node.id=1',
       `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-      `listeners=SASL_SSL://localhost:${port},MTLS://localhost:${mtlsPort},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=SASL_SSL://localhost:${port},MTLS://localhost:${mtlsPort}`,
-      'listener.security.protocol.map=SASL_SSL:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT',
+      `listeners=SASL_SSL://localhost:${port},MTLS://localhost:${mtlsPort},CONTROLLER://127.0.0.1:${controllerPort}${plain}`,
+      `advertised.listeners=SASL_SSL://localhost:${port},MTLS://localhost:${mtlsPort}${plain}`,
+      'listener.security.protocol.map=SASL_SSL:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT,PLAIN:PLAINTEXT',
       // Mutual TLS: the client's certificate is its identity (principal User:CN=<name>).
       'listener.name.mtls.ssl.client.auth=required',
       // OAUTHBEARER beside SCRAM; with no JWKS URL the broker takes unsigned tokens (alg none)
@@ -69,7 +77,7 @@ export async function startPrivateKafka(opts: {
       'ssl.truststore.type=PEM',
       `ssl.truststore.location=${path.join(dir, 'ca.pem')}`,
       'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer',
-      `super.users=User:${admin.name};User:ANONYMOUS`,
+      `super.users=${[`User:${admin.name}`, 'User:ANONYMOUS', ...(opts.superUsers ?? [])].join(';')}`,
       'allow.everyone.if.no.acl.found=false',
       `log.dirs=${path.join(dir, 'data')}`,
       'num.partitions=1',
@@ -112,12 +120,27 @@ export async function startPrivateKafka(opts: {
   const child: ChildProcess = spawn('java', ['-Xms128m', '-Xmx512m', ...jvm, 'kafka.Kafka', props], {
     stdio: ['ignore', out, out],
   });
+  // Listening once the broker has started (its listeners open last), or gone with its log.
+  await waitFor(
+    'the private Kafka broker',
+    async () => {
+      for (const p of [port, mtlsPort, ...(opts.plaintext ? [plainPort] : [])])
+        if (!(await portOpen('127.0.0.1', p))) return false;
+      return true;
+    },
+    120_000,
+    () => child.exitCode === null,
+  ).catch((e: Error) => {
+    child.kill('SIGKILL');
+    throw new Error(`${e.message}\n${readFileSync(logFile, 'utf8').split('\n').slice(-40).join('\n')}`);
+  });
   const log = () =>
     existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-40).join('\n') : '';
   return {
     bootstrap: `localhost:${port}`,
     port,
     mtlsBootstrap: `localhost:${mtlsPort}`,
+    ...(opts.plaintext ? { plaintextBootstrap: `127.0.0.1:${plainPort}` } : {}),
     dir,
     log,
     async stop() {
