@@ -8,6 +8,7 @@ import { ensureTopics, openKafka } from '../../platform/kafka/client.js';
 import { type KafkaSecurity, loadKafkaSecurity } from '../../platform/kafka/client-properties.js';
 import { startPrivateKafka } from '../../test/support/kafka/private-kafka.js';
 import { TestPki } from '../../test/support/tls/certs.js';
+import { sendRate } from './kafka-produce.js';
 import type { BenchResult } from './result.js';
 
 export default async function kafkaSecurity(opts: Record<string, string | boolean>): Promise<BenchResult> {
@@ -52,7 +53,6 @@ export default async function kafkaSecurity(opts: Record<string, string | boolea
       ]),
     },
   };
-  const value = Buffer.alloc(200, 1);
   const produce = async (mode: string) => {
     const { brokers, security } = modes[mode]!;
     const k = openKafka({ brokers, security, clientId: 'rods-bench' });
@@ -62,18 +62,7 @@ export default async function kafkaSecurity(opts: Record<string, string | boolea
       { name: topic, key: 'k', partitions: 6, replicationFactor: 1, config: {}, doc: 'bench' },
     ]);
     await admin.disconnect();
-    const p = await k.producer({ idempotent: true });
-    const t0 = performance.now();
-    for (let i = 0; i < n; i += 1000) {
-      const messages = Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({
-        key: `task-${(i + j) % 997}`,
-        value,
-      }));
-      await p.send(topic, messages);
-    }
-    const s = (performance.now() - t0) / 1000;
-    await p.disconnect();
-    return n / s;
+    return sendRate(await k.producer({ idempotent: true }), topic, n);
   };
   try {
     await produce('plaintext'); // warm-up: the JIT, the broker's page cache
