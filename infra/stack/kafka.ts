@@ -4,8 +4,9 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
+import { isLoopback, splitHostPort } from '../../platform/config/endpoints.js';
 import { ensureTopics, withAdmin } from '../../platform/kafka/client.js';
+import { kafkaBootstrap } from '../../platform/kafka/client-properties.js';
 import { copyMavenDependencies } from './maven.js';
 import { paths } from './paths.js';
 import {
@@ -49,7 +50,8 @@ export interface KafkaNode {
  * node), or RODS_KAFKA_CONTROLLER_PORT for a single node, or each broker's port + 1.
  */
 export function kafkaNodes(): KafkaNode[] {
-  const brokers = loadEndpoints().kafkaBrokers.map((b) => splitHostPort(b));
+  // KAFKA_BROKERS, else KAFKA_CLIENT_PROPERTIES' bootstrap.servers: where rods' clients go.
+  const brokers = kafkaBootstrap().map((b) => splitHostPort(b));
   const listed = (process.env.RODS_KAFKA_CONTROLLER_PORTS ?? '')
     .split(',')
     .map((x) => x.trim())

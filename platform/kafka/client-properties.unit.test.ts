@@ -12,6 +12,7 @@ import {
   oauthTokenFromFile,
   parseKafkaClientProperties,
 } from './client-properties.js';
+import { defaultReplication } from './topology.js';
 
 const pki = new TestPki();
 let ca: Pem;
@@ -52,6 +53,11 @@ describe('KAFKA_CLIENT_PROPERTIES', () => {
       'k2.example:9093',
     ]);
     expect(kafkaBootstrap({ KAFKA_CLIENT_PROPERTIES: props, KAFKA_BROKERS: 'k9:1' })).toEqual(['k9:1']);
+    // Created topics are replicated three times on a cluster of three or more, wherever it is named.
+    const three = file('b3.properties', 'bootstrap.servers=k1:9093,k2:9093,k3:9093\n');
+    expect(defaultReplication({ KAFKA_CLIENT_PROPERTIES: three })).toBe(3);
+    expect(defaultReplication({ KAFKA_CLIENT_PROPERTIES: props })).toBe(1);
+    expect(defaultReplication({ KAFKA_CLIENT_PROPERTIES: three, KAFKA_BROKERS: 'k9:1' })).toBe(1);
     expect(() => loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: path.join(pki.dir, 'absent') })).toThrow(
       /KAFKA_CLIENT_PROPERTIES: cannot read .*absent \(ENOENT\)/,
     );

@@ -1,5 +1,6 @@
 // The project's Kafka topics in one place: names, keys, partition counts and retention.
 // Rewards and decisions are kept forever by default so that a campaign can be replayed.
+import { loadKafkaSecurity } from './client-properties.js';
 
 export interface TopicSpec {
   name: string;
@@ -56,13 +57,23 @@ export function replayRequirements(spec: TopicSpec): Record<string, (value: stri
 }
 
 /**
- * RODS_KAFKA_REPLICATION, or 3 when KAFKA_BROKERS lists three brokers or more (a replicated
+ * RODS_KAFKA_REPLICATION, or 3 when KAFKA_BROKERS (else bootstrap.servers) lists three or more (a replicated
  * cluster, such as the local stack's three-node one), else 1.
  */
 export function defaultReplication(env: NodeJS.ProcessEnv = process.env): number {
   if (env.RODS_KAFKA_REPLICATION) return Number(env.RODS_KAFKA_REPLICATION);
+  return bootstrapCount(env) >= 3 ? 3 : 1;
+}
+
+/** Brokers in KAFKA_BROKERS, else in KAFKA_CLIENT_PROPERTIES' bootstrap.servers. */
+function bootstrapCount(env: NodeJS.ProcessEnv): number {
   const brokers = (env.KAFKA_BROKERS ?? '').split(',').filter((b) => b.trim() !== '');
-  return brokers.length >= 3 ? 3 : 1;
+  if (brokers.length > 0 || !env.KAFKA_CLIENT_PROPERTIES) return brokers.length;
+  try {
+    return loadKafkaSecurity(env).bootstrapServers?.length ?? 0;
+  } catch {
+    return 0; // an unusable file is refused by name where a client opens
+  }
 }
 
 export function topology(opts: TopologyOptions = {}): TopicSpec[] {
