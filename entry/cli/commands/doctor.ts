@@ -12,6 +12,7 @@ import {
   ensureTopics,
   onTransientKafkaErrors,
   openKafka,
+  TopicsMissingError,
   withAdmin,
 } from '../../../platform/kafka/client.js';
 import { kafkaBootstrap, loadKafkaSecurity } from '../../../platform/kafka/client-properties.js';
@@ -57,7 +58,8 @@ async function checkPostgres(): Promise<string> {
   }
 }
 
-async function checkKafka(messages: number): Promise<string> {
+/** The Kafka check of `rods doctor` (exported for its test on a secured broker). */
+export async function checkKafka(messages: number): Promise<string> {
   // On a fresh broker the group coordinator loads for a while: say so once, as progress.
   const said = new Set<string>();
   onTransientKafkaErrors((note) => {
@@ -88,11 +90,19 @@ async function kafkaRoundTrip(messages: number): Promise<string> {
   }
   const topic = `rods.doctor.${randomUUID().slice(0, 8)}`;
   const ensured = await withAdmin((a) => ensureTopics(a));
-  await withAdmin((a) =>
-    ensureTopics(a, [
-      { name: topic, key: 'n', partitions: 3, replicationFactor: 1, config: {}, doc: 'doctor scratch' },
-    ]),
-  );
+  try {
+    await withAdmin((a) =>
+      ensureTopics(a, [
+        { name: topic, key: 'n', partitions: 3, replicationFactor: 1, config: {}, doc: 'doctor scratch' },
+      ]),
+    );
+  } catch (e) {
+    // A principal limited to rods' own topics (ACLs) may not make a scratch topic: the project's
+    // topics are there and readable, which is what the processes need.
+    if (e instanceof TopicsMissingError)
+      return `project topics: ${ensured.existing.length + ensured.created.length} present; no round trip (this principal may not create the scratch topic ${topic}) (${security.describe})`;
+    throw e;
+  }
   const k = openKafka({ clientId: 'rods-doctor' });
   try {
     const p = await k.producer({ idempotent: true });
