@@ -2,6 +2,8 @@
 // and the Temporal dev server on loopback, each considered up only once it answers a real
 // request. Idempotent: `up` on a running stack changes nothing and repairs a half-started one.
 import { Command } from 'commander';
+import { ConfigError } from '../../platform/config/endpoints.js';
+import { loadSecretFiles } from '../../platform/config/secret-files.js';
 import { executorService } from './executor.js';
 import { kafkaService } from './kafka.js';
 import { ensureDirs, paths } from './paths.js';
@@ -133,6 +135,7 @@ function printTable(rows: ServiceStatus[]): void {
 }
 
 async function main(argv: string[]): Promise<void> {
+  loadSecretFiles(); // DATABASE_URL_FILE names a database elsewhere: probed, not started here
   const program = new Command('stack')
     .description(
       'Manage the local rods stack: PostgreSQL 15, Kafka (KRaft) and the Temporal dev server on loopback.',
@@ -164,7 +167,7 @@ async function main(argv: string[]): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   main(process.argv).catch((e: Error) => {
-    console.error(e instanceof StackError ? e.message : e.stack);
+    console.error(e instanceof StackError || e instanceof ConfigError ? e.message : e.stack);
     process.exit(1);
   });
 }
