@@ -210,15 +210,17 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     const campaign = loop.campaigns.ranks!;
     // 6 completions a rank and G = 4: a prompt's group is split across the two ranks, so only
     // the gather makes it whole (3 prompts a step, 12 rewards).
+    // Until 15 steps after the ranks first drew from an injected pool version: when that comes
+    // depends on the machine's load (at 40 fixed steps a busy CI machine saw none, 2026-12-04).
     const trainer = new Trainer(
       campaign,
       'ranks',
-      { RODS_MAX_STEPS: '40', RODS_BATCH: '6' },
+      { RODS_MAX_STEPS: '400', RODS_BATCH: '6', RODS_STOP_AFTER_NEW_POOL: '15' },
       { processes: 2 },
     );
     await trainer.finished();
     const last = trainer.summary!.steps;
-    expect(last).toBe(40);
+    expect(last, 'no injected pool version reached the ranks in 400 steps').toBeLessThan(400);
     await expectStepsClosedInOrder(loop.db, campaign, last);
     const accepted = await expectCountedOnce(loop.db, campaign);
     expect(accepted.every((g) => g.n === G)).toBe(true);

@@ -10,7 +10,8 @@ Environment: RODS_GATEWAY_URL, RODS_TOKEN, RODS_CAMPAIGN, RODS_MODEL, RODS_OUTPU
 RODS_MAX_STEPS, RODS_SAVE_STEPS (0: no checkpoints), RODS_RESUME (1: from the last checkpoint),
 RODS_RESUME_FROM (a step N: from <output dir>/checkpoint-N instead), RODS_TOOLS (1: the BFCL
 environments as TRL tools), RODS_STEP_SLEEP (seconds per reward call), RODS_BATCH (per-device
-batch, default 8).
+batch, default 8), RODS_STOP_AFTER_NEW_POOL (k: stop k steps after the first batch drawn from a
+newer pool version than the first batch's, RODS_MAX_STEPS bounding the wait).
 Prints one JSON line per optimizer step ("rods-step"), one per checkpoint the callback reported
 ("rods-checkpoint": its rods-checkpoint.json and folder; digests on) and a summary at the end
 ("rods-summary", with the run id and every checkpoint).
@@ -22,6 +23,7 @@ import os
 import sys
 import time
 
+import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -60,6 +62,26 @@ class StepLog(TrainerCallback):
         return control
 
 
+class StopAfterNewPool(TrainerCallback):
+    """Stops k steps after a batch came from a newer pool than the first: how soon an injection
+    reaches the pool depends on the machine's load, not on a step count. Rank 0 decides and every
+    rank follows, so all stop at the same step."""
+
+    def __init__(self, pool, k):
+        self.pool, self.k, self.seen_at = pool, k, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        versions = self.pool.batch_versions
+        if self.seen_at is None and versions and versions[-1] != versions[0]:
+            self.seen_at = state.global_step
+        stop = torch.tensor([int(self.seen_at is not None and state.global_step >= self.seen_at + self.k)])
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.broadcast(stop, src=0)
+        if stop.item():
+            control.should_training_stop = True
+        return control
+
+
 rods = RodsClient.from_env()
 model, tokenizer = model_and_tokenizer(rods)
 output_dir = os.environ["RODS_OUTPUT_DIR"]
@@ -74,8 +96,11 @@ args = GRPOConfig(
 pool = RodsPool(rods, args)
 reward = RodsRewards(shaped_reward)
 callback = RodsCallback(rods, reward, pool, checkpoint_digest=True)
+callbacks = [callback, StepLog(callback)]
+if os.environ.get("RODS_STOP_AFTER_NEW_POOL"):
+    callbacks.append(StopAfterNewPool(pool, int(os.environ["RODS_STOP_AFTER_NEW_POOL"])))
 trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=pool.dataset,
-                      reward_funcs=[reward], callbacks=[callback, StepLog(callback)],
+                      reward_funcs=[reward], callbacks=callbacks,
                       environment_factory=environment_factories() if tools else None)
 resume_from = os.environ.get("RODS_RESUME_FROM")
 if resume_from:
