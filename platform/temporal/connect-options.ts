@@ -125,9 +125,18 @@ export async function tlsHandshakeProblem(
         : {}),
     });
     // TLS 1.3: a server that demands a client certificate says so just after the handshake.
+    // No TCP connection (a server down or unreachable) is not a TLS problem: the caller's own
+    // error says that, and keeps its unreachable-service message.
+    let connected = false;
+    socket.once('connect', () => {
+      connected = true;
+    });
     socket.once('secureConnect', () => setTimeout(() => done(undefined), 500));
-    socket.once('error', (e) => done(e.message));
-    const timer = setTimeout(() => done(`no TLS handshake in ${timeoutMs / 1000} s`), timeoutMs);
+    socket.once('error', (e) => done(connected ? e.message : undefined));
+    const timer = setTimeout(
+      () => done(connected ? `no TLS handshake in ${timeoutMs / 1000} s` : undefined),
+      timeoutMs,
+    );
   });
 }
 
