@@ -226,8 +226,13 @@ export async function runDemo(
   });
   const standinPort = await freePort();
   const gatewayPort = await gatewayPortFor();
+  // With RODS_GATEWAY_TLS_CERT (the secured stack's env.sh) the gateway serves HTTPS for the
+  // names its certificate carries; Node's fetch trusts the CA of NODE_EXTRA_CA_CERTS.
+  const gw = process.env.RODS_GATEWAY_TLS_CERT
+    ? `https://localhost:${gatewayPort}`
+    : `http://127.0.0.1:${gatewayPort}`;
   const dashboard: DemoDashboard = {
-    url: `http://127.0.0.1:${gatewayPort}/dashboard/#campaign=${campaignId}`,
+    url: `${gw}/dashboard/#campaign=${campaignId}`,
     tokenFile,
   };
   let keptGateway: ChildProcess | undefined;
@@ -270,7 +275,7 @@ export async function runDemo(
     if (opts.keep) keptGateway = gateway;
     else children.push(gateway);
     await waitHttp(`http://127.0.0.1:${standinPort}/v1/models`, 'stand-in generator', standin);
-    await waitHttp(`http://127.0.0.1:${gatewayPort}/healthz`, 'gateway', gateway);
+    await waitHttp(`${gw}/healthz`, 'gateway', gateway);
 
     const example = JSON.parse(
       readFileSync(path.join(ROOT, 'dev/examples/campaign.standin.json'), 'utf8'),
@@ -279,7 +284,6 @@ export async function runDemo(
     config.seeds = { perCategory: opts.perCategory };
     if (opts.ablation && Object.keys(opts.ablation).length > 0)
       (config as { ablation?: unknown }).ablation = opts.ablation;
-    const gw = `http://127.0.0.1:${gatewayPort}`;
     const created = await fetch(`${gw}/v1/campaigns`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },

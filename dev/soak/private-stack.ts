@@ -5,8 +5,9 @@
 // (the temporal binary, Kafka's jars, the executor's venv) are linked from the shared stack, so
 // only the data is fresh.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
+import { linkInstalled } from '../../infra/stack/link.js';
 import { freeServicePort } from '../../platform/util/free-port.js';
 
 export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
@@ -28,17 +29,7 @@ export async function layoutPrivateStack(
 ): Promise<PrivateStackLayout> {
   const dir = path.join(sharedStack, 'soak', run);
   rmSync(dir, { recursive: true, force: true });
-  mkdirSync(path.join(dir, 'kafka'), { recursive: true });
-  // Share what install() builds or downloads; a fresh checkout has built it in the shared stack.
-  for (const [from, to] of [
-    ['bin', 'bin'],
-    ['cache', 'cache'],
-    ['venv', 'venv'],
-    [path.join('kafka', 'libs'), path.join('kafka', 'libs')],
-  ] as const) {
-    const src = path.join(sharedStack, from);
-    if (existsSync(src)) symlinkSync(src, path.join(dir, to));
-  }
+  linkInstalled(sharedStack, dir);
   const ports: number[] = [];
   const port = async () => {
     for (;;) {

@@ -1,14 +1,19 @@
 // The local stack: `npm run stack:up|stack:down|stack:status`. Starts PostgreSQL, Kafka (KRaft)
 // and the Temporal dev server on loopback, each considered up only once it answers a real
 // request. Idempotent: `up` on a running stack changes nothing and repairs a half-started one.
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Command } from 'commander';
 import { ConfigError } from '../../platform/config/endpoints.js';
 import { loadSecretFiles } from '../../platform/config/secret-files.js';
 import { executorService } from './executor.js';
 import { kafkaService } from './kafka.js';
-import { ensureDirs, paths } from './paths.js';
+import { linkInstalled } from './link.js';
+import { ensureDirs, paths, stackDir } from './paths.js';
 import { postgresService } from './postgres.js';
 import { portOpen, portOwner, StackError, sleep, tail } from './proc.js';
+import { ensureSecureFiles, isSecureStack, secureStackEnv, shellExports } from './secure.js';
 import type { Service } from './service.js';
 import { temporalService } from './temporal.js';
 
@@ -134,28 +139,64 @@ function printTable(rows: ServiceStatus[]): void {
   }
 }
 
+/**
+ * `--secure`: the secured stack in .stack/secure (infra/stack/secure.ts). Its certificates and
+ * passwords are made (once), `env.sh` written, and this command runs again with that environment:
+ * the stack's modules read their folder and endpoints when they load.
+ */
+function runSecured(argv: string[]): never {
+  const shared = stackDir();
+  const dir = path.join(shared, 'secure');
+  linkInstalled(shared, dir);
+  ensureSecureFiles(dir);
+  const env = secureStackEnv(dir);
+  const envFile = path.join(dir, 'env.sh');
+  writeFileSync(envFile, shellExports(env), { mode: 0o600 });
+  const child = { ...process.env, ...env };
+  // Settings of another database would fight the stack's own.
+  for (const k of ['DATABASE_URL', 'RODS_MIGRATE_DATABASE_URL']) delete child[k];
+  const r = spawnSync(process.execPath, [...process.execArgv, ...argv.slice(1)], {
+    stdio: 'inherit',
+    env: child,
+  });
+  if (r.status === 0 && argv.includes('up'))
+    console.log(
+      `point rods at the secured stack with: source ${path.relative(process.cwd(), envFile) || envFile}`,
+    );
+  process.exit(r.status ?? 1);
+}
+
 async function main(argv: string[]): Promise<void> {
+  if (argv.includes('--secure') && !isSecureStack()) runSecured(argv);
   loadSecretFiles(); // DATABASE_URL_FILE names a database elsewhere: probed, not started here
   const program = new Command('stack')
     .description(
-      'Manage the local rods stack: PostgreSQL 15, Kafka (KRaft) and the Temporal dev server on loopback.',
+      'Manage the local rods stack: PostgreSQL 15, Kafka (KRaft) and the Temporal dev server on loopback.\n' +
+        'With --secure, the secured stack in .stack/secure: Kafka SASL_SSL with SCRAM and ACLs, PostgreSQL\n' +
+        'TLS-only (verify-full), Temporal behind nginx demanding a client certificate, the executor with a\n' +
+        'token; certificates and passwords in .stack/secure/secrets, its settings in .stack/secure/env.sh.',
     )
     .showHelpAfterError();
+  const secureOpt = '--secure';
+  const secureHelp = 'the secured stack (.stack/secure; see above)';
   program
     .command('up')
     .description(
       'install what is missing (cached under .stack/), start every service, wait until each answers',
     )
     // Also upgrades a running PostgreSQL set up by an older version (passwords, roles, grants).
+    .option(secureOpt, secureHelp)
     .action(async () => up(services({ upgradeRunning: true })));
   program
     .command('down')
     .description('stop exactly the processes `up` started (by pid file and command line), never others')
+    .option(secureOpt, secureHelp)
     .action(async () => down());
   program
     .command('status')
     .description('probe every service with a real request; exit 1 if any does not answer')
     .option('--json', 'print a JSON array of {service, endpoint, managed, pid, answering, detail}')
+    .option(secureOpt, secureHelp)
     .action(async (opts: { json?: boolean }) => {
       const rows = await status();
       if (opts.json) console.log(JSON.stringify(rows, null, 2));

@@ -6,7 +6,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { isLoopback, splitHostPort } from '../../platform/config/endpoints.js';
 import { ensureTopics, withAdmin } from '../../platform/kafka/client.js';
-import { kafkaBootstrap } from '../../platform/kafka/client-properties.js';
+import { kafkaBootstrap, loadKafkaSecurity } from '../../platform/kafka/client-properties.js';
+import type { AclGrant } from '../../platform/kafka/port.js';
 import { copyMavenDependencies } from './maven.js';
 import { paths } from './paths.js';
 import {
@@ -21,6 +22,7 @@ import {
   waitFor,
   which,
 } from './proc.js';
+import { isSecureStack, KAFKA_ADMIN, KAFKA_RODS, secureFiles } from './secure.js';
 import type { Probe, Service } from './service.js';
 
 const NAME = 'kafka';
@@ -117,7 +119,32 @@ export function kafkaService(): Service {
   const log = paths.log(NAME);
   const version = kafkaVersion();
   const stamp = path.join(libs, `.complete-${version}`);
-  const voters = nodes.map((n) => `${n.id}@${n.host}:${n.controllerPort}`).join(',');
+  const secure = isSecureStack();
+  const f = secureFiles(paths.stack);
+  // Secured: the controllers talk in plaintext on loopback only (no client is pointed there).
+  const controllerHost = (n: KafkaNode) => (secure ? '127.0.0.1' : n.host);
+  const voters = nodes.map((n) => `${n.id}@${controllerHost(n)}:${n.controllerPort}`).join(',');
+  const password = (user: string) =>
+    /^password=(.*)$/m.exec(readFileSync(f.kafkaPassword(user), 'utf8'))?.[1] ?? '';
+  /** The secured broker's listener settings: SASL_SSL only for clients, SCRAM, ACLs required. */
+  const secureListeners = (n: KafkaNode) => [
+    `listeners=SASL_SSL://${n.host}:${n.port},CONTROLLER://127.0.0.1:${n.controllerPort}`,
+    `advertised.listeners=SASL_SSL://${n.host}:${n.port}`,
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=SASL_SSL',
+    'listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT',
+    'sasl.enabled.mechanisms=SCRAM-SHA-512',
+    'sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512',
+    `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${KAFKA_ADMIN}" password="${password(KAFKA_ADMIN)}";`,
+    'ssl.keystore.type=PEM',
+    `ssl.keystore.location=${f.kafkaKeystore}`,
+    'ssl.truststore.type=PEM',
+    `ssl.truststore.location=${f.ca}`,
+    'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer',
+    // The controller's principal on its loopback listener is ANONYMOUS.
+    `super.users=User:${KAFKA_ADMIN};User:ANONYMOUS`,
+    'allow.everyone.if.no.acl.found=false',
+  ];
   // Three nodes or more: what a replicated production cluster runs (a record is acknowledged by
   // two replicas; one node may be lost, the controller included).
   const replicas = cluster ? 3 : 1;
@@ -132,11 +159,15 @@ export function kafkaService(): Service {
         'process.roles=broker,controller',
         `node.id=${n.id}`,
         `controller.quorum.voters=${voters}`,
-        `listeners=PLAINTEXT://${n.host}:${n.port},CONTROLLER://${n.host}:${n.controllerPort}`,
-        `advertised.listeners=PLAINTEXT://${n.host}:${n.port}`,
-        'controller.listener.names=CONTROLLER',
-        'inter.broker.listener.name=PLAINTEXT',
-        'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+        ...(secure
+          ? secureListeners(n)
+          : [
+              `listeners=PLAINTEXT://${n.host}:${n.port},CONTROLLER://${n.host}:${n.controllerPort}`,
+              `advertised.listeners=PLAINTEXT://${n.host}:${n.port}`,
+              'controller.listener.names=CONTROLLER',
+              'inter.broker.listener.name=PLAINTEXT',
+              'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+            ]),
         `log.dirs=${n.dataDir}`,
         'num.partitions=1',
         `default.replication.factor=${replicas}`,
@@ -153,6 +184,8 @@ export function kafkaService(): Service {
         'replica.fetch.max.bytes=10485760',
         '',
       ].join('\n'),
+      // It holds the admin's password when secured.
+      { mode: 0o600 },
     );
     // Kafka 4 logs through log4j2 (properties format: no extra parser on the classpath).
     writeFileSync(
@@ -226,6 +259,13 @@ export function kafkaService(): Service {
           '-c',
           propsFile(n),
           '--ignore-formatted',
+          // Secured: the SCRAM credentials are written with the cluster's first metadata.
+          ...(secure
+            ? [KAFKA_ADMIN, KAFKA_RODS].flatMap((u) => [
+                '--add-scram',
+                `SCRAM-SHA-512=[name=${u},password=${password(u)}]`,
+              ])
+            : []),
         ]),
       ).catch((e: Error & { stdout?: string; stderr?: string }) => {
         throw new StackError(`formatting Kafka storage failed: ${e.stderr ?? e.stdout ?? e.message}`, n.name);
@@ -313,8 +353,19 @@ export function kafkaService(): Service {
     async ready() {
       // A node of the cluster that died is started again while the others answer.
       const restarted = this.managed ? await startMissing() : 0;
-      // The local stack owns its cluster: a topic an older version made with other settings is set right.
-      const r = await withAdmin((a) => ensureTopics(a, undefined, { fix: true }), { clientId: 'rods-stack' });
+      // The local stack owns its cluster: a topic an older version made with other settings is set
+      // right. Secured: the admin makes them and grants rods' principal its own resources only.
+      const admin = secure
+        ? { security: loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: f.kafkaAdminProperties }) }
+        : {};
+      const r = await withAdmin(
+        async (a) => {
+          const topics = await ensureTopics(a, undefined, { fix: true });
+          if (secure) await a.createAcls(rodsAcls(`User:${KAFKA_RODS}`));
+          return topics;
+        },
+        { clientId: 'rods-stack', ...admin },
+      );
       const topics =
         r.created.length > 0
           ? `created topics ${r.created.join(', ')}`
@@ -338,6 +389,18 @@ export function kafkaService(): Service {
       return any;
     },
   };
+}
+
+/**
+ * What rods' principal needs, and no more: every operation on the topics named `rods.*`, on the
+ * consumer groups and on the transactional ids named `rods*` (the relay's transactions).
+ */
+export function rodsAcls(principal: string): AclGrant[] {
+  return [
+    { principal, resource: 'topic', name: 'rods.', pattern: 'prefixed', operation: 'all' },
+    { principal, resource: 'group', name: 'rods', pattern: 'prefixed', operation: 'all' },
+    { principal, resource: 'transactional-id', name: 'rods', pattern: 'prefixed', operation: 'all' },
+  ];
 }
 
 /**

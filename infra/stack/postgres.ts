@@ -30,6 +30,7 @@ import { createClient } from '../../platform/store/db.js';
 import { grantAppRole } from '../../platform/store/migrate.js';
 import { paths, type StackSecret, secretFile } from './paths.js';
 import { clearPid, isAlive, run, StackError, tail, waitFor, writePid } from './proc.js';
+import { isSecureStack, secureFiles } from './secure.js';
 import type { Probe, Service } from './service.js';
 
 const NAME = 'postgres';
@@ -71,6 +72,34 @@ export function ensureTraversable(dir: string): void {
     if ((mode & 0o001) === 0) chmodSync(d, mode | 0o001);
     d = path.dirname(d);
   }
+}
+
+/**
+ * The secured stack's server: its certificate and key from the stack's secrets (copied into the
+ * data directory at every start, so a rotated certificate is taken at the next), and
+ * authentication rules that take TCP connections over TLS only (`hostssl`), with a password.
+ */
+async function secureServer(dataDir: string, acct: Account | undefined): Promise<void> {
+  const f = secureFiles(paths.stack);
+  for (const [from, to] of [
+    [f.serverCert, 'server.crt'],
+    [f.serverKey, 'server.key'],
+  ] as const) {
+    const dest = path.join(dataDir, to);
+    writeFileSync(dest, readFileSync(from), { mode: 0o600 });
+    chmodSync(dest, 0o600); // the server reads its key only when it is private to it
+    if (acct) await run('chown', [`${acct.uid}:${acct.gid}`, dest]);
+  }
+  writeFileSync(
+    path.join(dataDir, 'pg_hba.conf'),
+    [
+      '# written by infra/stack/postgres.ts for the secured stack: TLS-only TCP, passwords everywhere',
+      'local all all scram-sha-256',
+      'hostssl all all 0.0.0.0/0 scram-sha-256',
+      'hostssl all all ::/0 scram-sha-256',
+      '',
+    ].join('\n'),
+  );
 }
 
 /** A stack password: read from its file, or made (random) and written 0600 on first use. */
@@ -285,7 +314,11 @@ export function postgresService(opts: PostgresOptions = {}): Service {
           rmSync(pwfile, { force: true });
         }
       }
+      if (isSecureStack()) await secureServer(dataDir, acct);
       const opts = [
+        ...(isSecureStack()
+          ? ['-c ssl=on', '-c ssl_cert_file=server.crt', '-c ssl_key_file=server.key']
+          : []),
         `-c listen_addresses=${host}`,
         `-c port=${port}`,
         `-c unix_socket_directories=${socketDir}`,

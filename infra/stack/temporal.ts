@@ -5,9 +5,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
+import {
+  type TemporalConnectOptions,
+  temporalConnectOptions,
+} from '../../platform/temporal/connect-options.js';
 import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../platform/temporal/ui.js';
 import { paths } from './paths.js';
 import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which } from './proc.js';
+import { isSecureStack, secureFiles } from './secure.js';
 import type { Probe, Service } from './service.js';
 
 const NAME = 'temporal';
@@ -83,10 +88,14 @@ function dynamicConfig(env: NodeJS.ProcessEnv = process.env): string[] {
   return [...base, ...extra].flatMap((kv) => ['--dynamic-config-value', kv]);
 }
 
-export async function probeTemporal(address: string, namespace: string): Promise<Probe> {
+export async function probeTemporal(
+  address: string,
+  namespace: string,
+  tls?: TemporalConnectOptions['tls'],
+): Promise<Probe> {
   let connection: Connection | undefined;
   try {
-    connection = await Connection.connect({ address, connectTimeout: 2000 });
+    connection = await Connection.connect({ address, connectTimeout: 2000, ...(tls ? { tls } : {}) });
     const ns = await connection.workflowService.describeNamespace({ namespace });
     return { answering: true, detail: `namespace ${ns.namespaceInfo?.name ?? namespace} registered` };
   } catch (e) {
@@ -151,16 +160,26 @@ export async function probeTemporalUi(url: string, timeoutMs = 3000): Promise<Pr
 export function temporalService(): Service {
   const { temporalAddress, temporalNamespace } = loadEndpoints();
   const { host, port } = splitHostPort(temporalAddress);
+  const secure = isSecureStack();
+  // Secured: the dev server listens on loopback at its own port, nginx at the address clients use.
+  const devHost = secure ? '127.0.0.1' : host;
+  const devPort = secure ? Number(process.env.RODS_TEMPORAL_INTERNAL_PORT || port + 1) : port;
   const binary = path.join(paths.bin, 'temporal');
   const stamp = path.join(paths.bin, `.temporal-${TEMPORAL_CLI_VERSION}`);
   const dbFile = path.join(paths.data, 'temporal', 'temporal.db');
   const log = paths.log(NAME);
-  const marker = `--port ${port} --http-port`;
+  const marker = `--port ${devPort} --http-port`;
+  const terminator = secure ? tlsTerminator(host, port, devPort) : undefined;
 
-  const uiUrl = temporalUiUrl(temporalAddress);
+  const uiUrl = secure ? null : temporalUiUrl(temporalAddress);
   // Up means the frontend answers; the detail says where the Web UI is and whether it answers.
   const probe = async (): Promise<Probe> => {
-    const p = await probeTemporal(temporalAddress, temporalNamespace);
+    const p = await probeTemporal(
+      temporalAddress,
+      temporalNamespace,
+      secure ? temporalConnectOptions().tls : undefined,
+    );
+    if (secure && p.answering) return { answering: true, detail: `${p.detail}; mutual TLS through nginx` };
     if (!p.answering || uiUrl === null) return p;
     const ui = await probeTemporalUi(uiUrl);
     return {
@@ -178,6 +197,7 @@ export function temporalService(): Service {
     port,
     log,
     async install() {
+      await terminator?.install();
       // The stamp names the version the binary is (an older stack's Go build has another stamp).
       if (existsSync(binary) && existsSync(stamp)) return;
       mkdirSync(paths.bin, { recursive: true });
@@ -188,22 +208,97 @@ export function temporalService(): Service {
     pid: () => ourPid(NAME, marker, dbFile),
     async start() {
       mkdirSync(path.dirname(dbFile), { recursive: true });
-      const pid = spawnDetached(
-        NAME,
-        binary,
-        devServerArgs({ host, port, namespace: temporalNamespace, dbFile, logLevel: 'warn' }),
-      );
+      const pid =
+        ourPid(NAME, marker, dbFile) ??
+        spawnDetached(
+          NAME,
+          binary,
+          devServerArgs({
+            host: devHost,
+            port: devPort,
+            namespace: temporalNamespace,
+            dbFile,
+            logLevel: 'warn',
+          }),
+        );
+      if (terminator && !terminator.pid()) terminator.start();
       // The first start creates the SQLite schema, which takes a minute or more on a busy 2-core machine.
       await waitFor(
         'temporal',
         async () => (await probe()).answering,
         300_000,
-        () => ourPid(NAME, marker, dbFile) === pid,
+        () => ourPid(NAME, marker, dbFile) === pid && (!terminator || terminator.pid() !== undefined),
       ).catch((e) => {
-        throw new StackError(`${(e as Error).message}\n--- tail of ${log} ---\n${tail(log)}`, NAME);
+        const more = terminator ? `\n--- tail of ${terminator.log} ---\n${tail(terminator.log)}` : '';
+        throw new StackError(`${(e as Error).message}\n--- tail of ${log} ---\n${tail(log)}${more}`, NAME);
       });
     },
     probe,
-    stop: () => stopOurs(NAME, ourPid(NAME, marker, dbFile), 20_000),
+    async stop() {
+      const t = terminator ? await stopOurs(TERMINATOR, terminator.pid(), 10_000) : false;
+      return (await stopOurs(NAME, ourPid(NAME, marker, dbFile), 20_000)) || t;
+    },
+  };
+}
+
+const TERMINATOR = 'temporal-tls';
+/** Debian's dynamic stream module (libnginx-mod-stream); a build with it compiled in needs none. */
+const STREAM_MODULE = '/usr/lib/nginx/modules/ngx_stream_module.so';
+
+/**
+ * nginx in front of the secured stack's dev server: it terminates TLS at `host:port` with the
+ * stack's server certificate, demands a client certificate the stack's CA signed, offers HTTP/2
+ * by ALPN (Temporal's Rust client refuses a TLS connection that does not negotiate h2), and
+ * passes the bytes to the dev server on loopback. `reload()` takes rotated certificates without
+ * dropping connections (nginx's SIGHUP).
+ */
+export function tlsTerminator(host: string, port: number, devPort: number) {
+  const f = secureFiles(paths.stack);
+  const conf = path.join(paths.run, 'temporal-tls.nginx.conf');
+  const log = paths.log(TERMINATOR);
+  const pid = () => ourPid(TERMINATOR, conf);
+  return {
+    log,
+    pid,
+    async install() {
+      if (!(await which('nginx')))
+        throw new StackError(
+          'the secured stack puts nginx in front of Temporal and `nginx` is not on PATH; install it with `apt-get install -y nginx-core libnginx-mod-stream` (infra/bootstrap.sh does)',
+          NAME,
+          false,
+        );
+    },
+    start() {
+      writeFileSync(
+        conf,
+        [
+          '# written by infra/stack/temporal.ts: mutual TLS in front of the Temporal dev server',
+          ...(existsSync(STREAM_MODULE) ? [`load_module ${STREAM_MODULE};`] : []),
+          'daemon off;',
+          'worker_processes 1;',
+          `pid ${path.join(paths.run, 'temporal-tls.nginx.pid')};`,
+          `error_log ${log} warn;`,
+          'events { worker_connections 1024; }',
+          'stream {',
+          '  server {',
+          `    listen ${host}:${port} ssl;`,
+          `    ssl_certificate ${f.serverCert};`,
+          `    ssl_certificate_key ${f.serverKey};`,
+          `    ssl_client_certificate ${f.ca};`,
+          '    ssl_verify_client on;',
+          '    ssl_alpn h2;',
+          `    proxy_pass 127.0.0.1:${devPort};`,
+          '  }',
+          '}',
+          '',
+        ].join('\n'),
+      );
+      return spawnDetached(TERMINATOR, 'nginx', ['-c', conf, '-e', log]);
+    },
+    reload() {
+      const p = pid();
+      if (p) process.kill(p, 'SIGHUP');
+      return Boolean(p);
+    },
   };
 }

@@ -14,14 +14,14 @@ export const FILE_SECRETS = [
 
 /**
  * Sets each NAME from NAME_FILE (in `env`, process.env by default) and returns the names set.
- * Refuses, by name, both NAME and NAME_FILE set, and a file that cannot be read or is empty.
+ * Refuses, by name, NAME and NAME_FILE both set to different values, and a file that cannot be
+ * read or is empty.
  */
 export function loadSecretFiles(env: NodeJS.ProcessEnv = process.env): string[] {
   const set: string[] = [];
   for (const name of FILE_SECRETS) {
     const file = env[`${name}_FILE`];
     if (!file) continue;
-    if (env[name]) throw new ConfigError(`${name} and ${name}_FILE are both set; keep one`);
     let value: string;
     try {
       value = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
@@ -31,6 +31,9 @@ export function loadSecretFiles(env: NodeJS.ProcessEnv = process.env): string[] 
       );
     }
     if (value.trim() === '') throw new ConfigError(`${name}_FILE: ${file} is empty`);
+    // A process started by one that read the file inherits both: the same value is no conflict.
+    if (env[name] && env[name] !== value)
+      throw new ConfigError(`${name} and ${name}_FILE are both set; keep one`);
     env[name] = value;
     set.push(name);
   }

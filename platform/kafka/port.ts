@@ -230,6 +230,16 @@ export interface CommittedOffset {
   metadata: string | null;
 }
 
+/** One allowing ACL: `principal` (`User:<name>`) may do `operation` on matching resources. */
+export interface AclGrant {
+  principal: string;
+  resource: 'topic' | 'group' | 'transactional-id' | 'cluster';
+  /** The resource's name, or its prefix with `pattern: 'prefixed'`. */
+  name: string;
+  pattern: 'literal' | 'prefixed';
+  operation: 'all' | 'read' | 'write' | 'describe' | 'describe-configs' | 'create';
+}
+
 export interface ClusterInfo {
   clusterId: string;
   controllerId: number | null;
@@ -255,6 +265,8 @@ export interface TopicAdmin {
   describeTopicConfigs(topics: string[]): Promise<Record<string, Record<string, string>>>;
   /** Sets these configuration entries of existing topics (others are left as they are). */
   alterTopicConfigs(changes: Record<string, Record<string, string>>): Promise<void>;
+  /** Grants (allows) these ACLs on any host; a grant that exists already is not an error. */
+  createAcls(grants: AclGrant[]): Promise<void>;
   disconnect(): Promise<void>;
 }
 

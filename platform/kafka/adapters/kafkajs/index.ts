@@ -16,6 +16,7 @@ import {
   oauthTokenFromFile,
 } from '../../client-properties.js';
 import type {
+  AclGrant,
   BatchConsumer,
   BatchConsumerOptions,
   BatchHandler,
@@ -379,7 +380,36 @@ async function authorized<T>(operation: string, f: () => Promise<T>): Promise<T>
 }
 
 // A CommonJS export Node's ESM loader does not see by name.
-const { ConfigResourceTypes } = kafkajs;
+const { ConfigResourceTypes, AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } =
+  kafkajs;
+
+/** A grant in kafkajs' terms (any host). */
+function kafkajsAcl(g: AclGrant) {
+  const resource = {
+    topic: AclResourceTypes.TOPIC,
+    group: AclResourceTypes.GROUP,
+    'transactional-id': AclResourceTypes.TRANSACTIONAL_ID,
+    cluster: AclResourceTypes.CLUSTER,
+  }[g.resource];
+  const operation = {
+    all: AclOperationTypes.ALL,
+    read: AclOperationTypes.READ,
+    write: AclOperationTypes.WRITE,
+    describe: AclOperationTypes.DESCRIBE,
+    'describe-configs': AclOperationTypes.DESCRIBE_CONFIGS,
+    create: AclOperationTypes.CREATE,
+  }[g.operation];
+  return {
+    resourceType: resource,
+    resourceName: g.name,
+    resourcePatternType:
+      g.pattern === 'prefixed' ? ResourcePatternTypes.PREFIXED : ResourcePatternTypes.LITERAL,
+    principal: g.principal,
+    host: '*',
+    operation,
+    permissionType: AclPermissionTypes.ALLOW,
+  };
+}
 
 export function topicAdmin(a: Admin): TopicAdmin {
   return {
@@ -467,6 +497,9 @@ export function topicAdmin(a: Admin): TopicAdmin {
           ),
         })),
       });
+    },
+    async createAcls(grants: AclGrant[]) {
+      if (grants.length > 0) await a.createAcls({ acl: grants.map(kafkajsAcl) });
     },
     async describeCluster(): Promise<ClusterInfo> {
       const c = await a.describeCluster();

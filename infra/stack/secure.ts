@@ -1,0 +1,224 @@
+// The secured local stack (`npm run stack:up -- --secure`): the same services as the plain stack,
+// each secured as an organisation's own deployment is, in a folder of its own (.stack/secure):
+//
+// - Kafka: one SASL_SSL listener for clients (SCRAM-SHA-512), the StandardAuthorizer, and ACLs
+//   that let rods' principal (User:rods) use only its topics (`rods.`), groups and transactional
+//   ids (`rods`). The broker logs in as User:admin, who creates the topics.
+// - PostgreSQL: TLS, `hostssl` rules only (a plaintext TCP connection is refused); rods connects
+//   with sslmode=verify-full against the stack's CA.
+// - Temporal: the dev server on loopback behind nginx, which terminates TLS and demands a client
+//   certificate the stack's CA signed (mutual TLS); the dev server has no TLS of its own.
+// - The executor demands its bearer token; the gateway's certificate is made here too.
+//
+// Certificates (a CA, a server certificate for `localhost` and the names in
+// RODS_STACK_TLS_NAMES, a client certificate for Temporal) and passwords are made at the first
+// start under <stack>/secrets (0700; keys and passwords 0600) and kept. `secureStackEnv` is the
+// environment that points every rods process at it; `env.sh` in the folder exports it.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { STACK_OWNER_ROLE } from '../../platform/config/endpoints.js';
+import { secretFile } from '../../platform/config/stack-dir.js';
+import { type Pem, Pki } from './pki.js';
+
+/** Whether the stack manager runs the secured stack (set by `stack:up --secure`). */
+export function isSecureStack(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env.RODS_STACK_SECURE === '1';
+}
+
+/** The principal the broker logs in as (a super user; creates the topics, grants the ACLs). */
+export const KAFKA_ADMIN = 'admin';
+/** rods' own principal: only its topics, groups and transactional ids. */
+export const KAFKA_RODS = 'rods';
+
+export interface SecureFiles {
+  dir: string;
+  ca: string;
+  /** Server certificate and key (Kafka, PostgreSQL, nginx for Temporal, the gateway). */
+  serverCert: string;
+  serverKey: string;
+  /** Kafka's keystore: the server key and certificate in one PEM file. */
+  kafkaKeystore: string;
+  /** rods' client certificate for Temporal's mutual TLS. */
+  clientCert: string;
+  clientKey: string;
+  /** Kafka client properties of rods' principal and of the admin. */
+  kafkaRodsProperties: string;
+  kafkaAdminProperties: string;
+  /** The SCRAM passwords, one `password=` file each (read by Kafka's FileConfigProvider). */
+  kafkaPassword: (user: string) => string;
+  executorToken: string;
+}
+
+/** The stack's TLS and credential files under `<stackDir>/secrets` (not made here). */
+export function secureFiles(stackDir: string): SecureFiles {
+  const dir = path.join(stackDir, 'secrets');
+  const tls = path.join(dir, 'tls');
+  return {
+    dir,
+    ca: path.join(tls, 'ca.crt'),
+    serverCert: path.join(tls, 'server.crt'),
+    serverKey: path.join(tls, 'server.key'),
+    kafkaKeystore: path.join(tls, 'kafka-keystore.pem'),
+    clientCert: path.join(tls, 'rods-client.crt'),
+    clientKey: path.join(tls, 'rods-client.key'),
+    kafkaRodsProperties: path.join(dir, 'kafka-rods.properties'),
+    kafkaAdminProperties: path.join(dir, 'kafka-admin.properties'),
+    kafkaPassword: (user) => path.join(dir, `kafka-${user}.password`),
+    executorToken: path.join(dir, 'executor.token'),
+  };
+}
+
+/** The names the server certificate carries: localhost, 127.0.0.1 and RODS_STACK_TLS_NAMES. */
+export function serverNames(env: NodeJS.ProcessEnv = process.env): string[] {
+  const extra = (env.RODS_STACK_TLS_NAMES ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return [...new Set(['localhost', '127.0.0.1', ...extra])];
+}
+
+const secret = (file: string, make: () => string): string => {
+  if (!existsSync(file)) writeFileSync(file, make(), { mode: 0o600 });
+  return readFileSync(file, 'utf8');
+};
+
+/**
+ * Makes what is missing of the stack's certificates and credentials (idempotent). A server
+ * certificate that lacks one of the names asked for is made again (rotation: `rotate: true`
+ * makes new server certificates whatever they carry).
+ */
+export function ensureSecureFiles(
+  stackDir: string,
+  opts: { names?: string[]; rotate?: boolean } = {},
+): SecureFiles {
+  const f = secureFiles(stackDir);
+  mkdirSync(f.dir, { recursive: true, mode: 0o700 });
+  // Ten years: a local stack's certificates must not expire under a long campaign.
+  const pki = new Pki(path.dirname(f.ca), 3650);
+  const ca: Pem = pki.existing('ca') ?? pki.ca('ca');
+  const names = opts.names ?? serverNames();
+  const have = pki.existing('server');
+  if (opts.rotate || !have || !names.every((n) => certCarries(have.certPath, n))) {
+    const s = pki.leaf('server', ca, names);
+    writeFileSync(f.kafkaKeystore, `${s.key}${s.cert}`, { mode: 0o600 });
+  }
+  if (!pki.existing('rods-client')) pki.leaf('rods-client', ca, ['rods']);
+  const pw = () => randomBytes(24).toString('base64url');
+  for (const user of [KAFKA_ADMIN, KAFKA_RODS]) secret(f.kafkaPassword(user), () => `password=${pw()}\n`);
+  secret(f.executorToken, () => `${pw()}\n`);
+  return f;
+}
+
+function certCarries(certPath: string, name: string): boolean {
+  // The SAN line as openssl prints it: "DNS:localhost, IP Address:127.0.0.1".
+  const out = execFileSync('openssl', ['x509', '-in', certPath, '-noout', '-ext', 'subjectAltName'], {
+    encoding: 'utf8',
+  });
+  return [...out.matchAll(/(?:DNS|IP Address):([^,\s]+)/g)].some((m) => m[1] === name);
+}
+
+/** Where the secured stack's services listen (the defaults of `stack:up --secure`). */
+export interface SecurePorts {
+  kafka: number;
+  kafkaController: number;
+  postgres: number;
+  /** nginx, the TLS terminator clients reach. */
+  temporal: number;
+  /** The dev server itself, on loopback only. */
+  temporalInternal: number;
+  executor: number;
+}
+
+export const DEFAULT_SECURE_PORTS: SecurePorts = {
+  kafka: 9193,
+  kafkaController: 9194,
+  postgres: 5533,
+  temporal: 7333,
+  temporalInternal: 7334,
+  executor: 8866,
+};
+
+/**
+ * The environment that points rods (and the stack manager) at the secured stack in `stackDir`,
+ * reached by `host` (a name its server certificate carries). Writes rods' and the admin's Kafka
+ * client properties, as an operator writes them for Kafka's own tools.
+ */
+export function secureStackEnv(
+  stackDir: string,
+  ports: SecurePorts = DEFAULT_SECURE_PORTS,
+  host = 'localhost',
+): Record<string, string> {
+  const f = secureFiles(stackDir);
+  for (const [user, file] of [
+    [KAFKA_RODS, f.kafkaRodsProperties],
+    [KAFKA_ADMIN, f.kafkaAdminProperties],
+  ] as const) {
+    writeFileSync(
+      file,
+      [
+        '# written by infra/stack/secure.ts for the secured local stack',
+        `bootstrap.servers=${host}:${ports.kafka}`,
+        'security.protocol=SASL_SSL',
+        'sasl.mechanism=SCRAM-SHA-512',
+        'config.providers=file',
+        'config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider',
+        `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${user}" password="\${file:${f.kafkaPassword(user)}:password}";`,
+        'ssl.truststore.type=PEM',
+        `ssl.truststore.location=${f.ca}`,
+        'ssl.endpoint.identification.algorithm=https',
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  }
+  // The URLs carry the roles' passwords: files (DATABASE_URL_FILE), never the environment.
+  const tlsQuery = `sslmode=verify-full&sslrootcert=${encodeURIComponent(f.ca)}`;
+  const dbUrl = (role: 'app' | 'owner', user: string) => {
+    const pw = secret(secretFile(role, { RODS_STACK_DIR: stackDir }), () =>
+      randomBytes(24).toString('base64url'),
+    );
+    const file = path.join(f.dir, `database-url-${role}`);
+    writeFileSync(
+      file,
+      `postgres://${user}:${encodeURIComponent(pw.trim())}@${host}:${ports.postgres}/rods?${tlsQuery}\n`,
+      {
+        mode: 0o600,
+      },
+    );
+    return file;
+  };
+  return {
+    RODS_STACK_DIR: stackDir,
+    RODS_STACK_SECURE: '1',
+    KAFKA_BROKERS: `${host}:${ports.kafka}`,
+    KAFKA_CLIENT_PROPERTIES: f.kafkaRodsProperties,
+    RODS_KAFKA_CONTROLLER_PORT: String(ports.kafkaController),
+    DATABASE_URL_FILE: dbUrl('app', 'rods'),
+    RODS_MIGRATE_DATABASE_URL_FILE: dbUrl('owner', STACK_OWNER_ROLE),
+    TEMPORAL_ADDRESS: `${host}:${ports.temporal}`,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: f.ca,
+    TEMPORAL_TLS_CLIENT_CERT_PATH: f.clientCert,
+    TEMPORAL_TLS_CLIENT_KEY_PATH: f.clientKey,
+    RODS_TEMPORAL_INTERNAL_PORT: String(ports.temporalInternal),
+    // The Web UI would serve the dev server's API without authentication: headless.
+    RODS_TEMPORAL_UI_PORT: '0',
+    RODS_TEMPORAL_HTTP_PORT: String(ports.temporalInternal + 1),
+    RODS_TEMPORAL_METRICS_PORT: String(ports.temporalInternal + 2),
+    RODS_EXECUTOR_URL: `http://127.0.0.1:${ports.executor}`,
+    RODS_EXECUTOR_TOKEN_FILE: f.executorToken,
+    RODS_GATEWAY_TLS_CERT: f.serverCert,
+    RODS_GATEWAY_TLS_KEY: f.serverKey,
+    // Clients that reach the gateway: the Python client, and Node's fetch (the simulated trainer).
+    RODS_CA_BUNDLE: f.ca,
+    NODE_EXTRA_CA_CERTS: f.ca,
+  };
+}
+
+/** `export NAME='value'` lines for a shell (values single-quoted). */
+export function shellExports(env: Record<string, string>): string {
+  return `${Object.entries(env)
+    .map(([k, v]) => `export ${k}='${v.replaceAll("'", `'\\''`)}'`)
+    .join('\n')}\n`;
+}
