@@ -85,6 +85,8 @@ export function unreachableService(
   env: NodeJS.ProcessEnv = process.env,
 ): Unreachable | undefined {
   const errors = chain(e);
+  // A server that answered and refused the TLS handshake is not down: its own message says why.
+  if (errors.some((x) => x.name === 'TlsHandshakeError')) return undefined;
   const found = failedEndpoint(errors);
   if (!found) {
     const grpc = errors.find((x) => GRPC_UNREACHABLE.test(x.message ?? ''));

@@ -3,6 +3,7 @@
 // ports on loopback; no service needed).
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { TLS_HANDSHAKE_ERROR } from '../../platform/temporal/connect.js';
 import { freePort } from '../../platform/util/free-port.js';
 import { describeUnreachable, unreachableService } from './errors.js';
 
@@ -87,6 +88,12 @@ describe('unreachable services', () => {
       variable: 'TEMPORAL_ADDRESS',
     });
     expect(describeUnreachable(u!)).toMatch(/check that it runs and is reachable from here/);
+    // Reached, and its TLS handshake refused (platform/temporal/connect.ts): not "does not answer".
+    const tls = new Error('Temporal at temporal.internal:7233 (TLS): the TLS handshake failed: bad CA', {
+      cause: new Error('Failed to connect before the deadline'),
+    });
+    tls.name = TLS_HANDSHAKE_ERROR;
+    expect(unreachableService(tls, env)).toBeUndefined();
   });
 
   it('anything else is left alone: other errors, and a refused endpoint rods does not know', async () => {

@@ -117,7 +117,7 @@ export class Pki {
           'commonName = supplied',
         ].join('\n'),
       );
-      writeFileSync(path.join(this.dir, `${name}.srl`), `${(this.serial++).toString(16).padStart(2, '0')}\n`);
+      writeFileSync(path.join(this.dir, `${name}.srl`), `${evenHex(this.serial++)}\n`);
       this.openssl([
         'ca',
         '-batch',
@@ -166,6 +166,12 @@ export class Pki {
   cleanup(): void {
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** A serial number as openssl's serial file takes it: hex digits, an even number of them. */
+function evenHex(n: number): string {
+  const h = n.toString(16);
+  return h.length % 2 === 0 ? h : `0${h}`;
 }
 
 function yesterday(): string {

@@ -138,3 +138,21 @@ export function splitHostPort(address: string): { host: string; port: number } {
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
+
+/** The endpoints as they may be shown: every database URL's password replaced by `***`. */
+export function shownEndpoints(ep: Endpoints): Endpoints {
+  const hide = (u: string) => {
+    try {
+      const url = new URL(u);
+      if (url.password) url.password = '***';
+      return url.toString();
+    } catch {
+      return '(unparseable URL)';
+    }
+  };
+  return {
+    ...ep,
+    databaseUrl: hide(ep.databaseUrl),
+    ...(ep.ownerDatabaseUrl ? { ownerDatabaseUrl: hide(ep.ownerDatabaseUrl) } : {}),
+  };
+}

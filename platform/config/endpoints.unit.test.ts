@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_DATABASE_URL, loadEndpoints } from './endpoints.js';
+import { ConfigError, DEFAULT_DATABASE_URL, loadEndpoints, shownEndpoints } from './endpoints.js';
 
 const stack = mkdtempSync(path.join(tmpdir(), 'rods-endpoints-'));
 afterAll(() => rmSync(stack, { recursive: true, force: true }));
@@ -58,5 +58,21 @@ describe('loadEndpoints: the database URLs', () => {
     expect(
       loadEndpoints({ ...env, RODS_MIGRATE_DATABASE_URL: 'postgres://o:q@127.0.0.1/rods' }).ownerDatabaseUrl,
     ).toBe('postgres://o:q@127.0.0.1/rods');
+  });
+});
+
+describe('shownEndpoints', () => {
+  it("hides both roles' passwords, percent-encoded ones too, and keeps the rest of the URL", () => {
+    const ep = loadEndpoints({
+      DATABASE_URL: 'postgres://rods:app%2Fsecret@db.example:5432/rods?sslmode=verify-full',
+      RODS_MIGRATE_DATABASE_URL: 'postgres://rods_owner:owner-secret@db.example:5432/rods',
+      RODS_STACK_DIR: stack,
+    });
+    const shown = JSON.stringify(shownEndpoints(ep));
+    expect(shown).not.toContain('secret');
+    expect(shownEndpoints(ep).databaseUrl).toBe(
+      'postgres://rods:***@db.example:5432/rods?sslmode=verify-full',
+    );
+    expect(shownEndpoints(ep).ownerDatabaseUrl).toBe('postgres://rods_owner:***@db.example:5432/rods');
   });
 });

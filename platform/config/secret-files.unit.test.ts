@@ -45,4 +45,13 @@ describe('secrets from files (NAME_FILE)', () => {
     );
     expect(refusal({ DATABASE_URL_FILE: file('empty', '\n') })).toMatch(/DATABASE_URL_FILE: .* is empty/);
   });
+
+  it('takes NAME and NAME_FILE both set to the same value (a child of a process that read the file)', () => {
+    const env: NodeJS.ProcessEnv = {
+      RODS_AUDIT_HMAC_KEY: 'same',
+      RODS_AUDIT_HMAC_KEY_FILE: file('same', 'same\n'),
+    };
+    expect(loadSecretFiles(env)).toEqual(['RODS_AUDIT_HMAC_KEY']);
+    expect(env.RODS_AUDIT_HMAC_KEY).toBe('same');
+  });
 });

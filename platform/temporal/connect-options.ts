@@ -124,14 +124,20 @@ export async function tlsHandshakeProblem(
         ? { cert: Buffer.from(tls.clientCertPair.crt), key: Buffer.from(tls.clientCertPair.key) }
         : {}),
     });
-    // TLS 1.3: a server that demands a client certificate says so just after the handshake.
-    // No TCP connection (a server down or unreachable) is not a TLS problem: the caller's own
-    // error says that, and keeps its unreachable-service message.
+    // TLS 1.3: a server that demands a client certificate says so just after the handshake, as
+    // an alert on the first read. So the probe speaks first (HTTP/2's connection preface and an
+    // empty SETTINGS frame) and waits for the server's answer: its SETTINGS (all is well), the
+    // alert, or the connection closed. No TCP connection (a server down or unreachable) is not a
+    // TLS problem: the caller's own error says that, and keeps its unreachable-service message.
     let connected = false;
     socket.once('connect', () => {
       connected = true;
     });
-    socket.once('secureConnect', () => setTimeout(() => done(undefined), 500));
+    socket.once('secureConnect', () => {
+      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), H2_EMPTY_SETTINGS]));
+    });
+    socket.once('data', () => done(undefined));
+    socket.once('end', () => done('the server closed the connection right after the handshake'));
     socket.once('error', (e) => done(connected ? e.message : undefined));
     const timer = setTimeout(
       () => done(connected ? `no TLS handshake in ${timeoutMs / 1000} s` : undefined),
@@ -139,6 +145,9 @@ export async function tlsHandshakeProblem(
     );
   });
 }
+
+/** An HTTP/2 SETTINGS frame with no settings: length 0, type 4, no flags, stream 0. */
+const H2_EMPTY_SETTINGS = Buffer.from('000000040000000000', 'hex');
 
 /** Whether this Node refuses an IP address as a TLS server name (Node 20 only warns). */
 export function ipServerNameRefused(): boolean {

@@ -1,6 +1,7 @@
 // Connections to the Temporal server, from the configured endpoint.
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { withTlsMeaning } from '../util/tls-refusal.js';
 import {
   type TemporalConnectOptions,
   temporalConnectOptions,
@@ -8,6 +9,8 @@ import {
 } from './connect-options.js';
 
 export const DEFAULT_TASK_QUEUE = 'rods';
+/** The name of the error a connection gets when Temporal's TLS handshake fails. */
+export const TLS_HANDSHAKE_ERROR = 'TlsHandshakeError';
 
 /** The task queue the worker serves and clients start workflows on (RODS_TASK_QUEUE, default rods). */
 export function taskQueue(): string {
@@ -36,9 +39,15 @@ async function connectOrSayWhy(t: TemporalConnectOptions, connectTimeout?: numbe
   } catch (e) {
     const why = await tlsHandshakeProblem(t);
     if (!why) throw e;
-    throw new Error(`Temporal at ${t.address} (${t.describe}): the TLS handshake failed: ${why}`, {
-      cause: e,
-    });
+    const err = new Error(
+      withTlsMeaning(`Temporal at ${t.address} (${t.describe}): the TLS handshake failed: ${why}`),
+      {
+        cause: e,
+      },
+    );
+    // Reached but refused: not to be reported as a service that does not answer (entry/cli/errors.ts).
+    err.name = TLS_HANDSHAKE_ERROR;
+    throw err;
   }
 }
 

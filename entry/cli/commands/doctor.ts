@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { DEFAULT_SYNTHESIS_TIMEOUT_MS } from '../../../analysis/status/campaign-status.js';
 import { diagnose, renderFindings } from '../../../analysis/status/diagnose.js';
 import { workflowIds } from '../../../domain/ids.js';
-import { loadEndpoints } from '../../../platform/config/endpoints.js';
+import { loadEndpoints, shownEndpoints } from '../../../platform/config/endpoints.js';
 import {
   ensureTopics,
   onTransientKafkaErrors,
@@ -21,6 +21,7 @@ import { settingsRoundTrip } from '../../../platform/store/events/audit.js';
 import { migrate } from '../../../platform/store/migrate.js';
 import { installWorkerRuntime, temporalClient } from '../../../platform/temporal/connect.js';
 import { temporalConnectOptions } from '../../../platform/temporal/connect-options.js';
+import { tlsRefusal, withTlsMeaning } from '../../../platform/util/tls-refusal.js';
 import { doctorRoundTrip } from '../../../workflows/doctor.js';
 import { describeUnreachable, unreachableService } from '../errors.js';
 import { printJson } from '../output.js';
@@ -46,7 +47,15 @@ async function timed(service: string, fn: () => Promise<string>): Promise<Check>
 }
 
 async function checkPostgres(): Promise<string> {
-  const m = await migrate();
+  const m = await migrate().catch((e: Error) => {
+    // A refused certificate names the server and what to check; anything else stands as it is.
+    if (!tlsRefusal(e)) throw e;
+    const url = new URL(loadEndpoints().ownerDatabaseUrl ?? loadEndpoints().databaseUrl);
+    const mode = url.searchParams.get('sslmode') ?? 'default';
+    throw new Error(withTlsMeaning(`PostgreSQL at ${url.host} (sslmode=${mode}): ${e.message}`, e), {
+      cause: e,
+    });
+  });
   const pool = createPool({ application: 'rods-doctor', max: 1 });
   try {
     const key = `doctor-${randomUUID()}`;
@@ -82,7 +91,10 @@ async function kafkaRoundTrip(messages: number): Promise<string> {
     await withAdmin((a) => a.describeCluster(), { clientId: 'rods-doctor', retries: 0, quiet: true });
   } catch (e) {
     throw new Error(
-      `Kafka at ${kafkaBootstrap(process.env, security).join(',')} (${security.describe}): ${(e as Error).message}`,
+      withTlsMeaning(
+        `Kafka at ${kafkaBootstrap(process.env, security).join(',')} (${security.describe}): ${(e as Error).message}`,
+        e,
+      ),
       {
         cause: e,
       },
@@ -141,8 +153,13 @@ async function checkTemporal(): Promise<string> {
   // Loaded on demand: the worker runtime is installed (log level) before it is imported.
   const { createDoctorWorker } = await import('../../../activities/worker.js');
   const taskQueue = `rods-doctor-${randomUUID()}`;
-  const { worker, close: closeWorker } = await createDoctorWorker(taskQueue);
+  // The client first: its connection failure says what a TLS handshake met (the worker's native
+  // connection reports only the transport's error).
   const { client, close } = await temporalClient();
+  const { worker, close: closeWorker } = await createDoctorWorker(taskQueue).catch(async (e) => {
+    await close();
+    throw e;
+  });
   try {
     const token = randomUUID();
     const result = await worker.runUntil(
@@ -201,7 +218,8 @@ export function register(program: Command): void {
       ];
       if (opts.json)
         printJson({
-          endpoints: { ...ep, databaseUrl: ep.databaseUrl.replace(/:[^:@/]+@/, ':***@') },
+          // Neither role's password is printed (the owner's URL held it in clear before).
+          endpoints: shownEndpoints(ep),
           checks,
         });
       else
