@@ -24,6 +24,11 @@ have psql || need_apt+=(postgresql-client-15)
 have java || need_apt+=(openjdk-17-jre-headless)
 have mvn || need_apt+=(maven)
 have ss || need_apt+=(iproute2)
+# The secured stack (stack:up --secure): certificates made with openssl, nginx (with its stream
+# module) terminating mutual TLS in front of the Temporal dev server.
+have openssl || need_apt+=(openssl)
+have nginx || need_apt+=(nginx-core)
+[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || need_apt+=(libnginx-mod-stream)
 # Debian's Chromium, driven headless by playwright-core in the dashboard's browser test.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # The environment executor runs from a venv in .stack/venv (infra/stack/executor.ts). Debian
@@ -42,7 +47,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "[bootstrap] installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || { echo "[bootstrap] apt-get update failed: is the Debian package registry reachable?" >&2; exit 1; }
+    # Debian starts a packaged service when it is installed (nginx on port 80 of every address):
+    # policy-rc.d refuses that while we install; the stack starts what it needs on loopback.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; made_policy=1; fi
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    [ "$made_policy" = 1 ] && rm -f "$policy"
     # The Debian package creates and may start a cluster `15 main` on port 5432; the project runs
     # its own data directory on that port, so stop the packaged cluster we just brought in.
     if have pg_lsclusters; then

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { SimulatedTrainer } from '../../dev/simulator/trainer.js';
 import { UsageError } from '../../entry/cli/errors.js';
-import { printJson } from '../../entry/cli/output.js';
 
 export function register(program: Command): void {
   program
@@ -42,7 +41,8 @@ export function register(program: Command): void {
         for (let step = opts.fromStep; step < opts.fromStep + opts.steps; step++) {
           const r = await trainer.step(step);
           if (opts.wait) await trainer.waitPlanned(step);
-          if (opts.json) printJson(r);
+          // One line per step, as --json promises (a reader takes them as they come).
+          if (opts.json) console.log(JSON.stringify(r));
           else
             console.log(
               `step ${r.step}: ${r.groups} groups, pool v${r.poolVersion}, mean reward ${r.meanReward.toFixed(3)}, zero-variance groups ${r.zeroVarianceGroups}`,

@@ -21,6 +21,32 @@ export function services(opts: { upgradeRunning?: boolean } = {}): Service[] {
   return [postgresService(opts), kafkaService(), temporalService(), executorService()];
 }
 
+export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
+
+/**
+ * `--services a,b`: the services of that list, by name (each machine of a deployment runs its
+ * own: the backing services on one, the executor beside the worker on another). None: all.
+ */
+export function pickServices(list: string | undefined, opts: { upgradeRunning?: boolean } = {}): Service[] {
+  if (list === undefined) return services(opts);
+  const names = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = names.filter((n) => !(SERVICE_NAMES as readonly string[]).includes(n));
+  if (unknown.length > 0 || names.length === 0)
+    throw new StackError(
+      `--services takes a comma-separated list of ${SERVICE_NAMES.join(', ')}; got ${JSON.stringify(list)}`,
+    );
+  const make: Record<string, () => Service> = {
+    postgres: () => postgresService(opts),
+    kafka: kafkaService,
+    temporal: temporalService,
+    executor: executorService,
+  };
+  return SERVICE_NAMES.filter((n) => names.includes(n)).map((n) => make[n]!());
+}
+
 export interface ServiceStatus {
   service: string;
   endpoint: string;
@@ -58,7 +84,7 @@ async function bringUp(s: Service): Promise<string> {
   }
   if (!s.managed) {
     throw new StackError(
-      `${s.endpoint} does not answer and is not on loopback, so the stack does not start it: ${probe.detail}`,
+      `${s.endpoint} does not answer and is not on loopback, so the stack does not start it (RODS_STACK_MANAGE=1: the address is this machine's, manage it): ${probe.detail}`,
       s.name,
     );
   }
@@ -179,6 +205,8 @@ async function main(argv: string[]): Promise<void> {
     .showHelpAfterError();
   const secureOpt = '--secure';
   const secureHelp = 'the secured stack (.stack/secure; see above)';
+  const servicesOpt = '--services <list>';
+  const servicesHelp = `only these services (comma-separated: ${SERVICE_NAMES.join(', ')}); default all`;
   program
     .command('up')
     .description(
@@ -186,19 +214,22 @@ async function main(argv: string[]): Promise<void> {
     )
     // Also upgrades a running PostgreSQL set up by an older version (passwords, roles, grants).
     .option(secureOpt, secureHelp)
-    .action(async () => up(services({ upgradeRunning: true })));
+    .option(servicesOpt, servicesHelp)
+    .action(async (opts: { services?: string }) => up(pickServices(opts.services, { upgradeRunning: true })));
   program
     .command('down')
     .description('stop exactly the processes `up` started (by pid file and command line), never others')
     .option(secureOpt, secureHelp)
-    .action(async () => down());
+    .option(servicesOpt, servicesHelp)
+    .action(async (opts: { services?: string }) => down(pickServices(opts.services)));
   program
     .command('status')
     .description('probe every service with a real request; exit 1 if any does not answer')
     .option('--json', 'print a JSON array of {service, endpoint, managed, pid, answering, detail}')
     .option(secureOpt, secureHelp)
-    .action(async (opts: { json?: boolean }) => {
-      const rows = await status();
+    .option(servicesOpt, servicesHelp)
+    .action(async (opts: { json?: boolean; services?: string }) => {
+      const rows = await status(pickServices(opts.services));
       if (opts.json) console.log(JSON.stringify(rows, null, 2));
       else printTable(rows);
       if (rows.some((r) => !r.answering)) process.exitCode = 1;

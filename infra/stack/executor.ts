@@ -4,10 +4,9 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ExecutorClient, executorUrl } from '../../activities/executor-client.js';
-import { isLoopback } from '../../platform/config/endpoints.js';
 import { paths } from './paths.js';
 import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which } from './proc.js';
-import type { Probe, Service } from './service.js';
+import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'executor';
 const REQUIREMENTS = path.join(paths.root, 'executor', 'requirements.txt');
@@ -99,7 +98,7 @@ export function executorService(): Service {
   // Our process is the one whose command line carries this stack folder and port.
   const marker = `rods-stack=${paths.stack}:${port}`;
   const client = new ExecutorClient({ url });
-  const managed = isLoopback(host) && process.env.RODS_MANAGE_EXECUTOR !== '0';
+  const managed = manages(host, NAME);
 
   const probe = async (): Promise<Probe> => {
     try {

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { isLoopback, splitHostPort } from '../../platform/config/endpoints.js';
+import { splitHostPort } from '../../platform/config/endpoints.js';
 import { ensureTopics, withAdmin } from '../../platform/kafka/client.js';
 import { kafkaBootstrap, loadKafkaSecurity } from '../../platform/kafka/client-properties.js';
 import type { AclGrant } from '../../platform/kafka/port.js';
@@ -23,7 +23,7 @@ import {
   which,
 } from './proc.js';
 import { isSecureStack, KAFKA_ADMIN, KAFKA_RODS, secureFiles } from './secure.js';
-import type { Probe, Service } from './service.js';
+import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'kafka';
 const POM = path.join(paths.root, 'infra', 'kafka', 'pom.xml');
@@ -328,7 +328,7 @@ export function kafkaService(): Service {
   return {
     name: NAME,
     endpoint: nodes.map((n) => `${n.host}:${n.port}`).join(','),
-    managed: nodes.every((n) => isLoopback(n.host)) && process.env.RODS_MANAGE_KAFKA !== '0',
+    managed: nodes.every((n) => manages(n.host, NAME)),
     port: first.port,
     log,
     async install() {

@@ -20,18 +20,13 @@ import {
 } from 'node:fs';
 import { userInfo } from 'node:os';
 import path from 'node:path';
-import {
-  isLoopback,
-  loadEndpoints,
-  readStackSecret,
-  STACK_OWNER_ROLE,
-} from '../../platform/config/endpoints.js';
+import { loadEndpoints, readStackSecret, STACK_OWNER_ROLE } from '../../platform/config/endpoints.js';
 import { createClient } from '../../platform/store/db.js';
 import { grantAppRole } from '../../platform/store/migrate.js';
 import { paths, type StackSecret, secretFile } from './paths.js';
 import { clearPid, isAlive, run, StackError, tail, waitFor, writePid } from './proc.js';
 import { isSecureStack, secureFiles } from './secure.js';
-import type { Probe, Service } from './service.js';
+import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'postgres';
 
@@ -257,7 +252,7 @@ export function postgresService(opts: PostgresOptions = {}): Service {
   return {
     name: NAME,
     endpoint: `${host}:${port}/${database}`,
-    managed: isLoopback(host) && process.env.RODS_MANAGE_POSTGRES !== '0',
+    managed: manages(host, NAME),
     port,
     log,
     async install() {

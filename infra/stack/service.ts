@@ -1,4 +1,5 @@
 // What the stack manager needs from each backing service.
+import { isLoopback } from '../../platform/config/endpoints.js';
 
 export interface Probe {
   answering: boolean;
@@ -9,7 +10,7 @@ export interface Service {
   name: string;
   /** The endpoint clients use (from the environment or the default). */
   endpoint: string;
-  /** False when the endpoint is not on loopback: we then only probe it, never start it. */
+  /** False when the endpoint is not ours (see `manages`): we then only probe it, never start it. */
   managed: boolean;
   /** Checks that the toolchain is present and builds or downloads cached artifacts. */
   install(): Promise<void>;
@@ -26,4 +27,16 @@ export interface Service {
   /** The port that must be free for us to start. */
   port: number;
   log: string;
+}
+
+/**
+ * Whether the stack manager starts and stops the service `name` whose clients reach it at `host`:
+ * when the host is loopback, or, with RODS_STACK_MANAGE=1, whatever the host (the operator says
+ * the address is this machine's own, e.g. a stack in a network namespace of its own or on a VM's
+ * interface; the service then listens on that address only). RODS_MANAGE_<NAME>=0 leaves the
+ * service alone in any case.
+ */
+export function manages(host: string, name: string, env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env[`RODS_MANAGE_${name.toUpperCase()}`] === '0') return false;
+  return isLoopback(host) || env.RODS_STACK_MANAGE === '1';
 }

@@ -4,7 +4,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writ
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
-import { isLoopback, loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
+import { loadEndpoints, splitHostPort } from '../../platform/config/endpoints.js';
 import {
   type TemporalConnectOptions,
   temporalConnectOptions,
@@ -13,7 +13,7 @@ import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../platform/
 import { paths } from './paths.js';
 import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which } from './proc.js';
 import { isSecureStack, secureFiles } from './secure.js';
-import type { Probe, Service } from './service.js';
+import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'temporal';
 export const TEMPORAL_CLI_VERSION = '1.9.1';
@@ -193,7 +193,7 @@ export function temporalService(): Service {
   return {
     name: NAME,
     endpoint: `${temporalAddress} (namespace ${temporalNamespace})`,
-    managed: isLoopback(host) && process.env.RODS_MANAGE_TEMPORAL !== '0',
+    managed: manages(host, NAME),
     port,
     log,
     async install() {
