@@ -24,6 +24,8 @@ const DESCRIPTIONS: Record<string, string> = {
     "a 10,000-step, 800-task campaign built through the loop's writers: a planning step, a status call, a dashboard poll, a lineage lookup and a replay resume at step 100 vs. at the last step, and bytes per 1,000 steps of every table",
   checkpoints:
     "a checkpoint recorded at the last of 10,000 steps (800 tasks) vs. at step 100, and a gateway process's peak memory under 16 concurrent reports on a campaign with 12 checkpoints of near 8 MiB each",
+  secured:
+    "one campaign's live steps of 800 tasks x 16 rewards on a secured stack (Kafka SASL_SSL+SCRAM+ACLs, PostgreSQL verify-full, Temporal mTLS, HTTPS gateway): step close latency and gateway ingest time vs. the plaintext stack in the same run",
   isolation:
     "a burst of 5,000 records of one campaign that the store refuses, ahead of another campaign's step on one partition: time to that step closed vs. the same burst with nothing refused",
 };

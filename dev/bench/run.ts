@@ -2,9 +2,12 @@
 // project's path and, in the same run, a baseline of the same work without the project's
 // machinery, and prints one JSON object with its figures and the ratio between them.
 import { Command } from 'commander';
+import { loadSecretFiles } from '../../platform/config/secret-files.js';
 import { BENCHES as benches } from './registry.js';
 
 async function main(argv: string[]): Promise<void> {
+  // As every rods process: DATABASE_URL_FILE and the like (the secured stack gives its URLs so).
+  loadSecretFiles();
   const names = Object.keys(benches).sort();
   const program = new Command('bench')
     .description(`run one benchmark; available: ${names.join(', ') || '(none)'}`)

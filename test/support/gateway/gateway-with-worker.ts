@@ -2,6 +2,7 @@
 // worker on a private task queue and a fresh rewards topic, publishing accepted batches itself
 // as `rods gateway` does (its fallback workflows run on the worker). Call it in beforeAll; close()
 // terminates the given workflows and stops everything.
+
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
@@ -11,6 +12,7 @@ import { createRodsWorker } from '../../../activities/worker.js';
 import { TokenSet } from '../../../entry/gateway/auth.js';
 import { DirectPublisher } from '../../../entry/gateway/publish.js';
 import { buildGateway } from '../../../entry/gateway/server.js';
+import { GatewayTls } from '../../../entry/gateway/tls.js';
 import { openKafka, withAdmin } from '../../../platform/kafka/client.js';
 import { SharedProducer } from '../../../platform/kafka/shared-producer.js';
 import { createPool, type Pool } from '../../../platform/store/db.js';
@@ -40,7 +42,11 @@ export async function startGatewayWithWorker(opts: {
   partitions?: number;
   /** Publish every batch through its ingestion workflow (no direct publish). */
   workflowOnly?: boolean;
+  /** Serve HTTPS with the files of RODS_GATEWAY_TLS_CERT / RODS_GATEWAY_TLS_KEY, as `rods gateway` does. */
+  tlsFromEnv?: boolean;
 }): Promise<GatewayWithWorker> {
+  const { RODS_GATEWAY_TLS_CERT: cert, RODS_GATEWAY_TLS_KEY: key } = process.env;
+  const tls = opts.tlsFromEnv && cert && key ? GatewayTls.load({ cert, key }) : undefined;
   await installWorkerRuntime('WARN');
   const bundle = await bundleWorkflowCode({
     logger: Runtime.instance().logger,
@@ -66,8 +72,11 @@ export async function startGatewayWithWorker(opts: {
     taskQueue,
     rewardsTopic: topic,
     ...(opts.workflowOnly ? {} : { publisher: new DirectPublisher({ db, producer, topic }) }),
+    ...(tls ? { tls } : {}),
   });
-  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  const listening = await app.listen({ port: 0, host: '127.0.0.1' });
+  // Over HTTPS by the name the certificate carries (the secured stack's: localhost).
+  const base = tls ? listening.replace('//127.0.0.1:', '//localhost:') : listening;
   return {
     db,
     client,
