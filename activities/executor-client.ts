@@ -2,10 +2,12 @@
 // tasks and the execution of call strings in fresh environment instances. Generated call
 // strings are sent as data; the executor parses them with its restricted parser and never
 // evaluates them (docs/architecture.md §4, invariant 6).
+
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { SEED_CATEGORIES, type SeedCategory, type TaskRecord, TaskRecordSchema } from '../domain/task.js';
 import { issueLines } from '../domain/validation-issues.js';
+import { tlsRefusal } from '../platform/util/tls-refusal.js';
 
 export const DEFAULT_EXECUTOR_URL = 'http://127.0.0.1:7300';
 
@@ -238,6 +240,12 @@ export class ExecutorClient {
         throw new ExecutorError(`${where}: no answer within ${timeoutMs} ms`, 'timeout');
       }
       const cause = err.cause?.code ?? err.cause?.message ?? err.message;
+      const refused = tlsRefusal(err.cause ?? err);
+      if (refused)
+        throw new ExecutorError(
+          `the environment executor at ${this.url} refused the TLS connection (${cause}): ${refused}; Node takes a private CA from NODE_EXTRA_CA_CERTS`,
+          'down',
+        );
       throw new ExecutorError(
         `the environment executor at ${this.url} is not reachable (${cause}); start it with \`npm run stack:up\` or set RODS_EXECUTOR_URL`,
         'down',

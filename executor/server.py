@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -69,6 +70,9 @@ class Settings:
         self.max_held_bytes = _env_int(sandbox.HELD_SETTING, 256 * 1024 * 1024, 1)
         # the bearer token every request but /health must carry (the worker reads the same file)
         self.token_file = os.environ.get(TOKEN_SETTING, "")
+        # HTTPS with this certificate and key (PEM files), re-read when the certificate changes
+        self.tls_cert = os.environ.get("RODS_EXECUTOR_TLS_CERT", "")
+        self.tls_key = os.environ.get("RODS_EXECUTOR_TLS_KEY", "")
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(
@@ -393,6 +397,45 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    tls: "TlsFiles | None" = None
+
+    def finish_request(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        # The TLS handshake runs here, in the request's own thread: a slow or silent client holds
+        # only its thread, never the accepting loop.
+        if self.tls is not None:
+            try:
+                request = self.tls.context().wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # a client that does not speak TLS, or refuses our certificate: nothing to answer
+        super().finish_request(request, client_address)
+
+
+class TlsFiles:
+    """The server's certificate and key; a new context when the certificate file changes (a
+    rotation needs no restart). A file that cannot be read keeps the context in use."""
+
+    def __init__(self, cert: str, key: str) -> None:
+        self.cert, self.key = cert, key
+        self._stamp: tuple[float, int] | None = None
+        self._context: ssl.SSLContext | None = None
+        self._lock = threading.Lock()
+        self.context()  # fail at start on unusable files
+
+    def context(self) -> ssl.SSLContext:
+        with self._lock:
+            try:
+                st = os.stat(self.cert)
+                stamp = (st.st_mtime, st.st_size)
+                if stamp != self._stamp:
+                    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+                    ctx.load_cert_chain(self.cert, self.key)
+                    self._context, self._stamp = ctx, stamp
+            except (OSError, ssl.SSLError):
+                if self._context is None:
+                    raise
+            assert self._context is not None
+            return self._context
 
 
 def serve(settings: Settings) -> None:
@@ -414,8 +457,16 @@ def serve(settings: Settings) -> None:
         "BoundHandler", (Handler,), {"settings": settings, "slots": slots, "budget": budget, "token": token}
     )
     httpd = Server((settings.host, settings.port), handler)
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        sys.exit("executor: RODS_EXECUTOR_TLS_CERT and RODS_EXECUTOR_TLS_KEY (--tls-cert, --tls-key) go together")
+    if settings.tls_cert:
+        try:
+            httpd.tls = TlsFiles(settings.tls_cert, settings.tls_key)
+        except (OSError, ssl.SSLError) as e:
+            sys.exit(f"executor: cannot use the TLS certificate {settings.tls_cert} and key {settings.tls_key}: {e}")
+    scheme = "https" if httpd.tls else "http"
     print(
-        f"rods executor (bfcl-eval {bfcl.version()}) listening on http://{settings.host}:{settings.port} "
+        f"rods executor (bfcl-eval {bfcl.version()}) listening on {scheme}://{settings.host}:{settings.port} "
         f"pid {os.getpid()}; time limit {settings.timeout_ms} ms, body limit {settings.max_body} bytes, "
         f"{settings.concurrency} concurrent executions (slot wait {settings.slot_wait_ms} ms), result limits "
         f"{settings.max_turn_bytes}/{settings.max_result_bytes} bytes per turn/request, depth {settings.max_depth}, "
@@ -435,6 +486,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", help="listen address (default $RODS_EXECUTOR_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port (default $RODS_EXECUTOR_PORT or 7300)")
     parser.add_argument("--token-file", help=f"file holding the bearer token (default ${TOKEN_SETTING})")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (default $RODS_EXECUTOR_TLS_CERT)")
+    parser.add_argument("--tls-key", help="the certificate's PEM key (default $RODS_EXECUTOR_TLS_KEY)")
     parser.add_argument("--tag", help="a label for the command line (the stack finds its own process by it); ignored")
     args = parser.parse_args(argv)
     settings = Settings()
@@ -444,5 +497,9 @@ def main(argv: list[str] | None = None) -> None:
         settings.port = args.port
     if args.token_file:
         settings.token_file = args.token_file
+    if args.tls_cert:
+        settings.tls_cert = args.tls_cert
+    if args.tls_key:
+        settings.tls_key = args.tls_key
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     serve(settings)

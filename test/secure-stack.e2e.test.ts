@@ -9,7 +9,6 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecutorClient } from '../activities/executor-client.js';
 import { portOpen } from '../infra/stack/proc.js';
 import { openKafka } from '../platform/kafka/client.js';
 import { loadKafkaSecurity } from '../platform/kafka/client-properties.js';
@@ -249,12 +248,42 @@ describe('the secured stack', () => {
       expect.stringMatching(/^temporal: .*the TLS handshake failed: .*not signed by the CA given/),
     ]);
 
-    // The executor: without its token, refused by name; with it, answered.
-    const url = stack.env.RODS_EXECUTOR_URL!;
-    await expect(new ExecutorClient({ url }).seeds('base', 1)).rejects.toThrow(/RODS_EXECUTOR_TOKEN_FILE/);
-    expect(
-      await new ExecutorClient({ url, tokenFile: stack.files.executorToken }).seeds('base', 1),
-    ).toHaveLength(1);
+    // The executor (HTTPS on loopback): without its token, refused by name; with it, answered.
+    // Run in a process of its own: Node trusts the stack's CA (NODE_EXTRA_CA_CERTS) from its start.
+    const script = path.join(stack.dir, 'executor-probe.ts');
+    writeFileSync(
+      script,
+      [
+        `import { ExecutorClient } from ${JSON.stringify(path.join(ROOT, 'activities/executor-client.ts'))};`,
+        'const c = new ExecutorClient();',
+        'try {',
+        "  console.log(JSON.stringify({ seeds: (await c.seeds('base', 1)).length, url: c.url }));",
+        '} catch (e) {',
+        '  console.log(JSON.stringify({ error: (e as Error).message, url: c.url }));',
+        '}',
+      ].join('\n'),
+    );
+    const executor = async (env: NodeJS.ProcessEnv) => {
+      const r = await execFileP(
+        process.execPath,
+        [path.join(ROOT, 'node_modules/tsx/dist/cli.mjs'), script],
+        {
+          cwd: ROOT,
+          env,
+        },
+      );
+      return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as {
+        seeds?: number;
+        error?: string;
+        url: string;
+      };
+    };
+    const withToken = await executor(stack.env);
+    expect(withToken).toMatchObject({ seeds: 1, url: expect.stringMatching(/^https:\/\/localhost:/) });
+    const { RODS_EXECUTOR_TOKEN_FILE: _t, ...noToken } = stack.env;
+    expect((await executor(noToken)).error).toMatch(/RODS_EXECUTOR_TOKEN_FILE/);
+    const { NODE_EXTRA_CA_CERTS: _ca, ...noCa } = stack.env;
+    expect((await executor(noCa)).error).toMatch(/refused the TLS connection .*not signed by the CA given.*NODE_EXTRA_CA_CERTS/);
 
     // The gateway: an expired certificate is refused at start; one for another name, by the client.
     const gwCa = pki.ca('gateway-ca');

@@ -8,7 +8,7 @@
 //   with sslmode=verify-full against the stack's CA.
 // - Temporal: the dev server on loopback behind nginx, which terminates TLS and demands a client
 //   certificate the stack's CA signed (mutual TLS); the dev server has no TLS of its own.
-// - The executor demands its bearer token; the gateway's certificate is made here too.
+// - The executor serves HTTPS and demands its bearer token; the gateway's certificate is made here too.
 //
 // Certificates (a CA, a server certificate for `localhost` and the names in
 // RODS_STACK_TLS_NAMES, a client certificate for Temporal) and passwords are made at the first
@@ -206,11 +206,15 @@ export function secureStackEnv(
     RODS_TEMPORAL_UI_PORT: '0',
     RODS_TEMPORAL_HTTP_PORT: String(ports.temporalInternal + 1),
     RODS_TEMPORAL_METRICS_PORT: String(ports.temporalInternal + 2),
-    RODS_EXECUTOR_URL: `http://127.0.0.1:${ports.executor}`,
+    // The executor on loopback (beside the worker), over HTTPS and with its token.
+    RODS_EXECUTOR_URL: `https://localhost:${ports.executor}`,
     RODS_EXECUTOR_TOKEN_FILE: f.executorToken,
+    RODS_EXECUTOR_TLS_CERT: f.serverCert,
+    RODS_EXECUTOR_TLS_KEY: f.serverKey,
     RODS_GATEWAY_TLS_CERT: f.serverCert,
     RODS_GATEWAY_TLS_KEY: f.serverKey,
-    // Clients that reach the gateway: the Python client, and Node's fetch (the simulated trainer).
+    // Clients of the gateway and the executor: the Python client, and Node (the simulated
+    // trainer, the worker), which reads NODE_EXTRA_CA_CERTS when it starts.
     RODS_CA_BUNDLE: f.ca,
     NODE_EXTRA_CA_CERTS: f.ca,
   };
