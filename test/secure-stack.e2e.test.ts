@@ -126,6 +126,8 @@ describe('the secured stack', () => {
       manifest: { verified: boolean; trainerStep: number; groups: number; groupsPosted: number };
       dashboard: { url: string; tokenFile: string; stopScript?: string };
     };
+    // The kept gateway is stopped after the file whatever the assertions below say.
+    stopGateway = summary.dashboard.stopScript ?? '';
     // The trainer's checkpoints (every 2 steps) were recorded and their manifests verify.
     expect(summary.manifest.verified).toBe(true);
     expect(summary.manifest.trainerStep).toBeGreaterThanOrEqual(2);
@@ -136,7 +138,6 @@ describe('the secured stack', () => {
     gatewayUrl = url.origin;
     campaignId = /campaign=([^&]+)/.exec(url.hash)![1]!;
     readToken = readFileSync(summary.dashboard.tokenFile, 'utf8').trim();
-    stopGateway = summary.dashboard.stopScript ?? '';
     expect(await recordedEvents()).toBeGreaterThan(0);
 
     // The Python client reads the pool over HTTPS, verifying the gateway against the stack's CA.
