@@ -284,7 +284,9 @@ describe('the secured stack', () => {
     const { RODS_EXECUTOR_TOKEN_FILE: _t, ...noToken } = stack.env;
     expect((await executor(noToken)).error).toMatch(/RODS_EXECUTOR_TOKEN_FILE/);
     const { NODE_EXTRA_CA_CERTS: _ca, ...noCa } = stack.env;
-    expect((await executor(noCa)).error).toMatch(/refused the TLS connection .*not signed by the CA given.*NODE_EXTRA_CA_CERTS/);
+    expect((await executor(noCa)).error).toMatch(
+      /refused the TLS connection .*not signed by the CA given.*NODE_EXTRA_CA_CERTS/,
+    );
 
     // The gateway: an expired certificate is refused at start; one for another name, by the client.
     const gwCa = pki.ca('gateway-ca');
