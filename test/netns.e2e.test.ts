@@ -27,6 +27,7 @@ import {
   removeStaleNamespaces,
   wildcardAddress,
 } from './support/netns.js';
+import { ELSEWHERE as SHARED_STACK_SETTINGS } from './support/secure-stack.js';
 import { ROOT } from './support/sources.js';
 import { waitUntil } from './support/wait.js';
 
@@ -41,17 +42,8 @@ const STEPS = 4;
 const PER_CATEGORY = 5;
 const TSX = path.join(ROOT, 'node_modules/tsx/dist/cli.mjs');
 
-/** Settings of the test's own (shared) stack that would point a process elsewhere. */
-const ELSEWHERE = [
-  'DATABASE_URL',
-  'RODS_MIGRATE_DATABASE_URL',
-  'KAFKA_CLIENT_PROPERTIES',
-  'TEMPORAL_CONFIG_FILE',
-  'TEMPORAL_PROFILE',
-  'TEMPORAL_API_KEY',
-  'NODE_EXTRA_CA_CERTS',
-  'RODS_CA_BUNDLE',
-];
+/** Settings of the test's own (shared) stack that would point a process elsewhere, and its CAs. */
+const ELSEWHERE = [...SHARED_STACK_SETTINGS, 'NODE_EXTRA_CA_CERTS', 'RODS_CA_BUNDLE'];
 
 const unavailable = netnsUnavailable();
 if (unavailable) console.warn(`SKIPPED test/netns.e2e.test.ts (network namespaces): ${unavailable}`);

@@ -13,6 +13,9 @@ export interface Pem {
   keyPath: string;
 }
 
+/** openssl req: a new P-256 key, not encrypted. */
+const NEW_EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
 export class Pki {
   readonly dir: string;
   // Unique per certificate across runs: a rotated certificate gets a serial of its own.
@@ -51,11 +54,7 @@ export class Pki {
     this.openssl([
       'req',
       '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
+      ...NEW_EC_KEY,
       '-keyout',
       `${name}.key`,
       '-out',
@@ -85,11 +84,7 @@ export class Pki {
     );
     this.openssl([
       'req',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
+      ...NEW_EC_KEY,
       '-keyout',
       `${name}.key`,
       '-out',

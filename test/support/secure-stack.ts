@@ -32,7 +32,7 @@ export interface PrivateSecureStack {
 }
 
 /** Variables of the test's own (shared) stack that would point a process elsewhere. */
-const ELSEWHERE = [
+export const ELSEWHERE = [
   'DATABASE_URL',
   'RODS_MIGRATE_DATABASE_URL',
   'KAFKA_CLIENT_PROPERTIES',
