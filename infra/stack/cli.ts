@@ -13,7 +13,15 @@ import { linkInstalled } from './link.js';
 import { ensureDirs, paths, stackDir } from './paths.js';
 import { postgresService } from './postgres.js';
 import { portOpen, portOwner, StackError, sleep, tail } from './proc.js';
-import { ensureSecureFiles, isSecureStack, secureStackEnv, shellExports } from './secure.js';
+import {
+  certNames,
+  ensureSecureFiles,
+  fingerprintOf,
+  isSecureStack,
+  secureFiles,
+  secureStackEnv,
+  shellExports,
+} from './secure.js';
 import type { Service } from './service.js';
 import { temporalService } from './temporal.js';
 
@@ -155,6 +163,31 @@ export async function down(list: Service[] = services()): Promise<void> {
   }
 }
 
+export interface Rotation {
+  /** Fingerprints (SHA-256) of the server certificate before and after. */
+  before: string;
+  after: string;
+  /** What each running service did to present the new one. */
+  services: Record<string, string>;
+}
+
+/**
+ * Makes the secured stack's server certificate again (new key, same names, same CA) and has every
+ * running service present it without a restart: Kafka's brokers reload their keystore, nginx and
+ * PostgreSQL reload. A gateway started with the stack's certificate files takes the new pair at
+ * its next poll of them; the executor keeps the previous (still valid) one until it restarts.
+ */
+export async function rotateCertificates(list: Service[] = services()): Promise<Rotation> {
+  if (!isSecureStack())
+    throw new StackError('rotate-certs rotates the secured stack: npm run stack -- rotate-certs --secure');
+  const f = secureFiles(paths.stack);
+  const before = fingerprintOf(f.serverCert);
+  ensureSecureFiles(paths.stack, { rotate: true, names: certNames(f.serverCert) });
+  const out: Rotation = { before, after: fingerprintOf(f.serverCert), services: {} };
+  for (const s of list) if (s.rotate && s.managed) out.services[s.name] = await s.rotate();
+  return out;
+}
+
 function printTable(rows: ServiceStatus[]): void {
   for (const r of rows) {
     const state = r.answering ? 'answering' : 'DOWN';
@@ -233,6 +266,21 @@ async function main(argv: string[]): Promise<void> {
       if (opts.json) console.log(JSON.stringify(rows, null, 2));
       else printTable(rows);
       if (rows.some((r) => !r.answering)) process.exitCode = 1;
+    });
+  program
+    .command('rotate-certs')
+    .description(
+      'secured stack: make a new server certificate (new key, same names and CA) and have Kafka, nginx (Temporal) and PostgreSQL present it without a restart; a running gateway takes it within seconds',
+    )
+    .option(secureOpt, secureHelp)
+    .option('--json', 'print {before, after, services} (SHA-256 fingerprints; what each service did)')
+    .action(async (opts: { json?: boolean }) => {
+      const r = await rotateCertificates();
+      if (opts.json) console.log(JSON.stringify(r, null, 2));
+      else {
+        console.log(`server certificate ${r.before} -> ${r.after}`);
+        for (const [name, what] of Object.entries(r.services)) console.log(`[${name}] ${what}`);
+      }
     });
   await program.parseAsync(argv);
 }

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { splitHostPort } from '../../platform/config/endpoints.js';
-import { ensureTopics, withAdmin } from '../../platform/kafka/client.js';
+import { ensureTopics, openKafka, withAdmin } from '../../platform/kafka/client.js';
 import { kafkaBootstrap, loadKafkaSecurity } from '../../platform/kafka/client-properties.js';
 import type { AclGrant } from '../../platform/kafka/port.js';
 import { copyMavenDependencies } from './maven.js';
@@ -22,7 +22,15 @@ import {
   waitFor,
   which,
 } from './proc.js';
-import { isSecureStack, KAFKA_ADMIN, KAFKA_RODS, secureFiles } from './secure.js';
+import {
+  fingerprintOf,
+  isSecureStack,
+  KAFKA_ADMIN,
+  KAFKA_RODS,
+  secureFiles,
+  servedFingerprint,
+  untilServing,
+} from './secure.js';
 import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'kafka';
@@ -366,6 +374,7 @@ export function kafkaService(): Service {
         },
         { clientId: 'rods-stack', ...admin },
       );
+      if (secure) await untilRodsMayProduce(f.kafkaRodsProperties);
       const topics =
         r.created.length > 0
           ? `created topics ${r.created.join(', ')}`
@@ -373,6 +382,33 @@ export function kafkaService(): Service {
       return restarted > 0 ? `started ${restarted} node(s) that were down; ${topics}` : topics;
     },
     probe,
+    async rotate() {
+      // The keystore file was rewritten in place. Setting its location to the same value makes
+      // each broker reload it: for a broker resource the controller writes the config record even
+      // when the value is unchanged (KAFKA-14136; ConfigurationControlManager, "generate records
+      // even if the value is unchanged to trigger reloads on the brokers"), and the broker's SSL
+      // factory is rebuilt because the file changed. Existing connections keep their session.
+      const expected = fingerprintOf(f.serverCert);
+      const up = nodes.filter((n) => n.pid());
+      await withAdmin(
+        (a) =>
+          a.alterBrokerConfigs(
+            Object.fromEntries(
+              up.map((n) => [
+                String(n.id),
+                { 'listener.name.sasl_ssl.ssl.keystore.location': f.kafkaKeystore },
+              ]),
+            ),
+          ),
+        {
+          clientId: 'rods-stack-rotate',
+          security: loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: f.kafkaAdminProperties }),
+        },
+      );
+      for (const n of up)
+        await untilServing(`Kafka node ${n.id}`, () => servedFingerprint(n.host, n.port), expected);
+      return `${up.length} node(s) reloaded their keystore and present ${expected.slice(0, 11)}`;
+    },
     async stop() {
       let any = false;
       // All nodes at once: one by one, the last ones would wait for a quorum that is gone.
@@ -392,11 +428,63 @@ export function kafkaService(): Service {
 }
 
 /**
+ * Waits until rods' principal can open an idempotent producer: the brokers apply new ACLs from
+ * the metadata log a moment after the controller accepts them, and a process started right after
+ * `up` would be refused. Each attempt is bounded (an attempt that hangs must not hang `up`).
+ */
+async function untilRodsMayProduce(properties: string): Promise<void> {
+  const security = loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: properties });
+  const deadline = Date.now() + 60_000;
+  let last = '';
+  while (Date.now() < deadline) {
+    let timer: NodeJS.Timeout | undefined;
+    const attempt = (async () => {
+      // kafkajs' idempotent producer asks for a producer id on connect (InitProducerId).
+      const p = await openKafka({
+        clientId: 'rods-stack-check',
+        security,
+        quiet: true,
+        retries: 2,
+      }).producer();
+      await p.disconnect();
+    })();
+    try {
+      await Promise.race([
+        attempt,
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('no answer within 15 s')), 15_000);
+        }),
+      ]);
+      return;
+    } catch (e) {
+      attempt.catch(() => undefined);
+      last = (e as Error).message;
+    } finally {
+      clearTimeout(timer);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new StackError(
+    `User:${KAFKA_RODS} still cannot open an idempotent producer a minute after its ACLs were granted (${last}); check the cluster's IdempotentWrite ACL with kafka-acls.sh --list`,
+    NAME,
+  );
+}
+
+/**
  * What rods' principal needs, and no more: every operation on the topics named `rods.*`, on the
- * consumer groups and on the transactional ids named `rods*` (the relay's transactions).
+ * consumer groups and on the transactional ids named `rods*` (the relay's transactions), and
+ * IdempotentWrite on the cluster: kafkajs asks for a producer id with InitProducerId v0, which
+ * the broker authorizes as IdempotentWrite on the cluster, not through a transactional id.
  */
 export function rodsAcls(principal: string): AclGrant[] {
   return [
+    {
+      principal,
+      resource: 'cluster',
+      name: 'kafka-cluster',
+      pattern: 'literal',
+      operation: 'idempotent-write',
+    },
     { principal, resource: 'topic', name: 'rods.', pattern: 'prefixed', operation: 'all' },
     { principal, resource: 'group', name: 'rods', pattern: 'prefixed', operation: 'all' },
     { principal, resource: 'transactional-id', name: 'rods', pattern: 'prefixed', operation: 'all' },

@@ -25,7 +25,7 @@ import { createClient } from '../../platform/store/db.js';
 import { grantAppRole } from '../../platform/store/migrate.js';
 import { paths, type StackSecret, secretFile } from './paths.js';
 import { clearPid, isAlive, run, StackError, tail, waitFor, writePid } from './proc.js';
-import { isSecureStack, secureFiles } from './secure.js';
+import { fingerprintOf, isSecureStack, secureFiles, servedFingerprint, untilServing } from './secure.js';
 import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'postgres';
@@ -338,6 +338,26 @@ export function postgresService(opts: PostgresOptions = {}): Service {
       await waitFor('postgres', async () => (await probe()).answering, 30_000);
     },
     probe,
+    ...(isSecureStack()
+      ? {
+          async rotate() {
+            // PostgreSQL re-reads ssl_cert_file and ssl_key_file on a reload (SIGHUP); sessions
+            // already open keep theirs.
+            const expected = fingerprintOf(secureFiles(paths.stack).serverCert);
+            const bin = pgBinDir();
+            if (!pidFromDataDir() || !bin) return 'not running: it serves the new certificate when it starts';
+            const acct = await serverAccount();
+            await secureServer(dataDir, acct);
+            await run(path.join(bin, 'pg_ctl'), ['-D', dataDir, 'reload'], await asServer(acct));
+            await untilServing(
+              'PostgreSQL',
+              () => servedFingerprint(host, port, { postgres: true }),
+              expected,
+            );
+            return `reloaded and presents ${expected.slice(0, 11)}`;
+          },
+        }
+      : {}),
     async ready() {
       if (!existsSync(hba)) return 'not ours (no data directory here)';
       if (opts.upgradeRunning) {

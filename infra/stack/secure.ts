@@ -15,9 +15,11 @@
 // start under <stack>/secrets (0700; keys and passwords 0600) and kept. `secureStackEnv` is the
 // environment that points every rods process at it; `env.sh` in the folder exports it.
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isIP, connect as tcpConnect } from 'node:net';
 import path from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import { STACK_OWNER_ROLE } from '../../platform/config/endpoints.js';
 import { secretFile } from '../../platform/config/stack-dir.js';
 import { type Pem, Pki } from './pki.js';
@@ -111,12 +113,99 @@ export function ensureSecureFiles(
   return f;
 }
 
-function certCarries(certPath: string, name: string): boolean {
+const certCarries = (certPath: string, name: string): boolean => certNames(certPath).includes(name);
+
+/** The names a certificate carries (its subjectAltName entries). */
+export function certNames(certPath: string): string[] {
   // The SAN line as openssl prints it: "DNS:localhost, IP Address:127.0.0.1".
   const out = execFileSync('openssl', ['x509', '-in', certPath, '-noout', '-ext', 'subjectAltName'], {
     encoding: 'utf8',
   });
-  return [...out.matchAll(/(?:DNS|IP Address):([^,\s]+)/g)].some((m) => m[1] === name);
+  return [...out.matchAll(/(?:DNS|IP Address):([^,\s]+)/g)].map((m) => m[1]!);
+}
+
+/** A certificate file's SHA-256 fingerprint (colon-separated hex, as `openssl x509 -fingerprint` prints it). */
+export function fingerprintOf(certPath: string): string {
+  return new X509Certificate(readFileSync(certPath)).fingerprint256;
+}
+
+/** PostgreSQL speaks TLS only after its SSLRequest (length 8, code 80877103) is answered 'S'. */
+function postgresTlsSocket(host: string, port: number, timeoutMs: number) {
+  return new Promise<ReturnType<typeof tcpConnect>>((resolve, reject) => {
+    const s = tcpConnect({ host, port }, () => s.write(Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])));
+    s.setTimeout(timeoutMs, () =>
+      s.destroy(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)),
+    );
+    s.once('error', reject);
+    s.once('data', (b) => {
+      if (b[0] === 0x53) resolve(s);
+      else {
+        s.destroy();
+        reject(
+          new Error(`${host}:${port} refused TLS (answered ${JSON.stringify(String.fromCharCode(b[0]!))})`),
+        );
+      }
+    });
+  });
+}
+
+/**
+ * The SHA-256 fingerprint of the certificate the TLS server at host:port presents now (after a
+ * rotation: whether it reloaded). Only the presented certificate is read, not verified;
+ * `clientCert`/`clientKey` for a server that demands one.
+ */
+export async function servedFingerprint(
+  host: string,
+  port: number,
+  opts: { clientCert?: string; clientKey?: string; postgres?: boolean; timeoutMs?: number } = {},
+): Promise<string> {
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  const socket = opts.postgres ? await postgresTlsSocket(host, port, timeoutMs) : undefined;
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect(
+      {
+        ...(socket ? { socket } : { host, port }),
+        ...(isIP(host) ? {} : { servername: host }),
+        rejectUnauthorized: false,
+        ...(opts.clientCert
+          ? { cert: readFileSync(opts.clientCert), key: readFileSync(opts.clientKey!) }
+          : {}),
+      },
+      () => {
+        const fp = s.getPeerCertificate().fingerprint256;
+        s.destroy();
+        resolve(fp);
+      },
+    );
+    s.setTimeout(timeoutMs, () =>
+      s.destroy(new Error(`no TLS handshake with ${host}:${port} within ${timeoutMs} ms`)),
+    );
+    s.once('error', reject);
+  });
+}
+
+/** Polls until the server at host:port presents the certificate `expected` (a fingerprint). */
+export async function untilServing(
+  what: string,
+  served: () => Promise<string>,
+  expected: string,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      last = await served();
+      if (last === expected) return;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (Date.now() > deadline)
+      throw new Error(
+        `${what} still presents ${last} ${timeoutMs / 1000} s after the rotation, not ${expected}`,
+      );
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** Where the secured stack's services listen (the defaults of `stack:up --secure`). */
@@ -219,6 +308,16 @@ export function secureStackEnv(
     NODE_EXTRA_CA_CERTS: f.ca,
   };
 }
+
+/** Settings a rods process may have from another stack that would point it elsewhere. */
+export const ANOTHER_STACKS_SETTINGS = [
+  'DATABASE_URL',
+  'RODS_MIGRATE_DATABASE_URL',
+  'KAFKA_CLIENT_PROPERTIES',
+  'TEMPORAL_CONFIG_FILE',
+  'TEMPORAL_PROFILE',
+  'TEMPORAL_API_KEY',
+];
 
 /** `export NAME='value'` lines for a shell (values single-quoted). */
 export function shellExports(env: Record<string, string>): string {

@@ -22,6 +22,11 @@ export interface Service {
   probe(): Promise<Probe>;
   /** Runs on every `up` once the service answers (idempotent setup such as topics). */
   ready?(): Promise<string>;
+  /**
+   * The secured stack, after its server certificate was made again: serve the new one without a
+   * restart and wait until it is presented; says what it did.
+   */
+  rotate?(): Promise<string>;
   /** Stops our process only. */
   stop(): Promise<boolean>;
   /** The port that must be free for us to start. */

@@ -12,7 +12,7 @@ import {
 import { temporalHttpPort, temporalUiPort, temporalUiUrl } from '../../platform/temporal/ui.js';
 import { paths } from './paths.js';
 import { ourPid, run, StackError, spawnDetached, stopOurs, tail, waitFor, which } from './proc.js';
-import { isSecureStack, secureFiles } from './secure.js';
+import { fingerprintOf, isSecureStack, secureFiles, servedFingerprint, untilServing } from './secure.js';
 import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'temporal';
@@ -194,7 +194,9 @@ export function temporalService(): Service {
     name: NAME,
     endpoint: `${temporalAddress} (namespace ${temporalNamespace})`,
     managed: manages(host, NAME),
-    port,
+    // What must be free to start: secured, the dev server's own port (nginx, which outlives a
+    // dev server killed -9, holds the clients' port and is kept).
+    port: devPort,
     log,
     async install() {
       await terminator?.install();
@@ -234,6 +236,24 @@ export function temporalService(): Service {
       });
     },
     probe,
+    ...(terminator
+      ? {
+          async rotate() {
+            // nginx re-reads its certificate on SIGHUP: new workers take new connections, the
+            // old ones finish theirs.
+            const f = secureFiles(paths.stack);
+            const expected = fingerprintOf(f.serverCert);
+            if (!terminator.reload())
+              return 'nginx is not running: it serves the new certificate when it starts';
+            await untilServing(
+              'nginx (Temporal)',
+              () => servedFingerprint(host, port, { clientCert: f.clientCert, clientKey: f.clientKey }),
+              expected,
+            );
+            return `nginx reloaded (SIGHUP) and presents ${expected.slice(0, 11)}`;
+          },
+        }
+      : {}),
     async stop() {
       const t = terminator ? await stopOurs(TERMINATOR, terminator.pid(), 10_000) : false;
       return (await stopOurs(NAME, ourPid(NAME, marker, dbFile), 20_000)) || t;

@@ -237,7 +237,7 @@ export interface AclGrant {
   /** The resource's name, or its prefix with `pattern: 'prefixed'`. */
   name: string;
   pattern: 'literal' | 'prefixed';
-  operation: 'all' | 'read' | 'write' | 'describe' | 'describe-configs' | 'create';
+  operation: 'all' | 'read' | 'write' | 'describe' | 'describe-configs' | 'create' | 'idempotent-write';
 }
 
 export interface ClusterInfo {
@@ -265,6 +265,12 @@ export interface TopicAdmin {
   describeTopicConfigs(topics: string[]): Promise<Record<string, Record<string, string>>>;
   /** Sets these configuration entries of existing topics (others are left as they are). */
   alterTopicConfigs(changes: Record<string, Record<string, string>>): Promise<void>;
+  /**
+   * Sets per-broker dynamic configuration (broker id -> entries). The request is Kafka's
+   * AlterConfigs: a broker's dynamic entries not named are reset. Setting an entry to the value it
+   * has still makes the broker apply it again, which reloads a keystore file rewritten in place.
+   */
+  alterBrokerConfigs(changes: Record<string, Record<string, string>>): Promise<void>;
   /** Grants (allows) these ACLs on any host; a grant that exists already is not an error. */
   createAcls(grants: AclGrant[]): Promise<void>;
   disconnect(): Promise<void>;

@@ -398,6 +398,7 @@ function kafkajsAcl(g: AclGrant) {
     describe: AclOperationTypes.DESCRIBE,
     'describe-configs': AclOperationTypes.DESCRIBE_CONFIGS,
     create: AclOperationTypes.CREATE,
+    'idempotent-write': AclOperationTypes.IDEMPOTENT_WRITE,
   }[g.operation];
   return {
     resourceType: resource,
@@ -497,6 +498,14 @@ export function topicAdmin(a: Admin): TopicAdmin {
           ),
         })),
       });
+    },
+    async alterBrokerConfigs(changes: Record<string, Record<string, string>>) {
+      const resources = Object.entries(changes).map(([id, config]) => ({
+        type: ConfigResourceTypes.BROKER,
+        name: id,
+        configEntries: Object.entries(config).map(([name, value]) => ({ name, value })),
+      }));
+      if (resources.length > 0) await a.alterConfigs({ validateOnly: false, resources });
     },
     async createAcls(grants: AclGrant[]) {
       if (grants.length > 0) await a.createAcls({ acl: grants.map(kafkajsAcl) });
