@@ -9,6 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { linkInstalled } from '../../infra/stack/link.js';
 import {
+  ANOTHER_STACKS_SETTINGS,
   ensureSecureFiles,
   type SecureFiles,
   type SecurePorts,
@@ -32,14 +33,7 @@ export interface PrivateSecureStack {
 }
 
 /** Variables of the test's own (shared) stack that would point a process elsewhere. */
-export const ELSEWHERE = [
-  'DATABASE_URL',
-  'RODS_MIGRATE_DATABASE_URL',
-  'KAFKA_CLIENT_PROPERTIES',
-  'TEMPORAL_CONFIG_FILE',
-  'TEMPORAL_PROFILE',
-  'TEMPORAL_API_KEY',
-];
+export const ELSEWHERE = ANOTHER_STACKS_SETTINGS;
 
 export async function startPrivateSecureStack(opts: { names?: string[] } = {}): Promise<PrivateSecureStack> {
   const shared = path.join(ROOT, '.stack');
