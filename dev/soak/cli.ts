@@ -1,13 +1,16 @@
 // `npm run soak -- --steps N --seed S [--json]`: the chaos soak on a private stack. Exit 0 when
 // every invariant holds, 1 when one does not, 2 when the soak itself could not run.
-// Only builtins and commander are imported statically: the private stack's environment must be
-// in place before infra/stack reads its paths.
+// Only builtins, commander and modules that read no paths at load are imported statically: the
+// private stack's environment must be in place before infra/stack/paths.ts reads it.
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
 import { Command, InvalidArgumentError } from 'commander';
-import { layoutPrivateStack } from './private-stack.js';
+import { ANOTHER_STACKS_SETTINGS } from '../../infra/stack/secure.js';
+import { loadSecretFiles } from '../../platform/config/secret-files.js';
+import { layoutPrivateStack, privateStackDir } from './private-stack.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -41,6 +44,10 @@ const program = new Command('soak')
     },
     3,
   )
+  .option(
+    '--secure',
+    'on a secured private stack (Kafka SASL_SSL with SCRAM and ACLs, PostgreSQL verify-full, Temporal mutual TLS through nginx, HTTPS gateway and executor); adds a server certificate rotation mid-campaign (Kafka, PostgreSQL, nginx and the running gateway take the new one without a restart)',
+  )
   .option('--out <dir>', 'report folder (logs of every process, faults.json, report.json)')
   .option('--keep-stack', 'leave the private stack running and its data in place')
   .option('--json', 'print only the JSON report on stdout (progress goes to stderr)')
@@ -56,18 +63,40 @@ async function main(): Promise<number> {
     perKind?: number;
     longOutageS: number;
     kafkaNodes: number;
+    secure?: boolean;
     out?: string;
     keepStack?: boolean;
     json?: boolean;
   }>();
-  const run = `${new Date()
-    .toISOString()
-    .replace(/[^0-9]/g, '')
-    .slice(0, 14)}-s${o.seed}`;
+  // A secured run laid out its stack, then ran this again (RODS_SOAK_RUN) with its environment:
+  // Node reads NODE_EXTRA_CA_CERTS (the stack's CA, for the gateway's HTTPS) only when it starts.
+  const relaunched = process.env.RODS_SOAK_RUN;
+  const run =
+    relaunched ??
+    `${new Date()
+      .toISOString()
+      .replace(/[^0-9]/g, '')
+      .slice(0, 14)}-s${o.seed}${o.secure ? '-secure' : ''}`;
+  const shared = path.join(ROOT, '.stack');
+  if (o.secure && !relaunched) {
+    const layout = await layoutPrivateStack(shared, run, { kafkaNodes: o.kafkaNodes, secure: true });
+    const env: NodeJS.ProcessEnv = { ...process.env, ...layout.env, RODS_SOAK_RUN: run };
+    for (const k of ANOTHER_STACKS_SETTINGS) if (!(k in layout.env)) delete env[k];
+    const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+      stdio: 'inherit',
+      env,
+    });
+    if (r.status === null) rmSync(layout.dir, { recursive: true, force: true });
+    return r.status ?? 2;
+  }
   const out = path.resolve(o.out ?? path.join(ROOT, 'reports', 'soak', run));
   mkdirSync(out, { recursive: true });
-  const layout = await layoutPrivateStack(path.join(ROOT, '.stack'), run, { kafkaNodes: o.kafkaNodes });
+  const layout = relaunched
+    ? { dir: privateStackDir(shared, run), env: {} }
+    : await layoutPrivateStack(shared, run, { kafkaNodes: o.kafkaNodes });
   Object.assign(process.env, layout.env);
+  // The secured stack names its database URLs by file (DATABASE_URL_FILE).
+  loadSecretFiles();
   // Progress and the stack's own messages go to stderr; stdout carries the report only.
   console.log = (...a: unknown[]) => process.stderr.write(`${format(...a)}\n`);
   const log = (line: string) =>
@@ -98,6 +127,7 @@ async function main(): Promise<number> {
       perKind: o.perKind,
       longOutageMs: o.longOutageS * 1000,
       kafkaNodes: o.kafkaNodes,
+      secure: Boolean(o.secure),
       log,
     });
     writeFileSync(path.join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);

@@ -28,11 +28,26 @@ export const FAULT_KINDS = [
   // A step whose closing batch the gateway refuses (422): the campaign passes over it at once
   // (missing-step policy), and the checkpoint saved after it waits for that, then is recorded.
   'refused-step',
+  // The secured stack only: a new server certificate mid-campaign, taken without a restart by
+  // Kafka's brokers, PostgreSQL, nginx (Temporal) and the running gateway.
+  'rotate-certs',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** Kinds that need the three-node Kafka cluster. */
 export const CLUSTER_FAULT_KINDS: readonly FaultKind[] = ['kill-broker', 'kill-controller'];
+/** Kinds that need the secured stack. */
+export const SECURE_FAULT_KINDS: readonly FaultKind[] = ['rotate-certs'];
+
+/** The kinds a soak strikes with this stack. */
+export function faultKindsFor(stack: { kafkaNodes: number; secure: boolean }): FaultKind[] {
+  return FAULT_KINDS.filter(
+    (k) =>
+      // Killing a broker of a one-broker "cluster" is the Kafka outage already.
+      (stack.kafkaNodes >= 3 || !CLUSTER_FAULT_KINDS.includes(k)) &&
+      (stack.secure || !SECURE_FAULT_KINDS.includes(k)),
+  );
+}
 
 export interface Fault {
   kind: FaultKind;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CLUSTER_FAULT_KINDS, countByKind, FAULT_KINDS, planFaults } from './faults.js';
+import { CLUSTER_FAULT_KINDS, countByKind, FAULT_KINDS, faultKindsFor, planFaults } from './faults.js';
 
 describe('the soak fault plan', () => {
   it('strikes every kind the asked number of times, inside the run, in step order', () => {
@@ -34,6 +34,19 @@ describe('the soak fault plan', () => {
     expect(new Set(plan.map((f) => f.kind))).toEqual(new Set(kinds));
     for (const f of planFaults({ steps: 12, seed: 3, perKind: 20 }).filter((x) => x.kind === 'late-publish'))
       expect(f.atStep).toBeLessThanOrEqual(8);
+  });
+
+  it('strikes cluster kinds only on three nodes and a certificate rotation only on the secured stack', () => {
+    expect(faultKindsFor({ kafkaNodes: 3, secure: true })).toEqual([...FAULT_KINDS]);
+    expect(faultKindsFor({ kafkaNodes: 3, secure: false })).not.toContain('rotate-certs');
+    expect(faultKindsFor({ kafkaNodes: 1, secure: true })).toEqual(
+      FAULT_KINDS.filter((k) => !CLUSTER_FAULT_KINDS.includes(k)),
+    );
+    // A kind added for the secured stack leaves a plain run's plan as it was for the same seed.
+    const plain = faultKindsFor({ kafkaNodes: 3, secure: false });
+    expect(
+      planFaults({ steps: 30, seed: 7, kinds: FAULT_KINDS }).filter((f) => f.kind !== 'rotate-certs'),
+    ).toEqual(planFaults({ steps: 30, seed: 7, kinds: plain }));
   });
 
   it('refuses a run too short to hold a fault', () => {

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { linkInstalled } from '../../infra/stack/link.js';
+import { ensureSecureFiles, secureStackEnv } from '../../infra/stack/secure.js';
 import { freeServicePort } from '../../platform/util/free-port.js';
 
 export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
@@ -25,22 +26,24 @@ export interface PrivateStackLayout {
 export async function layoutPrivateStack(
   sharedStack: string,
   run: string,
-  opts: { kafkaNodes?: number } = {},
+  opts: { kafkaNodes?: number; secure?: boolean } = {},
 ): Promise<PrivateStackLayout> {
-  const dir = path.join(sharedStack, 'soak', run);
+  const dir = privateStackDir(sharedStack, run);
   rmSync(dir, { recursive: true, force: true });
   linkInstalled(sharedStack, dir);
   const ports: number[] = [];
-  const port = async () => {
+  const port = async (span = 1) => {
     for (;;) {
       const p = await freeServicePort();
       // Kafka's controller and Temporal's extra ports are chosen next to each other: keep apart.
-      if (!ports.includes(p)) {
-        ports.push(p);
+      const wanted = Array.from({ length: span }, (_, i) => p + i);
+      if (!wanted.some((x) => ports.includes(x))) {
+        ports.push(...wanted);
         return p;
       }
     }
   };
+  if (opts.secure) return secureLayout(dir, opts.kafkaNodes ?? 1, port);
   const pg = await port();
   // One Kafka node, or a cluster (three: replication 3, min.insync.replicas 2).
   const kafka: number[] = [];
@@ -70,6 +73,48 @@ export async function layoutPrivateStack(
       // No Web UI: its port would sit next to a random one.
       RODS_TEMPORAL_UI_PORT: '0',
       RODS_EXECUTOR_URL: `http://127.0.0.1:${executor}`,
+    },
+  };
+}
+
+/** The private stack's folder for a run. */
+export function privateStackDir(sharedStack: string, run: string): string {
+  return path.join(sharedStack, 'soak', run);
+}
+
+/**
+ * The secured private stack (infra/stack/secure.ts): Kafka SASL_SSL with SCRAM and ACLs on every
+ * node, PostgreSQL TLS-only with verify-full, Temporal behind nginx with mutual TLS, the executor
+ * over HTTPS with its token; certificates for `localhost` under the run's folder.
+ */
+async function secureLayout(
+  dir: string,
+  kafkaNodes: number,
+  port: (span?: number) => Promise<number>,
+): Promise<PrivateStackLayout> {
+  const kafka: number[] = [];
+  const controllers: number[] = [];
+  for (let i = 0; i < kafkaNodes; i++) {
+    kafka.push(await port());
+    controllers.push(await port());
+  }
+  const ports = {
+    kafka: kafka[0]!,
+    kafkaController: controllers[0]!,
+    postgres: await port(),
+    temporal: await port(),
+    // The dev server's HTTP and metrics ports are its port + 1 and + 2.
+    temporalInternal: await port(3),
+    executor: await port(),
+  };
+  ensureSecureFiles(dir, { names: ['localhost'] });
+  return {
+    dir,
+    env: {
+      ...secureStackEnv(dir, ports, 'localhost'),
+      KAFKA_BROKERS: kafka.map((p) => `localhost:${p}`).join(','),
+      RODS_KAFKA_CONTROLLER_PORTS: controllers.join(','),
+      RODS_KAFKA_HEAP: kafka.length > 1 ? '384m' : '512m',
     },
   };
 }

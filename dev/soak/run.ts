@@ -8,8 +8,9 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { CampaignStatus } from '../../domain/campaign-state.js';
 import { workflowIds } from '../../domain/ids.js';
-import { services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
+import { rotateCertificates, services as stackServices, up as stackUp } from '../../infra/stack/cli.js';
 import { activeController, kafkaNodes } from '../../infra/stack/kafka.js';
+import { servedFingerprint, untilServing } from '../../infra/stack/secure.js';
 import { encode } from '../../platform/codec/registry.js';
 import { openKafka, withAdmin } from '../../platform/kafka/client.js';
 import { REWARDS_TOPIC } from '../../platform/kafka/topology.js';
@@ -18,14 +19,7 @@ import { createPool } from '../../platform/store/db.js';
 import { temporalClient } from '../../platform/temporal/connect.js';
 import { freeServicePort } from '../../platform/util/free-port.js';
 import { mapBomb, rewardsArrayBomb, stringBomb } from '../../test/support/codec/bombs.js';
-import {
-  CLUSTER_FAULT_KINDS,
-  countByKind,
-  FAULT_KINDS,
-  type Fault,
-  type FaultKind,
-  planFaults,
-} from './faults.js';
+import { countByKind, type Fault, type FaultKind, faultKindsFor, planFaults } from './faults.js';
 import { holdsTransaction } from './freeze.js';
 import {
   acceptedGroups,
@@ -55,6 +49,8 @@ export interface SoakOptions {
   checkpointEvery?: number;
   /** Kafka nodes of the private stack (1, or 3 for the replicated cluster). */
   kafkaNodes: number;
+  /** The private stack is the secured one (infra/stack/secure.ts); the gateway serves HTTPS. */
+  secure: boolean;
   log: (line: string) => void;
 }
 
@@ -72,6 +68,7 @@ export interface SoakReport {
   steps: number;
   seed: number;
   kafka_nodes: number;
+  secure: boolean;
   campaignId: string;
   faults_by_kind: Record<FaultKind, number>;
   invariants: Record<string, boolean>;
@@ -122,8 +119,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     seed: opts.seed,
     perKind: opts.perKind,
     longOutageMs: opts.longOutageMs,
-    // Killing a broker of a one-broker "cluster" is the Kafka outage already.
-    kinds: opts.kafkaNodes >= 3 ? FAULT_KINDS : FAULT_KINDS.filter((k) => !CLUSTER_FAULT_KINDS.includes(k)),
+    kinds: faultKindsFor(opts),
   });
   log(`fault plan: ${plan.length} faults over ${opts.steps} steps (${JSON.stringify(countByKind(plan))})`);
 
@@ -177,7 +173,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       name: 'gateway',
       args: ['gateway', '--port', String(gatewayPort), '--task-queue', taskQueue],
     });
-    const gw = `http://127.0.0.1:${gatewayPort}`;
+    // Secured: HTTPS with the stack's certificate, for the name it carries (its CA is trusted
+    // through NODE_EXTRA_CA_CERTS, set when the soak started).
+    const gw = opts.secure ? `https://localhost:${gatewayPort}` : `http://127.0.0.1:${gatewayPort}`;
     await patiently('the gateway did not come up', async () => {
       const r = await fetch(`${gw}/healthz`);
       if (!r.ok) throw new Error(`healthz ${r.status}`);
@@ -313,7 +311,26 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       await before;
       return release;
     };
-    const KAFKA_FAULTS: readonly string[] = ['kafka-outage', 'kill-broker', 'kill-controller'];
+    const KAFKA_FAULTS: readonly string[] = [
+      'kafka-outage',
+      'kill-broker',
+      'kill-controller',
+      'rotate-certs',
+    ];
+
+    // A new server certificate: the stack's services present it (rotateCertificates waits for
+    // each), then the gateway, which polls its files.
+    const rotate = async (): Promise<string> => {
+      const r = await rotateCertificates([...services.values()]);
+      const t = Date.now();
+      const url = new URL(gw);
+      await untilServing('the gateway', () => servedFingerprint(url.hostname, Number(url.port)), r.after);
+      return `server certificate ${r.before.slice(0, 11)} -> ${r.after.slice(0, 11)}: ${Object.entries(
+        r.services,
+      )
+        .map(([k, v]) => `${k} ${v.split(' and ')[0]}`)
+        .join('; ')}; the gateway presents it after ${((Date.now() - t) / 1000).toFixed(1)} s`;
+    };
 
     const faultRun = async (f: Fault, n: number): Promise<FaultRecord> => {
       const release = KAFKA_FAULTS.includes(f.kind) ? await takeKafkaTurn() : () => {};
@@ -390,6 +407,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
             break;
           case 'kill-controller':
             rec.target = await killNode(f, true);
+            break;
+          case 'rotate-certs':
+            rec.target = await rotate();
             break;
           case 'late-publish':
             // Carried out by the trainer's loop (it spans four steps).
@@ -641,6 +661,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       steps: opts.steps,
       seed: opts.seed,
       kafka_nodes: opts.kafkaNodes,
+      secure: opts.secure,
       campaignId,
       faults_by_kind: countByKind(faults.filter((f) => !f.error)),
       invariants: Object.fromEntries(Object.entries(inv).map(([k, v]) => [k, v.ok])),

@@ -6,14 +6,16 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FAULT_KINDS } from './faults.js';
+import { faultKindsFor } from './faults.js';
 import type { SoakReport } from './run.js';
 
 const STEPS = Number(process.env.RODS_SOAK_STEPS ?? 30);
+// RODS_SOAK_SECURE=1: on the secured private stack, with a certificate rotation among the faults.
+const SECURE = process.env.RODS_SOAK_SECURE === '1';
 
 describe('chaos soak', () => {
   it(
-    `${STEPS} steps through kill -9 of every process, outages of PostgreSQL, Kafka and Temporal, and poison: every invariant holds`,
+    `${STEPS} steps${SECURE ? ' on the secured stack' : ''} through kill -9 of every process, outages of PostgreSQL, Kafka and Temporal, and poison: every invariant holds`,
     async () => {
       const out = mkdtempSync(path.join(tmpdir(), 'rods-soak-'));
       let stdout = '';
@@ -31,6 +33,7 @@ describe('chaos soak', () => {
             '--json',
             '--out',
             out,
+            ...(SECURE ? ['--secure'] : []),
           ],
           { stdio: ['ignore', 'pipe', 'inherit'] },
         );
@@ -48,7 +51,9 @@ describe('chaos soak', () => {
           ok: true,
           evidence: report.evidence[name],
         });
-      for (const kind of FAULT_KINDS) expect(report.faults_by_kind[kind], kind).toBeGreaterThanOrEqual(1);
+      for (const kind of faultKindsFor({ kafkaNodes: 3, secure: SECURE }))
+        expect(report.faults_by_kind[kind], kind).toBeGreaterThanOrEqual(1);
+      expect(report.secure).toBe(SECURE);
       expect(report.steps).toBe(STEPS);
       expect(code).toBe(0);
     },
