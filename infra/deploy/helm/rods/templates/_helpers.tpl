@@ -28,7 +28,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{- define "rods.executorUrl" -}}
 {{- if .Values.executor.enabled -}}
-{{- printf "http://%s-executor:%d" (include "rods.fullname" .) (int .Values.executor.port) -}}
+{{- printf "%s://%s-executor:%d" (ternary "https" "http" (ne .Values.executor.tls.secret "")) (include "rods.fullname" .) (int .Values.executor.port) -}}
 {{- else -}}
 {{- required "executor.url is required when executor.enabled is false" .Values.executor.url -}}
 {{- end -}}
