@@ -438,16 +438,11 @@ async function untilRodsMayProduce(properties: string): Promise<void> {
   let last = '';
   while (Date.now() < deadline) {
     let timer: NodeJS.Timeout | undefined;
-    const attempt = (async () => {
-      // kafkajs' idempotent producer asks for a producer id on connect (InitProducerId).
-      const p = await openKafka({
-        clientId: 'rods-stack-check',
-        security,
-        quiet: true,
-        retries: 2,
-      }).producer();
-      await p.disconnect();
-    })();
+    // kafkajs' idempotent producer asks for a producer id on connect (InitProducerId).
+    const attempt = openKafka({ clientId: 'rods-stack-check', security, quiet: true, retries: 2 }).producer();
+    // Closed whenever it connects, also after this attempt gave up on it: an open producer keeps
+    // `up` from exiting.
+    attempt.then((p) => p.disconnect()).catch(() => undefined);
     try {
       await Promise.race([
         attempt,
@@ -457,7 +452,6 @@ async function untilRodsMayProduce(properties: string): Promise<void> {
       ]);
       return;
     } catch (e) {
-      attempt.catch(() => undefined);
       last = (e as Error).message;
     } finally {
       clearTimeout(timer);

@@ -139,7 +139,7 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
         allowAutoTopicCreation: false,
         ...(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {}),
       });
-      await producer.connect();
+      await connectOrClose(producer, () => producer.connect());
       const acks = idempotent || p.acks !== 'leader' ? -1 : 1;
       return {
         send: (topic, records) => sendAll(producer, topic, records, acks, partitions, resent),
@@ -154,11 +154,13 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
         maxInFlightRequests: 1,
         transactionTimeout: t.transactionTimeoutMs ?? 60_000,
       });
-      await producer.connect();
       // kafkajs sends the transactional InitProducerId only with the first transaction, not on
       // connect; an empty transaction forces it now, so older instances are fenced (and their
       // open transaction completed or aborted) before the caller reads anything back.
-      await (await producer.transaction()).abort();
+      await connectOrClose(producer, async () => {
+        await producer.connect();
+        await (await producer.transaction()).abort();
+      });
       return {
         async transaction(): Promise<Transaction> {
           const tx = await producer.transaction();
@@ -177,10 +179,27 @@ export function kafkajsClient(opts: KafkaOptions = {}): KafkaClient {
     batchConsumer: (c) => batchConsumer(k, c),
     async admin() {
       const admin = k.admin();
-      await admin.connect();
+      await connectOrClose(admin, () => admin.connect());
       return topicAdmin(admin);
     },
   };
+}
+
+/**
+ * Runs a client's connect and closes the client when it fails: kafkajs keeps the broker
+ * connections it opened before the failing step (an idempotent producer's refused
+ * InitProducerId, say), and they would keep the process alive.
+ */
+async function connectOrClose(
+  client: { disconnect(): Promise<void> },
+  connect: () => Promise<void>,
+): Promise<void> {
+  try {
+    await connect();
+  } catch (e) {
+    await client.disconnect().catch(() => undefined);
+    throw e;
+  }
 }
 
 /** kafkajs' offset commit shape; metadata passes through to the broker (typed away by kafkajs). */
