@@ -214,6 +214,9 @@ export async function createNetnsLab(opts: NetnsLabOptions): Promise<NetnsLab> {
         });
         child.once('error', reject);
         child.once('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+        // A command that exits without reading its input makes this write fail with EPIPE; its
+        // exit code and stderr say what happened, the pipe's error adds nothing.
+        child.stdin.once('error', () => undefined);
         child.stdin.end(o.input ?? '');
       });
     },
