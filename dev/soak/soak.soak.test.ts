@@ -10,10 +10,17 @@ import { faultKindsFor } from './faults.js';
 import type { SoakReport } from './run.js';
 
 const STEPS = Number(process.env.RODS_SOAK_STEPS ?? 30);
-// RODS_SOAK_SECURE=1: on the secured private stack, with a certificate rotation among the faults.
-const SECURE = process.env.RODS_SOAK_SECURE === '1';
+// Both stacks by default, one after the other: the plaintext one, then the secured one (with a
+// certificate rotation among the faults). RODS_SOAK_SECURE=1 runs only the secured soak, =0 only
+// the plaintext one.
+const VARIANTS =
+  process.env.RODS_SOAK_SECURE === '1'
+    ? [true]
+    : process.env.RODS_SOAK_SECURE === '0'
+      ? [false]
+      : [false, true];
 
-describe('chaos soak', () => {
+describe.each(VARIANTS)('chaos soak (secured: %s)', (SECURE) => {
   it(
     `${STEPS} steps${SECURE ? ' on the secured stack' : ''} through kill -9 of every process, outages of PostgreSQL, Kafka and Temporal, and poison: every invariant holds`,
     async () => {
