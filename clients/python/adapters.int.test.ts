@@ -120,6 +120,9 @@ describe('Python client adapters (pytest in .stack/client-venv against the real 
       'test_verl.py::test_dataset_serves_distinct_tasks_of_the_live_pool_per_batch_and_keeps_its_draws',
       'test_slime.py::test_prompts_are_the_chat_template_with_the_tasks_tools_as_slimes_rollout_encodes_them',
       'test_slime.py::test_the_rollout_log_hook_reports_the_rollout_as_its_step_once',
+      'test_slime.py::test_rollouts_draw_from_the_last_pool_while_the_gateway_is_away',
+      'test_slime.py::test_a_multi_turn_episode_runs_its_calls_in_the_executor_and_is_rewarded_turn_by_turn',
+      'test_slime.py::test_groups_the_dynamic_filter_drops_are_reported_with_the_rollout',
       'test_package.py::test_slime_example_runs_against_the_gateway',
     ])
       expect(

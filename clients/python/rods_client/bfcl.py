@@ -38,6 +38,7 @@ import inspect
 import itertools
 import json
 import os
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -47,7 +48,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._common import first_turn
 
 __all__ = ["BfclEnvironment", "ExecutorClient", "environment_factories", "environment_name", "progress_reward",
-           "tool_documents", "openai_tools", "turn_scores", "ground_truth_tool_calls", "first_turn", "CLASSES"]
+           "tool_documents", "openai_tools", "tool_calls_in", "response_calls", "withheld_functions", "turn_scores", "ground_truth_tool_calls", "first_turn", "CLASSES"]
 
 DEFAULT_EXECUTOR_URL = "http://127.0.0.1:7300"
 
@@ -92,10 +93,29 @@ def _json_schema(spec: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def openai_tools(task: Mapping[str, Any]) -> List[Dict[str, Any]]:
+@functools.lru_cache(maxsize=None)
+def _function_names(classes: Tuple[str, ...]) -> frozenset:
+    return frozenset(d["name"] for d in tool_documents(classes))
+
+
+def withheld_functions(task: Mapping[str, Any], turn: int) -> Dict[str, int]:
+    """Function -> the user turn that brings it, for the functions a miss_func task still withholds
+    at ``turn`` (``missed_function``: turn index -> names)."""
+    out: Dict[str, int] = {}
+    for at, names in (task.get("missed_function") or {}).items():
+        if int(at) > turn:
+            for name in names:
+                out[name] = int(at)
+    return out
+
+
+def openai_tools(task: Mapping[str, Any], turn: Optional[int] = None) -> List[Dict[str, Any]]:
     """The task's functions as OpenAI-style tool schemas (what chat templates take as ``tools``),
-    without the functions the task never offers (``excluded_function``)."""
+    without the functions the task never offers (``excluded_function``) and, given ``turn``,
+    without those a miss_func task still withholds at that user turn."""
     excluded = set(task.get("excluded_function") or [])
+    if turn is not None:
+        excluded |= set(withheld_functions(task, turn))
     return [{"type": "function", "function": {"name": d["name"], "description": d.get("description", ""),
                                               "parameters": _json_schema(d.get("parameters") or {"type": "dict"})}}
             for d in tool_documents(sorted(set(task.get("involved_classes") or []))) if d["name"] not in excluded]
@@ -155,6 +175,32 @@ def ground_truth_tool_calls(task: Mapping[str, Any], turn: int) -> List[Dict[str
 def call_string(name: str, arguments: Mapping[str, Any]) -> str:
     """A tool call as the call string bfcl's ground truth uses: ``name(key=literal, ...)``."""
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def tool_calls_in(text: Optional[str]) -> List[Tuple[str, Dict[str, Any]]]:
+    """The ``<tool_call>{"name", "arguments"}</tool_call>`` blocks of a model's text (the Hermes
+    format of Qwen's chat templates) as (name, arguments): JSON parsed, never evaluated; a block
+    that does not parse is left out."""
+    calls = []
+    for block in _TOOL_CALL.findall(text or ""):
+        try:
+            call = json.loads(block)
+            name, arguments = call["name"], call.get("arguments") or {}
+            if isinstance(arguments, str):
+                arguments = json.loads(arguments)
+            if isinstance(name, str) and isinstance(arguments, Mapping):
+                calls.append((name, dict(arguments)))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return calls
+
+
+def response_calls(text: Optional[str]) -> List[str]:
+    """A response's ``<tool_call>`` blocks as call strings (``name(key=literal, ...)``)."""
+    return [call_string(name, arguments) for name, arguments in tool_calls_in(text)]
 
 
 def _turn_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -241,12 +287,18 @@ class BfclEnvironment:
         Args:
             message: What you tell the user about their current request.
         """
+        text = self._next_request()
+        return "The user has no further requests." if text is None else text
+
+    def _next_request(self) -> Optional[str]:
+        """Ends the current user turn; the user's next request (naming the functions that arrive
+        with it), or None when the task has no further turn."""
         task = self._require()
         turns = task.get("question") or []
         self._turn += 1
         self._calls.append([])
         if self._turn >= len(turns):
-            return "The user has no further requests."
+            return None
         text = _turn_text(turns[self._turn])
         arriving = self._arriving(self._turn)
         if arriving:
@@ -277,25 +329,17 @@ class BfclEnvironment:
             raise RuntimeError("rods: reset() the environment with a task first")
         return self._task
 
-    def _withheld(self, turn: int) -> Dict[str, int]:
-        """Function -> the turn that brings it, for those still withheld at ``turn`` (miss_func)."""
-        out: Dict[str, int] = {}
-        for at, names in (self._require().get("missed_function") or {}).items():
-            if int(at) > turn:
-                for name in names:
-                    out[name] = int(at)
-        return out
-
     def _arriving(self, turn: int) -> List[str]:
         return [n for at, names in (self._require().get("missed_function") or {}).items() if int(at) == turn
                 for n in names]
 
     def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
         task = self._require()
-        withheld = self._withheld(self._turn)
+        withheld = withheld_functions(task, self._turn)
         if name in withheld:
             return json.dumps({"error": f"{name} is not available yet"})
-        if name in (task.get("excluded_function") or []):
+        if name in (task.get("excluded_function") or []) or name not in _function_names(
+                tuple(sorted(set(task["involved_classes"])))):
             return json.dumps({"error": f"{name} is not available"})
         self._calls[self._turn].append(call_string(name, arguments))
         self._score = None

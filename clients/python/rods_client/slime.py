@@ -3,6 +3,9 @@ rewards reported once as the rollout's step.
 
     python train.py ... \\
         --data-source-path rods_client.slime.RodsDataSource \\
+        --custom-generate-function-path rods_client.slime.generate \\
+        --custom-rm-path rods_client.slime.reward \\
+        --dynamic-sampling-filter-path rods_client.slime.dynamic_filter \\
         --custom-rollout-log-function-path rods_client.slime.log_rollout_data \\
         --apply-chat-template --n-samples-per-prompt 8 --rollout-batch-size 32
 
@@ -10,8 +13,15 @@ What slime's own code does, read at THUDM/slime 624b824 (2026-08-21), and how th
 
 * slime builds the data source as ``cls(args)`` in its rollout manager (slime/ray/rollout.py:383-384) and
   calls ``get_samples(n)`` for ``n`` prompt groups of ``args.n_samples_per_prompt`` samples each
-  (slime/rollout/data_source.py:17-46). ``RodsDataSource.get_samples`` makes one pool request (a 304
-  when the pool has not changed) and draws ``n`` distinct tasks of it.
+  (slime/rollout/data_source.py:17-46), synchronously inside the rollout's event loop
+  (slime/rollout/sglang_rollout.py:410). ``RodsDataSource.get_samples`` draws ``n`` distinct tasks
+  of the newest pool a background thread keeps (rods_client.pool.LivePool: a long poll of the
+  gateway); only the first call waits for a request, and while the gateway is away rollouts draw
+  from the last pool (``pool_refresh_errors`` counts the failed refreshes, each logged).
+* ``generate``, ``reward`` and ``dynamic_filter`` are slime's custom generate function (a BFCL
+  multi-turn episode with its calls run in the rods executor), reward function (BFCL's progress
+  reward of the episode) and dynamic sampling filter (slime's own verdict, with the dropped
+  groups' rewards reported with the rollout): see each one's documentation.
 * slime's default rollout sends ``tokenizer.encode(sample.prompt, add_special_tokens=False)``
   (slime/rollout/sglang_rollout.py:61): the prompt must be the text after the chat template. As
   slime's Dataset does (slime/utils/data.py:233-276), with ``--apply-chat-template`` the prompt is
@@ -42,24 +52,34 @@ What slime's own code does, read at THUDM/slime 624b824 (2026-08-21), and how th
   it trains again (``rods_client.reporting``: retrainedSteps). No digest: the Megatron checkpoint
   is written by the training actors, on other nodes and, with ``--async-save``, later.
 
+Settings (``rods_pool_poll_seconds``, ``rods_max_tool_calls``, ``rods_dynamic_filter_path``,
+``rods_executor_url``) are keys of the YAML file of slime's ``--custom-config-path``, which slime
+sets on ``args`` (slime/utils/arguments.py:2013-2018).
+
 ``report_rewards`` (``--custom-reward-post-process-path``) keeps slime's GRPO normalization for code
 written against it; it reports nothing (slime does not tell it the step).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import enum
+import importlib
 import json
+import logging
 import math
 import os
 import random
 import threading
+import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import RodsClient
 from ._common import first_turn
-from .bfcl import openai_tools
+from .bfcl import ExecutorClient, environment_class, openai_tools, response_calls, tool_calls_in, turn_scores
+from .pool import LivePool
 from .reporting import StepReporter, check_id, default_spool_dir, new_run_id
 
 try:  # slime imports torch; without it the classes keep the same methods on plain bases
@@ -69,20 +89,41 @@ except ImportError:  # pragma: no cover - exercised only where slime is absent
     _DataSourceBase = object  # type: ignore[misc,assignment]
     _SlimeSample = None
 
-__all__ = ["RodsDataSource", "log_rollout_data", "flush", "report_rewards", "SampleMirror"]
+__all__ = ["RodsDataSource", "log_rollout_data", "flush", "report_rewards", "generate", "reward", "dynamic_filter",
+           "SampleMirror"]
+
+log = logging.getLogger("rods_client")
+
+
+class StatusMirror(enum.Enum):
+    """slime's ``Sample.Status`` (slime/utils/types.py:130-138), where slime is not installed."""
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    TRUNCATED = "truncated"
+    ABORTED = "aborted"
+    FAILED = "failed"
 
 
 @dataclass
 class SampleMirror:
-    """The fields of slime's ``Sample`` (slime/utils/types.py:93-151) this adapter sets and reads,
+    """The fields of slime's ``Sample`` (slime/utils/types.py:94-151) this adapter sets and reads,
     used only where slime is not installed (it is not on PyPI)."""
+
+    Status = StatusMirror
 
     group_index: Optional[int] = None
     index: Optional[int] = None
     rollout_id: Optional[int] = None
     prompt: Any = ""
+    tokens: List[int] = field(default_factory=list)
+    response: str = ""
+    response_length: int = 0
     label: Optional[str] = None
     reward: Any = None
+    loss_mask: Optional[List[int]] = None
+    rollout_log_probs: Optional[List[float]] = None
+    status: StatusMirror = StatusMirror.PENDING
     metadata: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,6 +151,7 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
         self.sample_group_index = 0
         self.sample_index = 0
         self.pool_version: Optional[int] = None
+        self._live: Optional[LivePool] = None
         self._tokenizer = tokenizer
         self.run_id = check_id("rods_run_id", getattr(args, "rods_run_id", None) or new_run_id(), max_length=100)
         self.resumed_from: Optional[str] = getattr(args, "rods_resumed_from", None)
@@ -129,11 +171,9 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
         missing = num_samples - len(groups)
         if missing <= 0:
             return groups
-        pool = self.client.fetch_pool()  # one request a call: a 304 while the pool is unchanged
-        tasks = pool.get("tasks") or []
-        if not tasks:
-            raise RuntimeError(f"rods: the pool of campaign {self.client.campaign} is empty")
-        self.pool_version = pool.get("version")
+        # slime calls this inside its rollout's event loop (sglang_rollout.py:410): no request here
+        # but the very first; the pool comes from the refresher, the last one while the gateway is away.
+        self.pool_version, tasks = self.live_pool.latest()
         rng = random.Random(f"{self.seed}:{self.draws}")
         self.draws += 1
         picked = rng.sample(tasks, min(missing, len(tasks)))
@@ -141,11 +181,25 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
         groups.extend(self._group(entry) for entry in picked)
         return groups
 
+    @property
+    def live_pool(self) -> LivePool:
+        """The campaign's pool, refreshed by a background thread that long-polls the gateway (made
+        at the first draw, which waits for the campaign's first pool)."""
+        if self._live is None:
+            self._live = LivePool(self.client, poll_seconds=int(getattr(self.args, "rods_pool_poll_seconds", 20) or 20))
+        return self._live
+
+    @property
+    def pool_refresh_errors(self) -> int:
+        """Failed pool refreshes (the gateway away): each rollout meanwhile drew from the last pool."""
+        return self._live.refresh_errors if self._live is not None else 0
+
     def prompt(self, task: Dict[str, Any]) -> Tuple[Any, List[Dict[str, Any]]]:
-        """The sample's prompt as slime's Dataset would make it, and the task's tools."""
+        """The sample's prompt as slime's Dataset would make it, and the task's tools (without the
+        functions a miss_func task withholds until a later turn: ``generate`` adds them then)."""
         messages = first_turn(task)
         tool_key = getattr(self.args, "tool_key", "tools")
-        tools = openai_tools(task) if tool_key else []
+        tools = openai_tools(task, turn=0) if tool_key else []
         if not getattr(self.args, "apply_chat_template", False):
             return "\n".join(str(m.get("content") or "") for m in messages), tools
         text = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
@@ -220,7 +274,7 @@ class RodsDataSource(_DataSourceBase):  # type: ignore[misc,valid-type]
                 self.resumed_from = str(checkpoint["checkpointId"])
 
     def __len__(self) -> int:
-        return len(self.client.fetch_pool().get("tasks", [])) + len(self.buffer)
+        return len(self.live_pool.latest()[1]) + len(self.buffer)
 
 
 def _reward_value(sample: Any, args: Any) -> Optional[float]:
@@ -260,18 +314,68 @@ def _reporter(args: Any) -> StepReporter:
         return _reporters[key]
 
 
-def log_rollout_data(rollout_id: int, args: Any, samples: List[Any], rollout_extra_metrics: Any = None,
-                     rollout_time: Any = None) -> bool:
-    """slime's rollout log hook: reports the rollout's raw rewards per task as step rollout_id + 1."""
-    flat = [s for group in samples for s in group] if samples and isinstance(samples[0], list) else list(samples)
-    groups: Dict[str, List[float]] = {}
-    for s in flat:
+def _rewards_by_task(samples: List[Any], args: Any, into: Optional[Dict[str, List[float]]] = None
+                     ) -> Dict[str, List[float]]:
+    groups: Dict[str, List[float]] = into if into is not None else {}
+    for s in samples:
         task_id = (getattr(s, "metadata", None) or {}).get("rods_task_id")
         value = _reward_value(s, args)
         if task_id is not None and value is not None:
             groups.setdefault(str(task_id), []).append(value)
+    return groups
+
+
+def log_rollout_data(rollout_id: int, args: Any, samples: List[Any], rollout_extra_metrics: Any = None,
+                     rollout_time: Any = None) -> bool:
+    """slime's rollout log hook: reports the rollout's raw rewards per task as step rollout_id + 1,
+    with those of the groups ``dynamic_filter`` dropped during the rollout."""
+    flat = [s for group in samples for s in group] if samples and isinstance(samples[0], list) else list(samples)
+    groups = _rewards_by_task(flat, args)
+    with _reporters_lock:
+        dropped = _dropped.pop(_reporter_key(args), [])
+    for group in dropped:
+        _rewards_by_task(group, args, groups)
     _reporter(args).report(int(rollout_id) + 1, groups, policy_version=f"slime-rollout-{int(rollout_id)}")
     return False
+
+
+# The groups dynamic_filter dropped since the last log_rollout_data, per reporter. slime runs both
+# in its RolloutManager actor (the filter on the rollout's event-loop thread, sglang_rollout.py:428;
+# the log hook after the rollout, ray/rollout.py:506), so the next log of the same process takes them.
+_dropped: Dict[Tuple[Any, ...], List[List[Any]]] = {}
+
+
+def _load_path(path: str) -> Callable[..., Any]:
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _nonzero_std(args: Any, samples: List[Any], **kwargs: Any) -> bool:
+    """slime's default filter (filter_hub/dynamic_sampling_filters.py:9, check_reward_nonzero_std),
+    where slime is not installed: keep a group whose rewards are not all equal."""
+    values = [_reward_value(s, args) or 0.0 for s in samples]
+    return len(set(values)) > 1
+
+
+def dynamic_filter(args: Any, samples: List[Any], **kwargs: Any) -> Any:
+    """``--dynamic-sampling-filter-path rods_client.slime.dynamic_filter``: slime's dynamic sampling
+    filter named by ``rods_dynamic_filter_path`` (default slime's ``check_reward_nonzero_std``),
+    whose verdict is returned as it is; a group it drops is not trained on, but its rewards are
+    reported to rods with the rollout's (the too-easy and too-hard groups are exactly the ones the
+    boundary is made of). slime gives dropped groups to nothing else (sglang_rollout.py:426-432)."""
+    path = getattr(args, "rods_dynamic_filter_path", None)
+    if path:
+        inner = _load_path(path)
+    else:
+        try:
+            from slime.rollout.filter_hub.dynamic_sampling_filters import check_reward_nonzero_std as inner
+        except ImportError:
+            inner = _nonzero_std
+    verdict = inner(args, samples, **kwargs)
+    if not getattr(verdict, "keep", verdict):
+        with _reporters_lock:
+            _dropped.setdefault(_reporter_key(args), []).append(list(samples))
+    return verdict
 
 
 def flush(timeout: Optional[float] = None) -> bool:
@@ -306,3 +410,171 @@ def _normalized(args: Any, flat: List[Any], raw: List[float]) -> List[float]:
         for i in members:
             out[i] = (raw[i] - mean) / (std + 1e-6) if divide else raw[i] - mean
     return out
+
+
+# --- BFCL multi-turn rollouts: a generate function and a reward function for slime ---------------
+
+_tokenizers: Dict[str, Any] = {}
+
+
+def _tokenizer(args: Any) -> Any:
+    """slime's own tokenizer of the rollout (GenerateState, sglang_rollout.py:83-91), else
+    ``args.hf_checkpoint``'s, loaded once."""
+    try:
+        from slime.rollout.sglang_rollout import GenerateState
+    except ImportError:
+        path = str(args.hf_checkpoint)
+        if path not in _tokenizers:
+            from transformers import AutoTokenizer
+
+            _tokenizers[path] = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+        return _tokenizers[path]
+    return GenerateState(args).tokenizer
+
+
+def _post_json(url: str, payload: Dict[str, Any], timeout: float = 600.0) -> Dict[str, Any]:
+    req = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+async def _post(url: str, payload: Dict[str, Any]) -> Dict[str, Any]:
+    try:  # slime's own client of its router (retries, connection pool)
+        from slime.utils.http_utils import post
+    except ImportError:
+        return await asyncio.to_thread(_post_json, url, payload)
+    return await post(url, payload)
+
+
+def _continuation(tokenizer: Any, messages: List[Dict[str, Any]], args: Any) -> str:
+    """The chat template's text for ``messages`` appended to a conversation, then the assistant's
+    generation prompt: the rendering of a one-message conversation followed by them, less the
+    rendering of that message alone (so a template's tool and user framing is its own)."""
+    base = [{"role": "user", "content": "."}]
+    kwargs = _chat_kwargs(args)
+    before = tokenizer.apply_chat_template(base, tokenize=False, add_generation_prompt=False, **kwargs)
+    after = tokenizer.apply_chat_template(base + messages, tokenize=False, add_generation_prompt=True, **kwargs)
+    if not after.startswith(before):
+        raise RuntimeError("rods: this chat template does not render a conversation as the prefix of its "
+                           "continuation; the multi-turn generate cannot append tool results and user turns")
+    return after[len(before):]
+
+
+def _executor(args: Any) -> ExecutorClient:
+    return ExecutorClient(getattr(args, "rods_executor_url", None))
+
+
+async def generate(args: Any, sample: Any, sampling_params: Dict[str, Any], evaluation: bool = False) -> Any:
+    """``--custom-generate-function-path rods_client.slime.generate``: one BFCL multi-turn episode.
+
+    slime calls it as ``await generate(args, sample, sampling_params)`` inside its semaphore
+    (sglang_rollout.py:245-262). The policy answers through slime's router
+    (``http://{sglang_router_ip}:{sglang_router_port}/generate`` with ``input_ids`` and
+    ``return_logprob``, as slime's own generate, sglang_rollout.py:152-221). Each
+    ``<tool_call>{"name", "arguments"}</tool_call>`` of an answer runs in the rods environment
+    executor (one environment per episode: the state carries from call to call and turn to turn)
+    and its result is appended as a tool message; an answer without a tool call ends the user's
+    turn and the task's next user turn is appended, with the documents of the functions a
+    miss_func task brings at that turn. Tool results and user turns are in the response with
+    ``loss_mask`` 0, the policy's tokens with 1 and their log-probabilities (as slime's examples
+    do, examples/retool/generate_with_retool.py:215-404). The episode ends after the last user
+    turn, at ``max_new_tokens`` for the whole response (or ``--rollout-max-context-len``:
+    TRUNCATED), after ``rods_max_tool_calls`` calls (default 32), or when the router aborts
+    (ABORTED). The calls made per user turn are in ``metadata["rods_calls"]``, which ``reward``
+    scores. A sample handed back with a partial response starts its episode again.
+    """
+    tokenizer = _tokenizer(args)
+    task = sample.metadata["task"]
+    status = type(sample).Status
+    env = environment_class(tuple(sorted(set(task["involved_classes"]))))(_executor(args))
+    env.reset(task=task)
+    url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate"
+    prompt_ids = tokenizer.encode(sample.prompt, add_special_tokens=False)
+    budget = int(sampling_params.get("max_new_tokens") or 1024)
+    context = getattr(args, "rollout_max_context_len", None)
+    max_calls = int(getattr(args, "rods_max_tool_calls", None) or 32)
+    tokens: List[int] = []
+    mask: List[int] = []
+    log_probs: List[float] = []
+    text: List[str] = []
+    outcome = status.COMPLETED
+    calls_made = 0
+    while True:
+        left = budget - len(tokens)
+        if context:
+            left = min(left, int(context) - len(prompt_ids) - len(tokens))
+        if left <= 0:
+            outcome = status.TRUNCATED
+            break
+        out = await _post(url, {"input_ids": prompt_ids + tokens, "return_logprob": True,
+                                "sampling_params": dict(sampling_params, max_new_tokens=left)})
+        meta = out.get("meta_info") or {}
+        finish = (meta.get("finish_reason") or {}).get("type")
+        pairs = meta.get("output_token_logprobs") or []
+        tokens += [int(p[1]) for p in pairs]
+        log_probs += [float(p[0]) for p in pairs]
+        mask += [1] * len(pairs)
+        text.append(str(out.get("text") or ""))
+        if finish == "abort":
+            outcome = status.ABORTED
+            break
+        if finish == "length":
+            outcome = status.TRUNCATED
+            break
+        calls = tool_calls_in(text[-1])
+        if calls:
+            if calls_made + len(calls) > max_calls:
+                log.warning("rods: episode of task %s stopped at %d tool calls (rods_max_tool_calls)",
+                            task.get("id"), calls_made)
+                break
+            calls_made += len(calls)
+            messages = [{"role": "tool", "content": await asyncio.to_thread(env._call, name, arguments)}
+                        for name, arguments in calls]
+        else:
+            request = env._next_request()
+            if request is None:
+                break
+            arriving = set(env._arriving(env._turn))
+            if arriving:
+                docs = [t for t in openai_tools(task, turn=env._turn) if t["function"]["name"] in arriving]
+                request += "\n" + "\n".join(json.dumps(d) for d in docs)
+            messages = [{"role": "user", "content": request}]
+        appended = _continuation(tokenizer, messages, args)
+        ids = tokenizer.encode(appended, add_special_tokens=False)
+        tokens += ids
+        log_probs += [0.0] * len(ids)
+        mask += [0] * len(ids)
+        text.append(appended)
+    sample.tokens = prompt_ids + tokens
+    sample.response = "".join(text)
+    sample.response_length = len(tokens)
+    sample.loss_mask = mask
+    sample.rollout_log_probs = log_probs
+    sample.status = outcome
+    sample.metadata["rods_calls"] = env.calls
+    return sample
+
+
+def _episode_score(args: Any, sample: Any) -> float:
+    metadata = getattr(sample, "metadata", None) or {}
+    task = metadata.get("task")
+    if not task or not task.get("ground_truth"):
+        return 0.0
+    calls = metadata.get("rods_calls")
+    if calls is None:  # slime's own single-turn generate: the response is the first turn's answer
+        calls = [response_calls(getattr(sample, "response", ""))]
+    scores = turn_scores(task, calls, _executor(args))
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+async def reward(args: Any, sample: Any, **kwargs: Any) -> Any:
+    """``--custom-rm-path rods_client.slime.reward``: BFCL's progress reward of the episode, the mean
+    over the task's user turns of BFCL's check of each (``rods_client.bfcl.turn_scores``), on the
+    calls ``generate`` recorded per turn (with slime's own single-turn generate: the response's
+    ``<tool_call>`` blocks as the first turn's calls). slime calls it per sample, or with a list
+    (``--group-rm``, or a generate returning several samples: rm_hub/__init__.py:99-110); a list
+    gets a list, scored concurrently."""
+    if isinstance(sample, list):
+        return list(await asyncio.gather(*(asyncio.to_thread(_episode_score, args, s) for s in sample)))
+    return await asyncio.to_thread(_episode_score, args, sample)

@@ -60,13 +60,12 @@ import json
 import logging
 import os
 import random
-import re
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import RodsClient
 from ._common import first_turn
-from .bfcl import call_string, turn_scores
+from .bfcl import response_calls, turn_scores
 from .pool import LivePool
 from .reporting import (StepReporter, checkpoint_digest, default_spool_dir, new_run_id, resumed_checkpoint_id,
                         write_checkpoint_record)
@@ -312,26 +311,6 @@ class RodsCheckpointCallback(_CheckpointCallbackBase):  # type: ignore[misc,vali
         reporter.checkpoint(step, record["checkpointId"], self.run_id, resumed_from=resumed_from,
                             digest=record["digest"])
         self.checkpoints.append(dict(record, folder=checkpoint_dir))
-
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
-
-
-def response_calls(text: str) -> List[str]:
-    """The ``<tool_call>{"name", "arguments"}</tool_call>`` blocks of a response as call strings
-    (JSON parsed, never evaluated; a block that does not parse is left out)."""
-    calls = []
-    for block in _TOOL_CALL.findall(text or ""):
-        try:
-            call = json.loads(block)
-            name, arguments = call["name"], call.get("arguments") or {}
-            if isinstance(arguments, str):
-                arguments = json.loads(arguments)
-            if isinstance(name, str) and isinstance(arguments, Mapping):
-                calls.append(call_string(name, arguments))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return calls
 
 
 def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
