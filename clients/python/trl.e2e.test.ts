@@ -137,7 +137,7 @@ beforeAll(async () => {
   mkdirSync(work, { recursive: true });
   loop = await startLiveLoop({
     name: 'trl',
-    campaigns: { live: CONFIG, ranks: CONFIG, resume: CONFIG, example: CONFIG },
+    campaigns: { live: CONFIG, ranks: CONFIG, resume: CONFIG, example: CONFIG, evaluation: CONFIG },
     logDir: path.join(work, 'logs'),
   });
   // One tiny model for every run, its tokenizer trained on a pool's tasks and bfcl's function docs.
@@ -401,6 +401,40 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     expect((await rods(scope)).code).toBe(0);
   }, 900_000);
 
+  it('an evaluation pass every 2 steps and an async reward function: evaluation rewards are never a step, every training step is closed once', async () => {
+    const campaign = loop.campaigns.evaluation!;
+    const trainer = new Trainer(campaign, 'evaluation', {
+      RODS_MAX_STEPS: '6',
+      RODS_EVAL_STEPS: '2',
+      RODS_ASYNC_REWARD: '1',
+      RODS_STEP_SLEEP: '0.05',
+    });
+    await trainer.finished();
+    const summary = trainer.summary as unknown as {
+      steps: number;
+      evaluation: { afterStep: number; rewards: number; taskMeans: Record<string, number> }[];
+    };
+    console.log(`[trl evaluation] ${JSON.stringify(summary.evaluation)}`);
+    expect(summary.steps).toBe(6);
+    // TRL evaluated after steps 2, 4 and 6 (its prediction_step called the reward): four rows, two
+    // without a rods task id, each generated num_generations times.
+    expect(summary.evaluation.map((e) => e.afterStep)).toEqual([2, 4, 6]);
+    for (const e of summary.evaluation) {
+      expect(e.rewards).toBe(4 * G);
+      expect(Object.keys(e.taskMeans).length).toBeGreaterThanOrEqual(1);
+    }
+    await expectStepsClosedInOrder(loop.db, campaign, 6);
+    const accepted = await expectCountedOnce(loop.db, campaign);
+    // Only the training batches: 2 tasks a step, G rewards each, one batch a step.
+    expect(accepted.every((g) => g.n === G)).toBe(true);
+    expect(new Set(accepted.map((g) => g.batch_id)).size).toBe(6);
+    const perStep = new Map<number, number>();
+    for (const g of accepted) perStep.set(g.step, (perStep.get(g.step) ?? 0) + 1);
+    expect([...perStep.entries()].sort((a, b) => a[0] - b[0])).toEqual([1, 2, 3, 4, 5, 6].map((s) => [s, 2]));
+    const written = JSON.parse(readFileSync(path.join(work, 'evaluation', 'rods-evaluation.json'), 'utf8'));
+    expect(written).toEqual(summary.evaluation);
+  }, 900_000);
+
   it('the BFCL environment, called as TRL calls it (pytest clients/python/tests/trl in the TRL venv)', async () => {
     const tests = fileURLToPath(new URL('./tests/trl', import.meta.url));
     const run = new Trainer(
@@ -419,11 +453,17 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
       'test_ground_truth_scores_full_progress_and_a_skipped_turn_loses_it[miss_func]',
       'test_a_withheld_function_answers_not_available_until_its_turn',
       'test_every_tool_renders_as_bfcls_document',
+      'test_rewards.py::test_an_async_reward_function_gives_an_async_wrapper_trl_awaits',
+      'test_rewards.py::test_a_call_without_trainer_state_is_refused_as_trls_async_grpo_makes_it',
     ])
       expect(
         run.log
           .split('\n')
-          .some((l) => l.startsWith('PASSED ') && l.endsWith(`test_bfcl_environment.py::${name}`)),
+          .some(
+            (l) =>
+              l.startsWith('PASSED ') &&
+              l.endsWith(name.includes('::') ? name : `test_bfcl_environment.py::${name}`),
+          ),
       ).toBe(true);
   }, 600_000);
 

@@ -16,8 +16,10 @@ Three pieces (clients/python/examples/trl_grpo.py puts them together in a dozen 
   Rows: ``prompt`` (the task's first user turn), ``rods_task_id``, ``rods_pool_version``,
   ``rods_category``, ``rods_origin``, ``task`` (the BFCL record, JSON) and ``environment`` (its
   ``rods_client.bfcl`` environment name, for ``environment_factory=environment_factories()``).
-* ``RodsRewards(reward_fn)`` wraps a reward function and records each reward under its row's
-  ``rods_task_id`` for the step it trains (``trainer_state.global_step + 1``).
+* ``RodsRewards(reward_fn)`` wraps a reward function (sync or async) and records each reward
+  under its row's ``rods_task_id`` for the step it trains (``trainer_state.global_step + 1``).
+  Evaluation rewards (the model in eval mode) are kept apart, never reported as a step, and
+  written to ``<output_dir>/rods-evaluation.json``; see the class.
 * ``RodsCallback(client, rewards)`` reports at each optimizer step's end: the rewards of every
   rank gathered, reported once (by rank 0) through a durable spool (``rods_client.reporting``:
   retried with backoff, never blocking or stopping training unless ``strict=True``), a step
@@ -58,7 +60,7 @@ import os
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from . import RodsClient
 from ._common import first_turn
@@ -76,7 +78,7 @@ try:
 except ImportError:  # pragma: no cover
     PREFIX_CHECKPOINT_DIR = "checkpoint"
 
-__all__ = ["RodsPool", "RodsRewards", "RodsCallback", "pool_rows"]
+__all__ = ["RodsPool", "RodsRewards", "AsyncRodsRewards", "RodsCallback", "pool_rows"]
 
 log = logging.getLogger("rods_client")
 
@@ -240,36 +242,90 @@ def _stream(pool: str) -> Iterator[Dict[str, Any]]:
     yield from _POOLS[pool].rows()
 
 
-class RodsRewards:
-    """A TRL reward function that calls ``reward_fn`` and records its rewards for rods, per step."""
+def _is_async_callable(fn: Any) -> bool:
+    """Whether calling ``fn`` returns a coroutine, as TRL decides it (trl/trainer/utils.py:247-263:
+    functions, partials and callable instances whose ``__call__`` is async)."""
+    try:
+        from trl.trainer.utils import is_async_callable
+    except ImportError:  # pragma: no cover - exercised only where TRL is absent
+        import functools as _functools
+        import inspect as _inspect
 
-    def __init__(self, reward_fn: Callable[..., List[Optional[float]]]):
+        while isinstance(fn, _functools.partial):
+            fn = fn.func
+        return _inspect.iscoroutinefunction(fn) or _inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return bool(is_async_callable(fn))
+
+
+class RodsRewards:
+    """A TRL reward function that calls ``reward_fn`` and records its rewards for rods, per step.
+
+    An async ``reward_fn`` gives an async wrapper, which TRL awaits with its other async reward
+    functions (grpo_trainer.py:1621-1661). Rewards computed while the model is in evaluation mode
+    (TRL's ``prediction_step`` calls the reward functions too, grpo_trainer.py:3294-3295; TRL itself
+    tells the modes apart by ``self.model.training``, :1536) are not a training step's: they are
+    kept in ``evaluations`` (one entry per evaluation batch, after the step it followed) and never
+    reported as a step; an evaluation set needs no ``rods_task_id`` column. A reward function
+    called without ``trainer_state`` cannot be filed under a step and is refused: TRL's
+    experimental async GRPO passes none (trl/experimental/async_grpo/async_rollout_worker.py:
+    1026-1037).
+    """
+
+    def __new__(cls, reward_fn: Callable[..., Any]) -> "RodsRewards":
+        if cls is RodsRewards and _is_async_callable(reward_fn):
+            cls = AsyncRodsRewards
+        return super().__new__(cls)
+
+    def __init__(self, reward_fn: Callable[..., Any]):
         self.reward_fn = reward_fn
         self.__name__ = getattr(reward_fn, "__name__", "rods_reward")  # TRL logs a reward under its name
         self._lock = threading.Lock()
         self._by_step: Dict[int, List[Tuple[str, float]]] = {}
         self.versions_by_step: Dict[int, List[int]] = {}
+        # Evaluation batches: {"afterStep", "rewards": [(task id or None, reward)]}.
+        self.evaluations: List[Dict[str, Any]] = []
 
-    def __call__(self, prompts: Any = None, completions: Any = None, **kwargs: Any) -> List[Optional[float]]:
-        task_ids = kwargs.get("rods_task_id")
-        if task_ids is None:
+    def _phase(self, kwargs: Mapping[str, Any]) -> Tuple[bool, int]:
+        """(evaluating, the trainer's global step) of this call."""
+        state = kwargs.get("trainer_state")
+        if state is None:
+            raise ValueError("rods: the reward function got no trainer_state, so rods cannot tell which step its "
+                             "rewards belong to. TRL's GRPOTrainer passes it (grpo_trainer.py:1588); TRL's "
+                             "experimental async GRPO does not (async_rollout_worker.py:1026-1037): train with "
+                             "GRPOTrainer, or report the steps yourself with rods_client.reporting.StepReporter")
+        # log_metric is the trainer's bound method (grpo_trainer.py:1594): its model says the mode.
+        model = getattr(getattr(kwargs.get("log_metric"), "__self__", None), "model", None)
+        evaluating = model is not None and not bool(getattr(model, "training", True))
+        if not evaluating and kwargs.get("rods_task_id") is None:
             raise ValueError("rods: the reward function got no rods_task_id column: train on RodsPool(...).dataset "
                              "(or a dataset with that column) and keep GRPOConfig(remove_unused_columns=False)")
-        rewards = self.reward_fn(prompts=prompts, completions=completions, **kwargs)
-        state = kwargs.get("trainer_state")
-        step = int(getattr(state, "global_step", 0)) + 1
-        versions = kwargs.get("rods_pool_version") or []
+        return evaluating, int(getattr(state, "global_step", 0) or 0)
+
+    def _record(self, phase: Tuple[bool, int], kwargs: Mapping[str, Any], rewards: Sequence[Any]) -> None:
+        evaluating, global_step = phase
+        task_ids = kwargs.get("rods_task_id") or [None] * len(rewards)
+        pairs: List[Tuple[Optional[str], float]] = []
+        for task_id, reward in zip(task_ids, rewards):
+            if reward is None:
+                continue
+            value = float(reward)
+            if math.isnan(value) or math.isinf(value):
+                continue
+            pairs.append((None if task_id is None else str(task_id), value))
         with self._lock:
-            bucket = self._by_step.setdefault(step, [])
-            for task_id, reward in zip(task_ids, rewards):
-                if task_id is None or reward is None:
-                    continue
-                value = float(reward)
-                if math.isnan(value) or math.isinf(value):
-                    continue
-                bucket.append((str(task_id), value))
+            if evaluating:
+                self.evaluations.append({"afterStep": global_step, "rewards": pairs})
+                return
+            step = global_step + 1
+            self._by_step.setdefault(step, []).extend((t, v) for t, v in pairs if t is not None)
+            versions = kwargs.get("rods_pool_version") or []
             if versions:
                 self.versions_by_step.setdefault(step, []).extend(sorted(set(int(v) for v in versions)))
+
+    def __call__(self, prompts: Any = None, completions: Any = None, **kwargs: Any) -> List[Optional[float]]:
+        phase = self._phase(kwargs)
+        rewards = self.reward_fn(prompts=prompts, completions=completions, **kwargs)
+        self._record(phase, kwargs, rewards)
         return rewards
 
     def take(self, through_step: int) -> List[Tuple[str, float]]:
@@ -280,6 +336,17 @@ class RodsRewards:
             for s in sorted(steps):
                 out.extend(self._by_step.pop(s))
             return out
+
+
+class AsyncRodsRewards(RodsRewards):
+    """RodsRewards of an async reward function (what ``RodsRewards(async_fn)`` makes)."""
+
+    async def __call__(self, prompts: Any = None, completions: Any = None,  # type: ignore[override]
+                       **kwargs: Any) -> List[Optional[float]]:
+        phase = self._phase(kwargs)
+        rewards = await self.reward_fn(prompts=prompts, completions=completions, **kwargs)
+        self._record(phase, kwargs, rewards)
+        return rewards
 
 
 class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
@@ -394,7 +461,27 @@ class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
             os.makedirs(self._output_dir, exist_ok=True)
             with open(os.path.join(self._output_dir, "rods-timings.json"), "w", encoding="utf-8") as f:
                 json.dump(self.timings(), f, indent=1)
+            if self.rewards.evaluations:
+                with open(os.path.join(self._output_dir, "rods-evaluation.json"), "w", encoding="utf-8") as f:
+                    json.dump(self.evaluation_summary(), f, indent=1)
         return control
+
+    def evaluation_summary(self) -> List[Dict[str, Any]]:
+        """The evaluation rewards of this process (never reported as a step), per evaluation: the
+        step it followed, how many rewards, their mean, and the mean per rods task."""
+        by_step: Dict[int, List[Tuple[Optional[str], float]]] = {}
+        for batch in self.rewards.evaluations:
+            by_step.setdefault(batch["afterStep"], []).extend(batch["rewards"])
+        out = []
+        for step, pairs in sorted(by_step.items()):
+            tasks: Dict[str, List[float]] = {}
+            for task_id, value in pairs:
+                if task_id is not None:
+                    tasks.setdefault(task_id, []).append(value)
+            out.append({"afterStep": step, "rewards": len(pairs),
+                        "mean": sum(v for _, v in pairs) / len(pairs) if pairs else None,
+                        "taskMeans": {t: sum(v) / len(v) for t, v in sorted(tasks.items())}})
+        return out
 
     def timings(self) -> Dict[str, Any]:
         """What rods added to the training thread, and the reporter's counters."""
@@ -405,6 +492,7 @@ class RodsCallback(_CallbackBase):  # type: ignore[misc,valid-type]
             "poolHandover": _percentiles(self.pool.handover_seconds if self.pool else []),
             "reports": dict(self.reporter.stats) if self.reporter else None,
             "poolRefreshErrors": self.pool.refresh_errors if self.pool else None,
+            "evaluationBatches": len(self.rewards.evaluations),
             "offTrainingThread": ["sending reports and checkpoints (spool thread)",
                                   "pool long-poll (refresher thread, rank 0)"],
         }

@@ -87,7 +87,7 @@ def test_callback_reports_each_step_once_through_the_spool(hf_client, tmp_path):
 
 def test_recorder_refuses_rows_without_a_task_id():
     with pytest.raises(ValueError, match="remove_unused_columns=False"):
-        RodsRewards(score)(prompts=["p"], completions=["1"])
+        RodsRewards(score)(prompts=["p"], completions=["1"], trainer_state=TrainerState())
 
 
 def test_the_map_style_dataset_warns_that_it_never_grows(hf_client):

@@ -11,12 +11,15 @@ RODS_MAX_STEPS, RODS_SAVE_STEPS (0: no checkpoints), RODS_RESUME (1: from the la
 RODS_RESUME_FROM (a step N: from <output dir>/checkpoint-N instead), RODS_TOOLS (1: the BFCL
 environments as TRL tools), RODS_STEP_SLEEP (seconds per reward call), RODS_BATCH (per-device
 batch, default 8), RODS_STOP_AFTER_NEW_POOL (k: stop k steps after the first batch drawn from a
-newer pool version than the first batch's, RODS_MAX_STEPS bounding the wait).
+newer pool version than the first batch's, RODS_MAX_STEPS bounding the wait), RODS_ASYNC_REWARD (1:
+the reward function is async), RODS_EVAL_STEPS (k: evaluate every k steps on a fixed set of four
+rows, two of the pool's tasks and two rows without a rods task id).
 Prints one JSON line per optimizer step ("rods-step"), one per checkpoint the callback reported
 ("rods-checkpoint": its rods-checkpoint.json and folder; digests on) and a summary at the end
 ("rods-summary", with the run id and every checkpoint).
 """
 
+import asyncio
 import hashlib
 import json
 import os
@@ -30,17 +33,26 @@ from trl import GRPOConfig, GRPOTrainer
 from rods_client import RodsClient
 from rods_client.bfcl import environment_factories, progress_reward
 from rods_client.tiny import model_and_tokenizer
-from rods_client.trl import RodsCallback, RodsPool, RodsRewards
+from rods_client.trl import RodsCallback, RodsPool, RodsRewards, pool_rows
 
 tools = os.environ.get("RODS_TOOLS", "0") == "1"
 pause = float(os.environ.get("RODS_STEP_SLEEP", "0"))
 
 
-def shaped_reward(prompts, completions, environments=None, **kwargs):
+def _shaped(completions, environments):
     base = progress_reward(completions, environments) if tools else [0.0] * len(completions)
-    time.sleep(pause)
     return [min(1.0, b + (int(hashlib.sha256(json.dumps(c).encode()).hexdigest()[:8], 16) % 901) / 1000)
             for b, c in zip(base, completions)]
+
+
+def shaped_reward(prompts, completions, environments=None, **kwargs):
+    time.sleep(pause)
+    return _shaped(completions, environments)
+
+
+async def shaped_reward_async(prompts, completions, environments=None, **kwargs):
+    await asyncio.sleep(pause)
+    return _shaped(completions, environments)
 
 
 class StepLog(TrainerCallback):
@@ -92,15 +104,24 @@ args = GRPOConfig(
     gradient_checkpointing=False, report_to="none", logging_steps=1000, use_cpu=True, seed=1,
     save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500, dataloader_num_workers=0,
     max_tool_calling_iterations=2,
+    **({"eval_strategy": "steps", "eval_steps": int(os.environ["RODS_EVAL_STEPS"]), "per_device_eval_batch_size": 8}
+       if os.environ.get("RODS_EVAL_STEPS") else {}),
 )
 pool = RodsPool(rods, args)
-reward = RodsRewards(shaped_reward)
+reward = RodsRewards(shaped_reward_async if os.environ.get("RODS_ASYNC_REWARD") == "1" else shaped_reward)
+eval_dataset = None
+if os.environ.get("RODS_EVAL_STEPS"):
+    from datasets import Dataset
+
+    rows = pool_rows(rods.fetch_pool())[:2]
+    outside = [dict(rows[0], rods_task_id=None, rods_pool_version=None) for _ in range(2)]
+    eval_dataset = Dataset.from_list(rows + outside)
 callback = RodsCallback(rods, reward, pool, checkpoint_digest=True)
 callbacks = [callback, StepLog(callback)]
 if os.environ.get("RODS_STOP_AFTER_NEW_POOL"):
     callbacks.append(StopAfterNewPool(pool, int(os.environ["RODS_STOP_AFTER_NEW_POOL"])))
 trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=pool.dataset,
-                      reward_funcs=[reward], callbacks=callbacks,
+                      eval_dataset=eval_dataset, reward_funcs=[reward], callbacks=callbacks,
                       environment_factory=environment_factories() if tools else None)
 resume_from = os.environ.get("RODS_RESUME_FROM")
 if resume_from:
@@ -115,5 +136,6 @@ with open(os.path.join(output_dir, f"rods-pool-rank{rank}.json"), "w") as f:
 if trainer.is_world_process_zero():
     print("rods-summary " + json.dumps({"seconds": time.time() - started, "steps": trainer.state.global_step,
                                         "timings": callback.timings(), "runId": callback.run_id,
-                                        "checkpoints": callback.checkpoints}), flush=True)
+                                        "checkpoints": callback.checkpoints,
+                                        "evaluation": callback.evaluation_summary()}), flush=True)
 sys.exit(0)
