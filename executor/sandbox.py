@@ -61,6 +61,22 @@ MEMORY_SETTING = "RODS_EXECUTOR_MEMORY_MB"
 _CHILD_RECURSION_LIMIT = 5000
 
 
+_calls_lock = threading.Lock()
+_calls_executed = 0
+
+
+def count_calls(n: int) -> None:
+    """Counts calls run by this executor (GET /health: calls_executed)."""
+    global _calls_executed
+    with _calls_lock:
+        _calls_executed += n
+
+
+def calls_executed() -> int:
+    with _calls_lock:
+        return _calls_executed
+
+
 class Budget:
     """Bytes the supervisor holds for all requests at once (bodies and turn results)."""
 
@@ -306,6 +322,7 @@ def execute(
                 )
             if event == "call":
                 current = data
+                count_calls(1)
             elif event == "done":
                 return Outcome(200, _response(data["ok"], data["failure"], turns))
             elif event == "invalid":

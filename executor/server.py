@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from executor import bfcl, sandbox
+from executor import bfcl, sandbox, sessions
 from executor.environment import DEPTH_SETTING
 
 
@@ -73,6 +73,9 @@ class Settings:
         # HTTPS with this certificate and key (PEM files), re-read when the certificate changes
         self.tls_cert = os.environ.get("RODS_EXECUTOR_TLS_CERT", "")
         self.tls_key = os.environ.get("RODS_EXECUTOR_TLS_KEY", "")
+        # live environments (executor/sessions.py): closed after this long idle; at most this many
+        self.session_idle_s = _env_int(sessions.IDLE_SETTING, 300, 1)
+        self.max_sessions = _env_int(sessions.MAX_SETTING, 256, 1)
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(
@@ -184,6 +187,7 @@ class Handler(BaseHTTPRequestHandler):
     slots: Slots
     budget: sandbox.Budget
     token: Token | None
+    sessions: sessions.Sessions
 
     # ---- plumbing ----
 
@@ -220,6 +224,7 @@ class Handler(BaseHTTPRequestHandler):
             "/health": {"GET": self._health},
             "/seeds": {"GET": self._seeds},
             "/execute": {"POST": self._execute},
+            "/sessions": {"POST": self._open_session},
         }
         try:
             # /health stays open for liveness probes; it tells nothing a caller could use.
@@ -227,16 +232,23 @@ class Handler(BaseHTTPRequestHandler):
                 self.headers.get("Authorization")
             ):
                 raise ApiError(401, f"missing or wrong bearer token (the executor's {TOKEN_SETTING})", TOKEN_SETTING)
-            handlers = routes.get(url.path)
+            handlers = routes.get(url.path) or self._session_routes(url.path)
             if handlers is None:
-                raise ApiError(404, f"no such endpoint {url.path}; endpoints: {', '.join(routes)}")
+                raise ApiError(404, f"no such endpoint {url.path}; endpoints: {', '.join(routes)}, "
+                                    "/sessions/ID, /sessions/ID/calls")
             handler = handlers.get(method)
             if handler is None:
                 raise ApiError(405, f"{url.path} takes {', '.join(handlers)}, not {method}")
             result = handler(parse_qs(url.query, keep_blank_values=True))
             self._send(result if isinstance(result, sandbox.Outcome) else sandbox.Outcome.of(*result))
         except ApiError as e:
-            # A request whose body was not read cannot share the connection with the next one.
+            # A request whose body was not read cannot share the connection with the next one; a
+            # small one is read first, so that the client (over TLS above all) gets the answer
+            # rather than a connection reset under the bytes it is still sending.
+            if self._body_pending and e.status != 413:
+                raw = self.headers.get("Content-Length", "")
+                if raw.isdigit() and int(raw) <= self.settings.max_body:
+                    self._drain(int(raw))
             self._send(
                 sandbox.Outcome.error(e.status, e.message, e.setting, e.retry_after),
                 close=self._body_pending or e.status == 413,
@@ -277,7 +289,13 @@ class Handler(BaseHTTPRequestHandler):
                 "busy": self.slots.busy,
                 "waiting": self.slots.waiting,
                 "held_bytes": self.budget.held,
+                "sessions": len(self.sessions),
+                "max_sessions": self.sessions.max_sessions,
             },
+            # calls run since start (a replayed history counts each of its calls)
+            "calls_executed": sandbox.calls_executed(),
+            "sessions_opened": self.sessions.opened,
+            "sessions_expired": self.sessions.expired,
         }
 
     def _seeds(self, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
@@ -361,7 +379,8 @@ class Handler(BaseHTTPRequestHandler):
         """Seconds a refused client should wait: about one run's default time limit."""
         return max(1, math.ceil(self.settings.timeout_ms / 1000))
 
-    def _execute(self, _query: dict[str, list[str]]) -> sandbox.Outcome:
+    def _json_body(self) -> tuple[bytes, dict[str, Any], float]:
+        """The request body, parsed (an object), and its time limit in seconds."""
         body = self._read_body()
         try:
             request = json.loads(body)
@@ -374,10 +393,11 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(request, dict):
             raise ApiError(400, "the request body must be a JSON object")
         timeout_ms = request.get("timeout_ms", self.settings.timeout_ms)
-        del request  # the run parses the body again in its own process; the supervisor keeps bytes
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
             raise ApiError(400, "timeout_ms must be a positive integer (milliseconds)")
-        timeout_ms = min(timeout_ms, self.settings.max_timeout_ms)
+        return body, request, min(timeout_ms, self.settings.max_timeout_ms) / 1000
+
+    def _slot(self) -> None:
         wait_ms = self.settings.slot_wait_ms
         if not self.slots.acquire(wait_ms / 1000):
             raise ApiError(
@@ -386,12 +406,64 @@ class Handler(BaseHTTPRequestHandler):
                 SLOT_SETTING,
                 self._retry_after(),
             )
+
+    def _execute(self, _query: dict[str, list[str]]) -> sandbox.Outcome:
+        body, request, timeout_s = self._json_body()
+        del request  # the run parses the body again in its own process; the supervisor keeps bytes
+        self._slot()
         try:
-            return sandbox.execute(
-                body, timeout_ms / 1000, self.settings.limits(), self._held, retry_after=self._retry_after()
-            )
+            return sandbox.execute(body, timeout_s, self.settings.limits(), self._held, retry_after=self._retry_after())
         finally:
             self.slots.release()
+
+    # ---- sessions (executor/sessions.py) ----
+
+    def _session_routes(self, path: str) -> dict[str, Any] | None:
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] == "sessions" and parts[2]:
+            return {"DELETE": lambda _q: self._close_session(parts[2])}
+        if len(parts) == 4 and parts[1] == "sessions" and parts[2] and parts[3] == "calls":
+            return {"POST": lambda _q: self._session_calls(parts[2])}
+        return None
+
+    def _session_outcome(self, e: sessions.SessionError) -> ApiError:
+        return ApiError(e.status, e.message, e.setting, e.retry_after)
+
+    def _open_session(self, _query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+        body, request, timeout_s = self._json_body()
+        body = json.dumps({k: v for k, v in request.items() if k != "timeout_ms"}).encode()
+        self._slot()
+        try:
+            session = self.sessions.open(body, timeout_s, self._retry_after())
+        except sessions.SessionError as e:
+            raise self._session_outcome(e) from None
+        finally:
+            self.slots.release()
+        return 201, {"session": session.id, "idle_timeout_s": self.settings.session_idle_s}
+
+    def _session_calls(self, sid: str) -> sandbox.Outcome:
+        _body, request, timeout_s = self._json_body()
+        calls = request.get("calls")
+        if not isinstance(calls, list) or not calls or not all(isinstance(c, str) for c in calls):
+            raise ApiError(400, "calls must be a non-empty array of call strings")
+        unknown = sorted(set(request) - {"calls", "timeout_ms"})
+        if unknown:
+            raise ApiError(400, f"unknown field(s) {', '.join(unknown)}; a session call has calls and timeout_ms")
+        self._slot()
+        try:
+            results, closed = self.sessions.call(sid, calls, timeout_s)
+        except sessions.SessionError as e:
+            raise self._session_outcome(e) from None
+        finally:
+            self.slots.release()
+        return sandbox.Outcome(200, sessions.response(results, closed))
+
+    def _close_session(self, sid: str) -> sandbox.Outcome:
+        try:
+            self.sessions.close(sid)
+        except sessions.SessionError as e:
+            raise self._session_outcome(e) from None
+        return sandbox.Outcome(204, [])
 
 
 class Server(ThreadingHTTPServer):
@@ -453,8 +525,11 @@ def serve(settings: Settings) -> None:
     slots = Slots(settings.concurrency)
     budget = sandbox.Budget(settings.max_held_bytes)
     token = Token(settings.token_file) if settings.token_file else None
+    live = sessions.Sessions(settings.limits(), settings.session_idle_s, settings.max_sessions)
     handler = type(
-        "BoundHandler", (Handler,), {"settings": settings, "slots": slots, "budget": budget, "token": token}
+        "BoundHandler",
+        (Handler,),
+        {"settings": settings, "slots": slots, "budget": budget, "token": token, "sessions": live},
     )
     httpd = Server((settings.host, settings.port), handler)
     if bool(settings.tls_cert) != bool(settings.tls_key):

@@ -300,6 +300,32 @@ describe('the secured stack', () => {
     expect((await executor(noCa)).error).toMatch(
       /refused the TLS connection .*not signed by the CA given.*NODE_EXTRA_CA_CERTS/,
     );
+    // A trainer's BFCL environment (rods_client.bfcl) reaches the same executor: its token from
+    // the same file, its certificate checked against the stack's CA, one live session.
+    const episode = [
+      'import json, sys',
+      `sys.path.insert(0, ${JSON.stringify(path.join(ROOT, 'clients/python'))})`,
+      'from rods_client.bfcl import ExecutorClient',
+      'try:',
+      '    c = ExecutorClient()',
+      '    s = c.open_session({"involved_classes": ["MathAPI"]})',
+      '    r = c.session_calls(s, ["add(a=2, b=3)"])["results"][0]',
+      '    c.close_session(s)',
+      '    print(json.dumps({"text": r["text"], "url": c.url}))',
+      'except Exception as e:',
+      '    print(json.dumps({"error": str(e)}))',
+    ].join('\n');
+    const trainerSide = { ...stack.env, RODS_CA_BUNDLE: stack.files.ca, SSL_CERT_FILE: undefined };
+    expect(await python(episode, trainerSide)).toMatchObject({
+      text: '{"result": 5}', // bfcl's text: Python's json.dumps
+      url: expect.stringMatching(/^https:\/\/localhost:/),
+    });
+    expect((await python(episode, { ...trainerSide, RODS_EXECUTOR_TOKEN_FILE: undefined })).error).toMatch(
+      /refused a request: 401 .*RODS_EXECUTOR_TOKEN_FILE/,
+    );
+    expect((await python(episode, { ...trainerSide, RODS_CA_BUNDLE: otherCa.certPath })).error).toMatch(
+      /CERTIFICATE_VERIFY_FAILED|certificate verify failed/,
+    );
 
     // The gateway: an expired certificate is refused at start; one for another name, by the client.
     const gwCa = pki.ca('gateway-ca');

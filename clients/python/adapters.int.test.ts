@@ -123,6 +123,7 @@ describe('Python client adapters (pytest in .stack/client-venv against the real 
       'test_slime.py::test_rollouts_draw_from_the_last_pool_while_the_gateway_is_away',
       'test_slime.py::test_a_multi_turn_episode_runs_its_calls_in_the_executor_and_is_rewarded_turn_by_turn',
       'test_slime.py::test_groups_the_dynamic_filter_drops_are_reported_with_the_rollout',
+      'test_bfcl_sessions.py::test_each_tool_call_runs_once_and_a_lost_session_is_rebuilt_from_the_episode',
       'test_package.py::test_slime_example_runs_against_the_gateway',
     ])
       expect(

@@ -26,6 +26,8 @@ const DESCRIPTIONS: Record<string, string> = {
     "a checkpoint recorded at the last of 10,000 steps (800 tasks) vs. at step 100, and a gateway process's peak memory under 16 concurrent reports on a campaign with 12 checkpoints of near 8 MiB each",
   secured:
     "one campaign's live steps of 800 tasks x 16 rewards on a secured stack (Kafka SASL_SSL+SCRAM+ACLs, PostgreSQL verify-full, Temporal mTLS, HTTPS gateway): step close latency and gateway ingest time vs. the plaintext stack in the same run",
+  'tool-calls':
+    "BFCL episodes played one tool call at a time as the trainer client's environment plays them: executor calls per tool call and tool-call time per episode on executor sessions vs. the same client replaying each history through /execute",
   isolation:
     "a burst of 5,000 records of one campaign that the store refuses, ahead of another campaign's step on one partition: time to that step closed vs. the same burst with nothing refused",
 };

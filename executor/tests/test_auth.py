@@ -49,6 +49,11 @@ def test_every_endpoint_but_health_needs_the_current_token(tmp_path: Path) -> No
         assert _with_auth(s, "first-token", "GET", "/seeds?category=base&limit=1") == 200
         assert _with_auth(s, None, "POST", "/execute", SEED_REQUEST) == 401
         assert _with_auth(s, "first-token", "POST", "/execute", SEED_REQUEST) == 200
+        session = {"involved_classes": ["MathAPI"]}
+        assert _with_auth(s, None, "POST", "/sessions", session) == 401
+        assert _with_auth(s, "first-token", "POST", "/sessions", session) == 201
+        assert _with_auth(s, None, "POST", "/sessions/any/calls", {"calls": ["add(a=1, b=2)"]}) == 401
+        assert _with_auth(s, None, "DELETE", "/sessions/any") == 401
 
         token_file.write_text("second-token\n")  # rotated: the old token is refused at once
         assert _with_auth(s, "first-token", "GET", "/seeds?category=base&limit=1") == 401

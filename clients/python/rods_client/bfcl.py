@@ -10,7 +10,10 @@ every call with its restricted parser and never evaluates text.
   (the pool row's ``task`` column, JSON) and starts at its first user turn with its
   ``initial_config``. Each of the task's functions is a method (a TRL tool); a call appends
   ``name(arg=value, ...)`` to the current turn and answers what bfcl's executor records for it
-  (the state carries from call to call and turn to turn). ``reply_to_user(message)`` ends the
+  (the state carries from call to call and turn to turn). The episode lives in an executor
+  session, so a call runs once; a session the executor lost is opened again with the episode's
+  calls replayed into it, and ``RODS_EXECUTOR_SESSIONS=0`` (or an executor without sessions)
+  replays the history through ``/execute`` at every call instead. ``reply_to_user(message)`` ends the
   current turn and answers the user's next request, so the conversation's user turns come in
   order within one rollout (TRL ends a rollout at the first message without a tool call).
 * ``progress_reward`` scores each rollout with BFCL's progress reward: the mean over the task's user turns of "the state of
@@ -41,13 +44,15 @@ import os
 import re
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from importlib import resources
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from . import _tls_context, ca_bundle_from_env, is_loopback_host
 from ._common import first_turn
 
-__all__ = ["BfclEnvironment", "ExecutorClient", "environment_factories", "environment_name", "progress_reward",
+__all__ = ["BfclEnvironment", "ExecutorClient", "SessionGone", "environment_factories", "environment_name", "progress_reward",
            "tool_documents", "openai_tools", "tool_calls_in", "response_calls", "withheld_functions", "turn_scores", "ground_truth_tool_calls", "first_turn", "CLASSES"]
 
 DEFAULT_EXECUTOR_URL = "http://127.0.0.1:7300"
@@ -127,30 +132,106 @@ def environment_name(task: Mapping[str, Any]) -> str:
     return "+".join(classes) if 1 <= len(classes) <= 2 else "all"
 
 
-class ExecutorClient:
-    """``POST /execute`` of the rods environment executor (executor/README.md)."""
+class SessionGone(RuntimeError):
+    """The executor no longer has this session (closed, idle too long, or the executor restarted)."""
 
-    def __init__(self, url: Optional[str] = None, timeout: float = 30.0):
+
+class ExecutorClient:
+    """The rods environment executor (executor/README.md): ``POST /execute`` replays a history of
+    calls on fresh instances; a session (``/sessions``) keeps one episode's instances alive, so a
+    tool call runs one call.
+
+    Over HTTPS the executor's certificate is checked against ``RODS_CA_BUNDLE``, else
+    ``SSL_CERT_FILE`` or ``REQUESTS_CA_BUNDLE`` (``ca_bundle=``). With ``RODS_EXECUTOR_TOKEN_FILE``
+    (``token_file=``; the file the executor reads) every request carries its bearer token, read
+    again at each request so a rotation needs no restart; the token is never sent over plain
+    ``http://`` to a host beyond loopback.
+    """
+
+    def __init__(self, url: Optional[str] = None, timeout: float = 30.0, token_file: Optional[str] = None,
+                 ca_bundle: Optional[str] = None):
         self.url = (url or os.environ.get("RODS_EXECUTOR_URL") or DEFAULT_EXECUTOR_URL).rstrip("/")
         self.timeout = timeout
+        self.token_file = token_file or os.environ.get("RODS_EXECUTOR_TOKEN_FILE") or None
+        parts = urllib.parse.urlsplit(self.url)
+        if self.token_file and parts.scheme == "http" and not is_loopback_host(parts.hostname):
+            raise ValueError(f"rods: refusing to send the executor's token over plain http to {parts.hostname}: "
+                             "use an https:// RODS_EXECUTOR_URL (RODS_CA_BUNDLE names its CA)")
+        self._context = _tls_context(ca_bundle or ca_bundle_from_env(), None, None) if parts.scheme == "https" else None
+        # None until known; False: no sessions (an older executor, or RODS_EXECUTOR_SESSIONS=0): each
+        # call replays the episode's history through /execute.
+        self.sessions: Optional[bool] = False if os.environ.get("RODS_EXECUTOR_SESSIONS") == "0" else None
+
+    def _headers(self) -> Dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.token_file:
+            with open(self.token_file, encoding="utf-8") as f:
+                headers["Authorization"] = "Bearer " + f.read().strip()
+        return headers
+
+    def _request(self, method: str, path: str, body: Any = None) -> Tuple[int, Any]:
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._context) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            text = e.read().decode("utf-8", "replace")[:500]
+            try:
+                return e.code, json.loads(text)
+            except ValueError:
+                return e.code, {"error": text}
+        except (urllib.error.URLError, OSError) as e:
+            raise RuntimeError(f"rods: the environment executor {self.url} is unreachable: {e}") from None
+
+    def _refused(self, status: int, answer: Any) -> RuntimeError:
+        return RuntimeError(f"rods: the environment executor {self.url} refused a request: {status} "
+                            f"{(answer or {}).get('error') if isinstance(answer, dict) else answer}")
 
     def execute(self, task: Mapping[str, Any], turns: Sequence[Sequence[str]]) -> Dict[str, Any]:
-        body = {
+        status, answer = self._request("POST", "/execute", {
             "involved_classes": task["involved_classes"],
             "initial_config": task.get("initial_config") or {},
             "ground_truth": [list(t) for t in turns],
             "long_context": task.get("category") == "long_context",
-        }
-        req = urllib.request.Request(self.url + "/execute", data=json.dumps(body).encode("utf-8"), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        })
+        if status != 200:
+            raise self._refused(status, answer)
+        return answer
+
+    def open_session(self, task: Mapping[str, Any]) -> Optional[str]:
+        """A live environment of the task (its session id), or None where the executor has none."""
+        if self.sessions is False:
+            return None
+        status, answer = self._request("POST", "/sessions", {
+            "involved_classes": task["involved_classes"],
+            "initial_config": task.get("initial_config") or {},
+            "long_context": task.get("category") == "long_context",
+        })
+        if status in (404, 405) and "no such endpoint" in str((answer or {}).get("error", "")):
+            self.sessions = False
+            return None
+        if status != 201:
+            raise self._refused(status, answer)
+        self.sessions = True
+        return str(answer["session"])
+
+    def session_calls(self, session: str, calls: Sequence[str]) -> Dict[str, Any]:
+        """{results: [one entry per call, as /execute records it], closed?} (SessionGone: a 404)."""
+        status, answer = self._request("POST", f"/sessions/{session}/calls", {"calls": list(calls)})
+        if status == 404:
+            raise SessionGone(str((answer or {}).get("error")))
+        if status != 200:
+            raise self._refused(status, answer)
+        return answer
+
+    def close_session(self, session: str) -> None:
+        """Closes a session (one already gone is fine; an unreachable executor reaps it when idle)."""
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            raise RuntimeError(f"rods: the environment executor {self.url} refused a request: {e.code} "
-                               f"{e.read().decode('utf-8', 'replace')[:500]}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise RuntimeError(f"rods: the environment executor {self.url} is unreachable: {e}") from None
+            self._request("DELETE", f"/sessions/{session}")
+        except RuntimeError:
+            pass
 
 
 def ground_truth_tool_calls(task: Mapping[str, Any], turn: int) -> List[Dict[str, Any]]:
@@ -268,9 +349,11 @@ class BfclEnvironment:
         self._calls: List[List[str]] = [[]]
         self._score: Optional[float] = None
         self._lock = threading.Lock()
+        self._session: Optional[str] = None  # the episode's live environment in the executor
 
     def reset(self, task: Any = None, **_: Any) -> Optional[str]:
         """Starts the task (a BFCL task record, or its JSON) at its first user turn."""
+        self._close_session()
         self._task = _task_of(task)
         self._turn = 0
         self._calls = [[]]
@@ -313,7 +396,43 @@ class BfclEnvironment:
                 task = self._require()
                 scores = turn_scores(task, self._calls, self._executor)
                 self._score = sum(scores) / len(scores) if scores else 0.0
+                self._close_session()  # scored: the episode is over
             return self._score
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            self._executor.close_session(self._session)
+            self._session = None
+
+    def _run(self, call: str) -> Dict[str, Any]:
+        """The result entry of ``call`` (just appended to the history) on the episode's live
+        environment: one call. A session the executor lost (closed, expired, restarted) is opened
+        again and the episode's earlier calls replayed into it; an executor without sessions gets
+        the whole history through /execute."""
+        task = self._require()
+        for _ in range(2):
+            try:
+                if self._session is None:
+                    session = self._executor.open_session(task)
+                    if session is None:
+                        break
+                    self._session = session
+                    earlier = [c for t in self._calls for c in t][:-1]
+                    if earlier:
+                        self._executor.session_calls(session, earlier)
+                answer = self._executor.session_calls(self._session, [call])
+            except SessionGone:
+                self._session = None
+                continue
+            if answer.get("closed"):
+                self._session = None
+            return answer["results"][-1]
+        answer = self._executor.execute(task, self._calls)
+        turn = answer["turns"][self._turn] if self._turn < len(answer["turns"]) else {"results": []}
+        result = turn["results"][-1] if turn["results"] else {}
+        if not result and answer.get("failure"):
+            result = {"error": answer["failure"].get("reason")}
+        return result
 
     @property
     def calls(self) -> List[List[str]]:
@@ -341,14 +460,13 @@ class BfclEnvironment:
         if name in (task.get("excluded_function") or []) or name not in _function_names(
                 tuple(sorted(set(task["involved_classes"])))):
             return json.dumps({"error": f"{name} is not available"})
-        self._calls[self._turn].append(call_string(name, arguments))
+        call = call_string(name, arguments)
+        self._calls[self._turn].append(call)
         self._score = None
-        answer = self._executor.execute(task, self._calls)
-        turn = answer["turns"][self._turn] if self._turn < len(answer["turns"]) else {"results": []}
-        result = turn["results"][-1] if turn["results"] else {}
+        result = self._run(call)
         if "text" in result:
             return str(result["text"])
-        return json.dumps({"error": result.get("error") or (answer.get("failure") or {}).get("reason") or "failed"})
+        return json.dumps({"error": result.get("error") or "failed"})
 
 
 _PY_TYPES: Dict[str, Any] = {"string": str, "integer": int, "float": float, "number": float, "boolean": bool,

@@ -553,6 +553,7 @@ async def generate(args: Any, sample: Any, sampling_params: Dict[str, Any], eval
     sample.rollout_log_probs = log_probs
     sample.status = outcome
     sample.metadata["rods_calls"] = env.calls
+    env._close_session()  # the episode is over: its live environment in the executor is not
     return sample
 
 
