@@ -72,7 +72,14 @@ describe('verl 0.9.1 (real classes, CPU) on the live pool', () => {
         code === 0 ? resolve(log) : reject(new Error(`pytest failed (${code}):\n${log}`)),
       );
     });
-    expect(out).toMatch(/1 passed/);
+    expect(out).toMatch(/\b4 passed/);
+    for (const name of [
+      'test_verl_trains_on_the_live_pool_and_reports_each_step_once_across_a_resume',
+      'test_a_shuffling_sampler_is_refused_by_name',
+      'test_dapo_keeps_filtering_and_the_groups_it_drops_are_reported_with_the_step',
+      'test_an_async_trainer_gets_verls_async_buffer_with_staleness_eviction',
+    ])
+      expect(out, name).toMatch(new RegExp(`PASSED .*test_verl_v1\\.py::${name}`));
     const summary = JSON.parse(readFileSync(output, 'utf8')) as {
       steps: number;
       batch: number;

@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 ROWS = ["data.custom_cls.path=pkg://rods_client.verl", "data.custom_cls.name=RodsDataset",
-        "data.dataloader_num_workers=0", "data.train_files=rods://train", "data.val_files=rods://val"]
+        "data.dataloader_num_workers=0", "data.shuffle=false", "data.train_files=rods://train",
+        "data.val_files=rods://val"]
 STEPS = ["trainer.v1.sampler.custom_sampler.path=pkg://rods_client.verl",
          "trainer.v1.sampler.custom_sampler.name=RodsReplayBuffer",
          "+trainer.v1.sampler.sampler_kwargs.spool_dir=${trainer.default_local_dir}/rods-spool",

@@ -8,7 +8,8 @@ from 0.8.0, 0.9.0 and 0.9.1). Its plug points now, read in verl 0.9.1's installe
   dataset as ``cls(data_files=, tokenizer=, processor=, config=data, max_samples=)``
   (trainer/ppo/utils.py:129-135) and fixes the run's length from ``len(dataset)`` when its data
   loader is built (trainer/ppo/v1/trainer_base.py:765), so a dataset that grows is never read
-  further. ``RodsDataset`` has a fixed virtual length and serves, whatever index it is asked for,
+  further. ``RodsDataset`` (with ``data.shuffle=false``: verl's shuffling sampler would hold a
+  permutation of the whole virtual length) has a fixed virtual length and serves, whatever index it is asked for,
   the next task of the campaign's newest pool (``data.train_batch_size`` distinct tasks per batch
   while the pool has them; a background thread long-polls the gateway), so tasks injected while
   verl trains are trained on. Its draw counter is in ``state_dict()``, which verl saves in each
@@ -22,6 +23,9 @@ from 0.8.0, 0.9.0 and 0.9.1). Its plug points now, read in verl 0.9.1's installe
   sampled trajectories' ``rm_scores`` and ``extra_info`` from TransferQueue and reports the
   step's rewards per task through the durable spool (``sampler_kwargs.spool_dir``); a step
   reported before the resume is not sent again, and a step without rods rows closes all the same.
+  It keeps what verl gives only its own buffer (DAPO's group filter, trainer_base.py:163-184) and
+  reports the groups DAPO drops with the step; for an async trainer it is built on verl's
+  ``ReplayBufferAsync`` (staleness eviction, replay_buffer.py:520-529).
   The rewards must be in TransferQueue when the group is sampled: verl's streaming reward path
   (a reward function, or a reward model with its own resource pool); with a colocated reward
   model verl scores after sampling (trainer_base.py:576-579) and rods would report zeros.
@@ -78,14 +82,16 @@ except ImportError:  # pragma: no cover - exercised only where torch is absent
     _DatasetBase = object  # type: ignore[misc,assignment]
 try:
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer as _ReplayBufferBase
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync as _ReplayBufferAsyncBase
 except ImportError:  # pragma: no cover - exercised only where verl is absent
     _ReplayBufferBase = object  # type: ignore[misc,assignment]
+    _ReplayBufferAsyncBase = None  # type: ignore[misc,assignment]
 try:
     from verl.trainer.ppo.checkpoint_callback import CheckpointCallback as _CheckpointCallbackBase
 except ImportError:  # pragma: no cover - exercised only where verl is absent
     _CheckpointCallbackBase = object  # type: ignore[misc,assignment]
 
-__all__ = ["RodsDataset", "RodsReplayBuffer", "RodsCheckpointCallback", "compute_score", "DATA_SOURCE"]
+__all__ = ["RodsDataset", "RodsReplayBuffer", "RodsReplayBufferAsync", "RodsCheckpointCallback", "compute_score", "DATA_SOURCE"]
 
 log = logging.getLogger("rods_client")
 
@@ -128,12 +134,19 @@ class RodsDataset(_DatasetBase):  # type: ignore[misc,valid-type]
     def __init__(self, data_files: Any = None, tokenizer: Any = None, config: Any = None, processor: Any = None,
                  max_samples: int = -1, client: Optional[RodsClient] = None):
         rods_cfg = _get(config, "rods", {})
+        val_files = _get(config, "val_files")
+        self.validation = val_files is not None and data_files == val_files and data_files != _get(config, "train_files")
+        if not self.validation and _get(config, "shuffle", True):
+            # verl's RandomSampler (trainer/ppo/utils.py:140-168) would build randperm of the
+            # virtual length at every iter() and resume (torchdata sampler.py:47, :72): 1.96 GB
+            # more at batch 512. The pool draws are random already.
+            raise ValueError("rods: set data.shuffle=false with RodsDataset: each batch is already a seeded "
+                             "random draw of the live pool, and verl's shuffling sampler would hold a "
+                             "permutation of the dataset's virtual length (batch size x 100,000) in memory")
         self.client = client or _client_from(rods_cfg)
         self.batch_size = int(_get(config, "gen_batch_size", 0) or _get(config, "train_batch_size", 0) or 1)
         self.seed = int(_get(config, "seed", 0) or 0)
         self.poll_seconds = int(_get(rods_cfg, "poll_seconds", 20))
-        val_files = _get(config, "val_files")
-        self.validation = val_files is not None and data_files == val_files and data_files != _get(config, "train_files")
         self.draws = 0
         self._lock = threading.Lock()
         self._live = LivePool(self.client, self.poll_seconds, float(_get(rods_cfg, "start_timeout", 300)),
@@ -197,11 +210,50 @@ def _to_float(value: Any) -> float:
     return float(value)
 
 
+def _builtin_kwargs(kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    """What verl's ``_build_replay_buffer`` gives its own buffer and not a custom one
+    (trainer_base.py:163-184: DAPO's ``filter_groups_metric``, failed-group refill, and the sync
+    buffer's batch sizes), computed by the trainer's own methods: ``refill_fn`` is the trainer's
+    bound ``_add_prompts_to_generate`` (:161). Without it (a buffer built by hand) nothing."""
+    trainer = getattr(kwargs.get("refill_fn"), "__self__", None)
+    if trainer is None or not hasattr(trainer, "_resolve_filter_groups_metric"):
+        return {}
+    metric = trainer._resolve_filter_groups_metric()
+    refill_failed = bool(trainer.config.trainer.v1.sampler.get("sync_refill_failed_groups", False))
+    out: Dict[str, Any] = {"filter_groups_metric": metric, "sync_refill_failed_groups": refill_failed}
+    if kwargs.get("trainer_mode", "sync") == "sync":
+        filter_groups = trainer.config.algorithm.get("filter_groups", None)
+        train_batch_size = trainer.config.data.train_batch_size
+        out.update(
+            train_batch_size=train_batch_size,
+            gen_batch_size=1 if metric is not None or refill_failed
+            else (trainer.config.data.get("gen_batch_size", None) or train_batch_size),
+            max_inflight_gen_batches=filter_groups.get("max_inflight_gen_batches", 1) if metric is not None else 1,
+        )
+    return out
+
+
 class RodsReplayBuffer(_ReplayBufferBase):  # type: ignore[misc,valid-type]
-    """verl's replay buffer, reporting each training step's rewards per rods task once."""
+    """verl's replay buffer, reporting each training step's rewards per rods task once.
+
+    Built for an async trainer (``trainer_mode`` other than ``sync``), it is a
+    ``RodsReplayBufferAsync``: verl's ``ReplayBufferAsync`` with its staleness eviction, ``wait``
+    strategy, refill and the methods the hybrid switch needs (trainer_separate_async.py:104-111).
+    It gets what verl gives its own buffer and not a custom one (DAPO's group filter: see
+    ``_builtin_kwargs``), and the groups DAPO's filter drops (deleted from TransferQueue by
+    ``_clear_groups``, replay_buffer.py:241-259) are reported with the step's rewards: those are
+    the too-easy and too-hard groups the boundary is made of."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "RodsReplayBuffer":
+        mode = kwargs.get("trainer_mode", args[0] if args else "sync")
+        if cls is RodsReplayBuffer and mode != "sync" and _ReplayBufferAsyncBase is not None:
+            cls = RodsReplayBufferAsync
+        return super().__new__(cls)
 
     def __init__(self, *args: Any, sampler_kwargs: Any = None, client: Optional[RodsClient] = None,
                  tq: Any = None, **kwargs: Any):
+        for key, value in _builtin_kwargs(kwargs).items():
+            kwargs.setdefault(key, value)
         super().__init__(*args, sampler_kwargs=sampler_kwargs, **kwargs)
         cfg = sampler_kwargs or {}
         self.client = client or _client_from(cfg)
@@ -212,6 +264,9 @@ class RodsReplayBuffer(_ReplayBufferBase):  # type: ignore[misc,valid-type]
         self.reporter = StepReporter(self.client, str(folder), strict=bool(_get(cfg, "strict", False)))
         self._tq = tq
         self._parts: Dict[int, Tuple[int, Dict[str, List[float]]]] = {}
+        # Rewards of the groups DAPO's filter dropped, by the step that dropped them.
+        self._dropped: Dict[int, Dict[str, List[float]]] = {}
+        self.dropped_groups = 0
 
     @property
     def tq(self) -> Any:
@@ -227,17 +282,33 @@ class RodsReplayBuffer(_ReplayBufferBase):  # type: ignore[misc,valid-type]
             self._record(int(global_steps), batch)
         return batch, metrics
 
-    def _record(self, step: int, batch: Any) -> None:
-        keys = [k for k, tag in zip(batch.keys, batch.tags) if not (tag or {}).get("is_padding")]
-        groups: Dict[str, List[float]] = {}
+    def _rewards(self, keys: List[str], partition_id: str, into: Dict[str, List[float]]) -> Dict[str, List[float]]:
+        """The rods rows' rewards of these trajectories, by task id (rows of other datasets skipped)."""
         if keys:
-            data = self.tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
-                                        select_fields=["rm_scores", "extra_info"])
+            data = self.tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["rm_scores", "extra_info"])
             for extra, scores in zip(data["extra_info"], data["rm_scores"]):
                 task_id = (extra or {}).get("rods_task_id") if isinstance(extra, Mapping) else None
                 if task_id is not None:
-                    groups.setdefault(str(task_id), []).append(_to_float(scores))
+                    into.setdefault(str(task_id), []).append(_to_float(scores))
+        return into
+
+    def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons: Any) -> Any:
+        # Read before verl clears them: the DAPO-dropped groups' rewards (stale and failed groups are
+        # not the step's: an older policy's, or none).
+        dapo_uids = eviction_reasons[1]
+        if partition_id == "train" and dapo_uids:
+            keys = [k for k in self.partitions[partition_id] if k.split("_")[0] in dapo_uids]
+            self._rewards(keys, partition_id, self._dropped.setdefault(int(global_steps), {}))
+            self.dropped_groups += len(dapo_uids)
+        return super()._evict_terminal_groups(global_steps, partition_id, eviction_reasons)
+
+    def _record(self, step: int, batch: Any) -> None:
+        keys = [k for k, tag in zip(batch.keys, batch.tags) if not (tag or {}).get("is_padding")]
+        groups = self._rewards(keys, batch.partition_id, {})
         calls, merged = self._parts.pop(step, (0, {}))
+        for earlier_or_now in [s for s in self._dropped if s <= step]:
+            for task_id, rewards in self._dropped.pop(earlier_or_now).items():
+                merged.setdefault(task_id, []).extend(rewards)
         for task_id, rewards in groups.items():
             merged.setdefault(task_id, []).extend(rewards)
         calls += 1
@@ -247,6 +318,14 @@ class RodsReplayBuffer(_ReplayBufferBase):  # type: ignore[misc,valid-type]
             self._parts[step] = (calls, merged)
             return
         self.reporter.report(step, merged, policy_version=f"verl-step-{step}")
+
+
+if _ReplayBufferAsyncBase is not None:
+
+    class RodsReplayBufferAsync(RodsReplayBuffer, _ReplayBufferAsyncBase):  # type: ignore[misc,valid-type]
+        """RodsReplayBuffer on verl's ReplayBufferAsync (what ``RodsReplayBuffer(trainer_mode=<async>)`` makes)."""
+else:  # pragma: no cover - exercised only where verl is absent
+    RodsReplayBufferAsync = RodsReplayBuffer  # type: ignore[misc,assignment]
 
 
 def _resume_folder(trainer_config: Any) -> Optional[str]:

@@ -8,6 +8,8 @@ import socket
 import types
 import urllib.request
 
+import pytest
+
 from rods_client import RodsClient, bfcl
 from rods_client.reporting import StepReporter, checkpoint_digest
 from rods_client.verl import DATA_SOURCE, RodsCheckpointCallback, RodsDataset, compute_score, response_calls
@@ -34,7 +36,10 @@ def test_compute_score_is_bfcls_first_turn_check(verl_client):
 
 
 def test_dataset_serves_distinct_tasks_of_the_live_pool_per_batch_and_keeps_its_draws(verl_client):
-    config = {"train_batch_size": 3, "seed": 2, "train_files": "t", "val_files": "v", "rods": {"poll_seconds": 1}}
+    config = {"train_batch_size": 3, "seed": 2, "train_files": "t", "val_files": "v", "rods": {"poll_seconds": 1},
+              "shuffle": False}
+    with pytest.raises(ValueError, match="data.shuffle=false"):  # verl's default, refused before any request
+        RodsDataset(data_files="t", config={**config, "shuffle": True}, client=verl_client)
     dataset = RodsDataset(data_files="t", config=config, client=verl_client)
     pool = verl_client.fetch_pool()
     ids = {t["taskId"] for t in pool["tasks"]}

@@ -21,6 +21,7 @@ Environment: RODS_GATEWAY_URL, RODS_TOKEN, RODS_CAMPAIGN, RODS_OUTPUT (a JSON su
 import asyncio
 import json
 import os
+import socket
 import types
 import uuid
 
@@ -35,12 +36,13 @@ from transformers import PreTrainedTokenizerFast
 
 import transfer_queue as tq
 from rods_client import bfcl
-from rods_client.verl import RodsCheckpointCallback, RodsDataset, RodsReplayBuffer
+from rods_client.verl import RodsCheckpointCallback, RodsDataset, RodsReplayBuffer, RodsReplayBufferAsync
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback, build_checkpoint_callback
 from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
+from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
@@ -73,7 +75,7 @@ def tokenizer():
 
 def config(spool):
     return OmegaConf.create({
-        "data": {"train_files": "rods://train", "val_files": "rods://val", "train_batch_size": BATCH, "shuffle": True,
+        "data": {"train_files": "rods://train", "val_files": "rods://val", "train_batch_size": BATCH, "shuffle": False,
                  "seed": 1, "dataloader_num_workers": 0, "custom_cls": {"path": "pkg://rods_client.verl", "name": "RodsDataset"},
                  "rods": {"poll_seconds": 2}},
         "trainer": {"checkpoint_callback_class": "rods_client.verl.RodsCheckpointCallback",
@@ -103,9 +105,12 @@ def answer(task, good):
     return "\n".join(blocks)
 
 
-def rollout(batch, step, tokenizer, manager):
-    """Writes the prompts and their scored trajectories as AgentLoopWorkerTQ would."""
-    uids = [uuid.uuid4().hex for _ in range(len(batch["index"]))]
+def rollout(batch, step, tokenizer, manager, good=None, ledger=None, prompts=None):
+    """Writes the prompts (the first ``prompts`` of the batch, default all) and their scored
+    trajectories as AgentLoopWorkerTQ would; ``good(i, s)`` says which responses are the ground
+    truth's (default: half of each group); ``ledger`` gets each trajectory's (task id, reward)."""
+    good = good or (lambda i, s: (s + step + i) % 2 == 0)
+    uids = [uuid.uuid4().hex for _ in range(len(batch["index"]) if prompts is None else prompts)]
     tq.kv_batch_put(keys=uids, partition_id="train",
                     tags=[{"is_prompt": True, "status": "pending", "global_steps": step}] * len(uids))
     keys, fields, tags, drawn = [], [], [], []
@@ -114,7 +119,7 @@ def rollout(batch, step, tokenizer, manager):
         task = json.loads(extra["task"])
         drawn.append({"taskId": extra["rods_task_id"], "version": extra["rods_pool_version"]})
         for s in range(N):
-            text = answer(task, good=(s + step + i) % 2 == 0)
+            text = answer(task, good=good(i, s))
             response = torch.tensor(tokenizer(text)["input_ids"] or [0], dtype=torch.int64)
             prompt = torch.tensor([1, 2, 3], dtype=torch.int64)
             item = DataProto.from_dict(
@@ -125,6 +130,8 @@ def rollout(batch, step, tokenizer, manager):
             result = manager.loop.run_until_complete(manager.run_single(item))
             rm = torch.zeros(len(response))
             rm[-1] = float(result["reward_score"])
+            if ledger is not None:
+                ledger.append((extra["rods_task_id"], float(result["reward_score"])))
             keys.append(f"{uid}_{s}_0")
             fields.append({"prompts": prompt, "responses": response, "response_mask": torch.ones(len(response), dtype=torch.int64),
                            "rm_scores": rm, "uid": uid, "data_source": batch["data_source"][i], "extra_info": dict(extra),
@@ -184,3 +191,86 @@ def test_verl_trains_on_the_live_pool_and_reports_each_step_once_across_a_resume
     dataset2.close()
     with open(os.environ["RODS_OUTPUT"], "w") as f:
         json.dump({"steps": STEPS + 2, "drawn": drawn_by_step, "batch": BATCH, "n": N}, f)
+
+
+class TrainerParts:
+    """What PPOTrainer._build_replay_buffer reads of the trainer, with verl's own methods for it:
+    ``refill_fn`` is then a bound method of a trainer, as in verl (trainer_base.py:161)."""
+
+    _build_replay_buffer = PPOTrainer._build_replay_buffer
+    _resolve_filter_groups_metric = PPOTrainer._resolve_filter_groups_metric
+
+    def __init__(self, cfg, mode, refill=None):
+        self.config, self.trainer_mode, self.refill = cfg, mode, refill
+
+    def _add_prompts_to_generate(self, n):
+        return self.refill(n) if self.refill else 0
+
+
+def test_a_shuffling_sampler_is_refused_by_name(runtime, tokenizer):
+    cfg = config(runtime / "spool-shuffle")
+    cfg.data.shuffle = True  # verl's default: torchdata's RandomSampler, randperm of the length per iter()
+    with pytest.raises(ValueError, match="data.shuffle=false"):
+        create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None, is_train=True)
+
+
+def test_dapo_keeps_filtering_and_the_groups_it_drops_are_reported_with_the_step(runtime, tokenizer):
+    # The reporter's gateway is a closed port: what is checked is the step's report as spooled.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    spool = runtime / "spool-dapo"
+    cfg = config(spool)
+    cfg.trainer.v1.sampler.sampler_kwargs.gateway_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    cfg.algorithm = {"filter_groups": {"enable": True, "metric": "reward", "max_inflight_gen_batches": 1}}
+    cfg.reward.reward_model = {"enable": False, "enable_resource_pool": False}
+    dataset = create_rl_dataset(cfg.data.train_files, cfg.data, tokenizer, None, is_train=True)
+    loader = iter(StatefulDataLoader(dataset=dataset, batch_size=BATCH, num_workers=0, drop_last=True,
+                                     collate_fn=collate_fn, sampler=create_rl_sampler(cfg.data, dataset)))
+    manager = NaiveRewardManager(cfg, tokenizer, get_custom_reward_fn(cfg))
+    manager.loop = asyncio.new_event_loop()
+    ledger, refills = [], []
+
+    def refill(n):
+        # The trainer generating replacements, half-solved groups: as many as DAPO dropped so far
+        # (verl asks for 2 per drop, then keeps the surplus out of the step: exactly replaced,
+        # every group written is either trained on or dropped).
+        k = buffer.dropped_groups - sum(refills)
+        refills.append(k)
+        if k:
+            rollout(next(loader), 1, tokenizer, manager, ledger=ledger, prompts=k,
+                    good=lambda i, s: s % 2 == 0)
+
+    buffer = TrainerParts(cfg, "sync", refill)._build_replay_buffer()
+    assert type(buffer) is RodsReplayBuffer
+    assert buffer.filter_groups_metric == "reward" and buffer.gen_batch_size == 1  # verl's own, kept
+    # Group 0 solved by every response (no signal: DAPO drops it), the others half solved.
+    rollout(next(loader), 1, tokenizer, manager, good=lambda i, s: i == 0 or s % 2 == 0, ledger=ledger)
+    meta, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=BATCH)
+    assert len(meta.keys) == BATCH * N
+    assert metrics["training/filter_groups/evicted_samples"] == buffer.dropped_groups >= 1 and refills
+    tq.kv_clear(keys=meta.keys, partition_id="train")
+    spooled = json.loads((spool / "pending" / f"{1:012d}.json").read_text())["body"]["groups"]
+    reported = sorted((g["taskId"], r) for g in spooled for r in g["rewards"])
+    # Every trajectory written this step is in the report: the sampled groups and the dropped one.
+    assert reported == sorted(ledger) and len(reported) == (BATCH + buffer.dropped_groups) * N
+    buffer.reporter.close(timeout=0.2)
+    dataset.close()
+
+
+def test_an_async_trainer_gets_verls_async_buffer_with_staleness_eviction(runtime, tokenizer):
+    cfg = config(runtime / "spool-async")
+    cfg.trainer.v1.separate_async = {}
+    cfg.algorithm = {"filter_groups": {"enable": False}}
+    buffer = TrainerParts(cfg, "separate_async")._build_replay_buffer()
+    assert type(buffer) is RodsReplayBufferAsync and isinstance(buffer, ReplayBufferAsync)
+    assert isinstance(buffer, RodsReplayBuffer)
+    # what trainer_separate_async.py:104-111 requires with hybrid_rollout.enable_switch
+    assert all(hasattr(buffer, m) for m in ("wait_for_sampleable", "get_sampleable_count"))
+    uid = uuid.uuid4().hex
+    buffer.finished_keys["train"].add(uid)
+    buffer.prompt_global_steps["train"][uid] = 1
+    stale, dapo, failed, _ = buffer._terminal_eviction_reasons(global_steps=9, partition_id="train")
+    assert stale == {uid} and not dapo and not failed  # 9 - 1 + 1 > max_off_policy_threshold 8
+    assert buffer._terminal_eviction_reasons(global_steps=8, partition_id="train")[0] == set()
+    buffer.reporter.close(timeout=0.2)
