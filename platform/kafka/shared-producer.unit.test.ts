@@ -10,12 +10,18 @@ function fakeClient() {
     sends: [] as { producer: number; n: number }[],
     failSend: false,
     failConnect: false,
+    hangConnect: false,
+    hangDisconnect: false,
   };
   const client = {
     async producer(): Promise<RecordProducer> {
       if (state.failConnect) {
         state.failConnect = false;
         throw new Error('connect refused');
+      }
+      if (state.hangConnect) {
+        state.hangConnect = false;
+        return new Promise<RecordProducer>(() => {}); // an InitProducerId never answered
       }
       const id = ++state.opened;
       return {
@@ -29,6 +35,7 @@ function fakeClient() {
         },
         async disconnect() {
           state.disconnected++;
+          if (state.hangDisconnect) await new Promise(() => {});
         },
       } as unknown as RecordProducer;
     },
@@ -71,5 +78,27 @@ describe('SharedProducer', () => {
     await expect(p.send('t', records(1))).rejects.toThrow(/refused/);
     await p.send('t', records(1));
     expect(state.opened).toBe(1);
+  });
+
+  it('abandons a connect that never finishes, so the next send opens a new producer', async () => {
+    const { client, state } = fakeClient();
+    const p = new SharedProducer(() => client, undefined, { connectTimeoutMs: 20 });
+    state.hangConnect = true;
+    await expect(p.send('t', records(1))).rejects.toThrow(/did not connect within 20 ms/);
+    await p.send('t', records(2));
+    expect(state.opened).toBe(1);
+    expect(state.sends).toEqual([{ producer: 1, n: 2 }]);
+  });
+
+  it('fails a send even when the failed producer never finishes disconnecting', async () => {
+    const { client, state } = fakeClient();
+    const p = new SharedProducer(() => client, undefined, { disconnectTimeoutMs: 20 });
+    await p.send('t', records(1));
+    state.failSend = true;
+    state.hangDisconnect = true;
+    await expect(p.send('t', records(1))).rejects.toThrow(/went away/);
+    state.hangDisconnect = false;
+    await p.send('t', records(1));
+    expect(state.opened).toBe(2);
   });
 });

@@ -197,7 +197,14 @@ async function connectOrClose(
   try {
     await connect();
   } catch (e) {
-    await client.disconnect().catch(() => undefined);
+    // Bounded: a disconnect can wait on brokers that are gone, and the failure must still surface.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      client.disconnect().catch(() => undefined),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, 5_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
     throw e;
   }
 }
