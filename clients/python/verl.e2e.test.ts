@@ -1,8 +1,10 @@
-// verl 0.9.1's real classes (its v1 trainer's dataset loading, replay buffer construction and
-// sampling over a real TransferQueue on Ray, its reward manager) driving rods_client.verl against a
-// campaign of the whole loop as processes (gateway, worker, aggregator, relay, stand-in generator).
-// The rollout itself (vLLM or SGLang on GPUs) is the one part written by the test, in verl's format:
-// clients/python/tests/verl/test_verl_v1.py says what is verl's code and what is not.
+// verl 0.9.1's real classes driving rods_client.verl against a campaign of the whole loop as
+// processes (gateway, worker, aggregator, relay, stand-in generator, environment executor): the
+// example's Hydra config, verl's data loading, its AgentLoopWorkerTQ running each row in
+// rods_client.verl.RodsBfclAgentLoop (BFCL multi-turn episodes, tool calls in the rods executor),
+// its reward loop, its replay buffer over a real TransferQueue. The policy (vLLM or SGLang on GPUs)
+// is the one replaced piece: clients/python/tests/verl/test_verl_v1.py says what is verl's code and
+// what is not; clients/python/gpu/verl_bfcl.sh runs the example through main_ppo on GPUs.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -18,6 +20,8 @@ import {
   injections,
   LIVE_CAMPAIGN,
 } from '../../test/support/trainer-checks.js';
+
+type Episode = { taskId: string; reward: number; calls: string[][]; userTurns: number; turns: number };
 
 const TESTS = fileURLToPath(new URL('./tests/verl', import.meta.url));
 const STEPS = 30;
@@ -43,7 +47,7 @@ afterAll(async () => {
 });
 
 describe('verl 0.9.1 (real classes, CPU) on the live pool', () => {
-  it('draws tasks injected mid-run, reports verl global step once each (across a resume from data.pt), scores rods rows', async () => {
+  it('runs BFCL multi-turn episodes of the live pool in verl agent loop (tasks injected mid-run too), reports each global step once across a resume', async () => {
     const campaign = loop.campaigns.verl!;
     const output = path.join(work, 'summary.json');
     const out = await new Promise<string>((resolve, reject) => {
@@ -74,7 +78,7 @@ describe('verl 0.9.1 (real classes, CPU) on the live pool', () => {
     });
     expect(out).toMatch(/\b4 passed/);
     for (const name of [
-      'test_verl_trains_on_the_live_pool_and_reports_each_step_once_across_a_resume',
+      'test_verl_runs_bfcl_episodes_of_the_live_pool_in_its_agent_loop_and_reports_each_step_once_across_a_resume',
       'test_a_shuffling_sampler_is_refused_by_name',
       'test_dapo_keeps_filtering_and_the_groups_it_drops_are_reported_with_the_step',
       'test_an_async_trainer_gets_verls_async_buffer_with_staleness_eviction',
@@ -85,6 +89,7 @@ describe('verl 0.9.1 (real classes, CPU) on the live pool', () => {
       batch: number;
       n: number;
       drawn: Record<string, { taskId: string; version: number }[]>;
+      episodes: Record<string, Episode[]>;
     };
     await expectStepsClosedInOrder(loop.db, campaign, summary.steps);
     const accepted = await expectCountedOnce(loop.db, campaign);
@@ -92,7 +97,8 @@ describe('verl 0.9.1 (real classes, CPU) on the live pool', () => {
     const perStep = new Map<number, Set<string>>();
     for (const g of accepted) perStep.set(g.step, (perStep.get(g.step) ?? new Set()).add(g.batch_id));
     for (let s = 1; s <= summary.steps; s++) expect([...(perStep.get(s) ?? [])]).toEqual([`step-${s}`]);
-    // Generated tasks drawn by verl's data loader after their injection.
+    // Generated tasks drawn by verl's data loader after their injection, run as BFCL episodes in
+    // verl's agent loop (calls in the executor, later user turns) and rewarded in rods as verl scored them.
     const injected = await injections(loop.db, campaign);
     const drawnAfter = injected.filter((r) =>
       Object.entries(summary.drawn).some(
@@ -103,5 +109,26 @@ describe('verl 0.9.1 (real classes, CPU) on the live pool', () => {
       `[verl] ${summary.steps} steps; ${injected.length} injected, ${drawnAfter.length} drawn by verl's loader after injection (${JSON.stringify(drawnAfter.slice(0, 3))})`,
     );
     expect(drawnAfter.length).toBeGreaterThan(0);
+    const multiTurn = (e: Episode) => e.userTurns >= 2 && e.calls.flat().length > 0;
+    let checked = 0;
+    for (const [step, eps] of Object.entries(summary.episodes)) {
+      for (const taskId of new Set(eps.map((e) => e.taskId))) {
+        const mine = eps.filter((e) => e.taskId === taskId);
+        const isInjected = injected.some((r) => r.task_id === taskId && r.step < Number(step));
+        if (!isInjected || !mine.some(multiTurn)) continue;
+        const { rows } = await loop.db.query<{ rewards: number[] }>(
+          `select g->'rewards' as rewards from ingestion_batches b join claim_checks c using (claim_id),
+                  jsonb_array_elements((c.body->>'groupsJson')::jsonb) g
+            where b.campaign_id = $1 and b.step = $2 and g->>'taskId' = $3`,
+          [campaign, Number(step), taskId],
+        );
+        expect(rows.map((r) => [...r.rewards].sort())).toEqual([mine.map((e) => e.reward).sort()]);
+        checked++;
+      }
+    }
+    console.log(
+      `[verl] ${checked} groups of injected tasks with multi-turn episodes, rewards as reported to rods`,
+    );
+    expect(checked).toBeGreaterThan(0);
   }, 1_200_000);
 });

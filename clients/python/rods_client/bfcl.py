@@ -389,6 +389,20 @@ class BfclEnvironment:
         return text
 
     # Private (like every helper here): TRL offers each public method of an environment as a tool.
+    def _next_user_message(self) -> Optional[str]:
+        """The next user turn as a message text for a conversation whose tools are fixed at its
+        start (a token-continuous rollout cannot re-render them): the request, then the documents
+        of the functions a miss_func task brings at this turn, one JSON object a line. None: the
+        task has no further turn."""
+        request = self._next_request()
+        if request is None:
+            return None
+        arriving = set(self._arriving(self._turn))
+        if arriving:
+            docs = [t for t in openai_tools(self._require(), turn=self._turn) if t["function"]["name"] in arriving]
+            request += "\n" + "\n".join(json.dumps(d) for d in docs)
+        return request
+
     def _progress(self) -> float:
         """BFCL's progress reward of this rollout so far, in [0, 1] (see the module doc)."""
         with self._lock:

@@ -532,13 +532,9 @@ async def generate(args: Any, sample: Any, sampling_params: Dict[str, Any], eval
             messages = [{"role": "tool", "content": await asyncio.to_thread(env._call, name, arguments)}
                         for name, arguments in calls]
         else:
-            request = env._next_request()
+            request = env._next_user_message()
             if request is None:
                 break
-            arriving = set(env._arriving(env._turn))
-            if arriving:
-                docs = [t for t in openai_tools(task, turn=env._turn) if t["function"]["name"] in arriving]
-                request += "\n" + "\n".join(json.dumps(d) for d in docs)
             messages = [{"role": "user", "content": request}]
         appended = _continuation(tokenizer, messages, args)
         ids = tokenizer.encode(appended, add_special_tokens=False)

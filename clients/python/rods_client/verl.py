@@ -60,6 +60,7 @@ RODS_GATEWAY_URL, RODS_TOKEN and RODS_CAMPAIGN. Example: clients/python/examples
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -69,7 +70,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import RodsClient
 from ._common import first_turn
-from .bfcl import response_calls, turn_scores
+from .bfcl import ExecutorClient, environment_class, openai_tools, response_calls, turn_scores
 from .pool import LivePool
 from .reporting import (StepReporter, checkpoint_digest, default_spool_dir, new_run_id, resumed_checkpoint_id,
                         write_checkpoint_record)
@@ -91,11 +92,13 @@ try:
 except ImportError:  # pragma: no cover - exercised only where verl is absent
     _CheckpointCallbackBase = object  # type: ignore[misc,assignment]
 
-__all__ = ["RodsDataset", "RodsReplayBuffer", "RodsReplayBufferAsync", "RodsCheckpointCallback", "compute_score", "DATA_SOURCE"]
+__all__ = ["RodsDataset", "RodsReplayBuffer", "RodsReplayBufferAsync", "RodsCheckpointCallback", "RodsBfclAgentLoop",
+           "BfclTool", "compute_score", "AGENT_NAME", "DATA_SOURCE"]
 
 log = logging.getLogger("rods_client")
 
 DATA_SOURCE = "rods"
+AGENT_NAME = "rods_bfcl_agent"  # RodsBfclAgentLoop in verl's agent loop registry
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
@@ -109,11 +112,14 @@ def _client_from(cfg: Any) -> RodsClient:
     return RodsClient.from_env(_get(cfg, "gateway_url"), _get(cfg, "token"), _get(cfg, "campaign"))
 
 
-def verl_row(entry: Mapping[str, Any], index: int, version: Optional[int]) -> Dict[str, Any]:
-    """A pool entry as the row verl's RLHFDataset.__getitem__ returns (rl_dataset.py:386-411)."""
+def verl_row(entry: Mapping[str, Any], index: int, version: Optional[int], agent_name: str = AGENT_NAME
+             ) -> Dict[str, Any]:
+    """A pool entry as the row verl's RLHFDataset.__getitem__ returns (rl_dataset.py:386-411), with
+    the agent loop verl runs it in (``agent_name``, agent_loop.py:610-612)."""
     task = entry.get("task") or {}
     row: Dict[str, Any] = {
         "data_source": DATA_SOURCE,
+        "agent_name": agent_name,
         "raw_prompt": [{"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
                        for m in first_turn(task)],
         "reward_model": {"style": "rule", "ground_truth": json.dumps(task.get("ground_truth"))},
@@ -147,6 +153,7 @@ class RodsDataset(_DatasetBase):  # type: ignore[misc,valid-type]
         self.batch_size = int(_get(config, "gen_batch_size", 0) or _get(config, "train_batch_size", 0) or 1)
         self.seed = int(_get(config, "seed", 0) or 0)
         self.poll_seconds = int(_get(rods_cfg, "poll_seconds", 20))
+        self.agent_name = str(_get(rods_cfg, "agent_name", AGENT_NAME))
         self.draws = 0
         self._lock = threading.Lock()
         self._live = LivePool(self.client, self.poll_seconds, float(_get(rods_cfg, "start_timeout", 300)),
@@ -154,7 +161,7 @@ class RodsDataset(_DatasetBase):  # type: ignore[misc,valid-type]
         self._batch: List[Dict[str, Any]] = []
         if self.validation:
             version, tasks = self._live.latest()
-            self._fixed = [verl_row(t, i, version) for i, t in enumerate(tasks)]
+            self._fixed = [verl_row(t, i, version, self.agent_name) for i, t in enumerate(tasks)]
             self.length = len(self._fixed)
         else:
             self._fixed = []
@@ -185,7 +192,7 @@ class RodsDataset(_DatasetBase):  # type: ignore[misc,valid-type]
                 rng = random.Random(f"{self.seed}:{self.draws // self.batch_size}")
                 picked = rng.sample(tasks, min(self.batch_size, len(tasks)))
                 picked += rng.choices(tasks, k=self.batch_size - len(picked))
-                self._batch = [verl_row(t, 0, version) for t in picked]
+                self._batch = [verl_row(t, 0, version, self.agent_name) for t in picked]
             row = self._batch.pop(0)
             self.draws += 1
         row = dict(row, index=int(index))
@@ -394,12 +401,175 @@ class RodsCheckpointCallback(_CheckpointCallbackBase):  # type: ignore[misc,vali
 
 def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
                   **kwargs: Any) -> Any:
-    """verl's reward function for rods rows (BFCL's first-turn check); others to verl's default."""
+    """verl's reward function for rods rows; others go to verl's default.
+
+    An episode of ``rods_bfcl_agent`` gets BFCL's progress reward of the whole episode: the mean
+    over the task's user turns of BFCL's check of each (``rods_client.bfcl.turn_scores``) on the
+    calls the agent loop ran per turn, which verl's reward loop hands over in ``extra_info`` (the
+    agent loop's ``extra_fields``, naive.py:44-46). A single-turn row (another agent loop) gets
+    the check of the first turn on the response's ``<tool_call>`` blocks."""
     if data_source != DATA_SOURCE:
         from verl.utils.reward_score import default_compute_score
 
         return default_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
-    task = json.loads((extra_info or {})["task"])
-    calls = response_calls(solution_str)
-    score = turn_scores(task, [calls])[0] if task.get("ground_truth") else 0.0
-    return {"score": float(score), "tool_calls": len(calls)}
+    extra_info = extra_info or {}
+    task = json.loads(extra_info["task"])
+    calls = extra_info.get("rods_calls")
+    single_turn = calls is None
+    if single_turn:
+        calls = [response_calls(solution_str)]
+    scores = turn_scores(task, calls) if task.get("ground_truth") else []
+    if single_turn:
+        scores = scores[:1]
+    return {"score": float(sum(scores) / len(scores)) if scores else 0.0,
+            "tool_calls": sum(len(t) for t in calls)}
+
+
+try:  # verl's agent loop (verl.experimental.agent_loop, imported by its rollout workers)
+    from verl.experimental.agent_loop.agent_loop import register as _register_agent_loop
+    from verl.experimental.agent_loop.tool_agent_loop import AgentState as _AgentState
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop as _ToolAgentLoopBase
+    from verl.tools.base_tool import BaseTool as _BaseToolBase
+    from verl.tools.schemas import OpenAIFunctionToolSchema as _ToolSchema
+    from verl.tools.schemas import ToolResponse as _ToolResponse
+except ImportError:  # pragma: no cover - exercised only where verl is absent
+    _ToolAgentLoopBase = _BaseToolBase = object  # type: ignore[misc,assignment]
+    _AgentState = _ToolSchema = _ToolResponse = None  # type: ignore[assignment]
+
+    def _register_agent_loop(name: str) -> Any:
+        return lambda cls: cls
+
+
+class _Episode:
+    """One BFCL episode's live environment in the rods executor, its calls run in order."""
+
+    def __init__(self, task: Mapping[str, Any], executor_url: Optional[str] = None):
+        self.task = dict(task)
+        self.env = environment_class(tuple(sorted(set(task["involved_classes"]))))(ExecutorClient(executor_url))
+        self.env.reset(task=self.task)
+        self._lock: Optional[asyncio.Lock] = None
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        # verl gathers a turn's calls concurrently (tool_agent_loop.py:316-321); BFCL runs them in
+        # order on one state. The lock is FIFO and the calls reach it in the order they were made.
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await asyncio.to_thread(self.env._call, name, dict(arguments))
+
+    def close(self) -> None:
+        self.env._close_session()
+
+
+class BfclTool(_BaseToolBase):  # type: ignore[misc,valid-type]
+    """One BFCL function as a verl tool (the ``BaseTool`` contract of tool_agent_loop.py:483-496),
+    run in the episode's live environment (``agent_data._rods_episode``). Built per episode from
+    the task's function documents, not from ``multi_turn.tool_config_path``."""
+
+    def __init__(self, schema: Mapping[str, Any]):  # BaseTool.__init__ prints the schema: not called
+        self.config: Dict[str, Any] = {}
+        self.tool_schema = _ToolSchema.model_validate(dict(schema))
+        self.name = self.tool_schema.function.name
+
+    def get_openai_tool_schema(self) -> Any:
+        return self.tool_schema
+
+    async def create(self, instance_id: Optional[str] = None, **kwargs: Any) -> Tuple[str, Any]:
+        return instance_id or self.name, _ToolResponse()
+
+    async def execute(self, instance_id: str, parameters: Dict[str, Any], **kwargs: Any) -> Tuple[Any, float, Dict]:
+        episode: _Episode = kwargs["agent_data"]._rods_episode
+        return _ToolResponse(text=await episode.call(self.name, parameters)), 0.0, {}
+
+    async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
+        return 0.0
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None:
+        return None
+
+
+@_register_agent_loop(AGENT_NAME)
+class RodsBfclAgentLoop(_ToolAgentLoopBase):  # type: ignore[misc,valid-type]
+    """verl's tool agent loop on a BFCL multi-turn task (the rows of ``RodsDataset`` name it in
+    ``agent_name``; verl routes a row to the agent loop it names, agent_loop.py:661-691).
+
+    verl's ``ToolAgentLoop`` generates, parses the policy's tool calls with
+    ``multi_turn.format`` (hermes: ``<tool_call>`` blocks) and appends the tool results with
+    ``response_mask`` 0 (tool_agent_loop.py:234-411). Here its tools are the task's BFCL
+    functions (the ones the task does not exclude, and not yet those a miss_func task withholds),
+    run in the rods environment executor with one live environment per episode
+    (``RODS_EXECUTOR_URL``). Where verl's loop ends because the policy answered without a tool
+    call, this one delivers the task's next user turn as BFCL does (a user message, with
+    ``response_mask`` 0), with the documents of the functions that arrive at that turn (their
+    calls are refused before it), until the last turn is answered; verl's own limits
+    (``response_length``, ``multi_turn.max_assistant_turns``, ``max_user_turns``) still end the
+    episode. The calls made per user turn go to ``extra_fields["rods_calls"]``, which verl's
+    reward loop hands to ``compute_score`` as ``extra_info["rods_calls"]``: the episode's BFCL
+    progress reward. Registered with verl's agent loop registry when rods_client.verl is
+    imported, which verl's rollout worker does when it loads ``data.custom_cls``
+    (agent_loop.py:509).
+    """
+
+    async def run(self, sampling_params: Dict[str, Any], **kwargs: Any) -> Any:
+        extra = kwargs.get("extra_info") or {}
+        task = extra.get("task")
+        task = json.loads(task) if isinstance(task, str) else task
+        if not isinstance(task, Mapping) or not task.get("involved_classes"):
+            raise ValueError(f"rods: {AGENT_NAME} needs a rods row (extra_info.task is the BFCL task record); "
+                             f"got extra_info keys {sorted(extra)}")
+        self._episode = _Episode(task, _get(_get(self.data_config, "rods", {}), "executor_url"))
+        try:
+            output = await super().run(sampling_params, **kwargs)
+        finally:
+            await asyncio.to_thread(self._episode.close)
+        output.extra_fields["rods_calls"] = self._episode.env.calls
+        output.extra_fields["rods_user_turns"] = min(self._episode.env._turn + 1, len(task.get("question") or []))
+        return output
+
+    def _offer(self, agent_data: Any, turn: int) -> None:
+        tools = {t["function"]["name"]: BfclTool(t) for t in openai_tools(self._episode.task, turn=turn)}
+        agent_data._active_tools = tools
+        if turn == 0:  # what the chat template renders; later functions arrive in a user message
+            agent_data._active_tool_schemas = [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True)
+                                               for t in tools.values()]
+
+    async def _handle_pending_state(self, agent_data: Any, sampling_params: Dict[str, Any]) -> Any:
+        agent_data._rods_episode = self._episode
+        self._offer(agent_data, 0)
+        return await super()._handle_pending_state(agent_data, sampling_params)
+
+    async def _handle_generating_state(self, agent_data: Any, sampling_params: Dict[str, Any],
+                                       ignore_termination: bool = False) -> Any:
+        state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
+        if state != _AgentState.TERMINATED or self._at_a_limit(agent_data, ignore_termination):
+            return state
+        return await self._next_user_turn(agent_data)  # answered without a tool call: the turn is over
+
+    def _at_a_limit(self, agent_data: Any, ignore_termination: bool) -> bool:
+        """The checks that end verl's loop before it looks for tool calls (tool_agent_loop.py:289-295)."""
+        return ((not ignore_termination and len(agent_data.response_mask) >= self.response_length)
+                or bool(self.max_assistant_turns and agent_data.assistant_turns >= self.max_assistant_turns)
+                or bool(self.max_user_turns and agent_data.user_turns >= self.max_user_turns))
+
+    async def _next_user_turn(self, agent_data: Any) -> Any:
+        env = self._episode.env
+        text = env._next_user_message()
+        if text is None:
+            return _AgentState.TERMINATED
+        self._offer(agent_data, env._turn)
+        previous = list(agent_data.messages)
+        agent_data.messages.append({"role": "user", "content": text})
+        # As verl appends tool results (tool_agent_loop.py:383-399): the rendered message's tokens
+        # are the prompt's continuation, masked out of the loss.
+        merged, response_mask, response_logprobs = await self.ct_merge_context_msg(
+            previous, agent_data.messages, agent_data.prompt_ids, agent_data.response_mask,
+            agent_data.response_logprobs if agent_data.response_logprobs else None,
+            tools=agent_data._active_tool_schemas)
+        if len(response_mask) >= self.response_length:
+            return _AgentState.TERMINATED
+        agent_data.prompt_ids = merged.token_ids
+        agent_data.response_mask = response_mask
+        if agent_data.response_logprobs:
+            agent_data.response_logprobs = response_logprobs or []
+        agent_data.user_turns += 1
+        return _AgentState.GENERATING

@@ -107,3 +107,16 @@ def test_the_checkpoint_callback_reports_each_save_and_finds_the_checkpoint_verl
     assert RodsCheckpointCallback(config={"trainer": {"resume_mode": "disable", "default_local_dir": str(root)}}
                                   ).resumed_from(verl_client.campaign) is None
     assert os.path.exists(folder / "rods-checkpoint.json")
+
+
+def test_compute_score_of_an_agent_loop_episode_is_the_progress_reward_of_its_turns(verl_client):
+    # What verl's reward loop hands over for a RodsBfclAgentLoop episode: its calls per user turn.
+    with urllib.request.urlopen(f"{EXECUTOR}/seeds?category=base&limit=1") as r:
+        task = json.loads(r.read())["seeds"][0]
+    turns = [[bfcl.call_string(c["name"], c["arguments"]) for c in bfcl.ground_truth_tool_calls(task, t)]
+             for t in range(len(task["ground_truth"]))]
+    n = len(turns)
+    extra = {"task": json.dumps(task), "rods_calls": turns}
+    assert compute_score(DATA_SOURCE, "", None, extra) == {"score": 1.0, "tool_calls": sum(map(len, turns))}
+    skipped = turns[:-1] + [[]]  # the last turn unanswered: the earlier turns keep their state
+    assert compute_score(DATA_SOURCE, "", None, dict(extra, rods_calls=skipped))["score"] == (n - 1) / n
