@@ -70,8 +70,10 @@ BATCH = 4  # prompts a step
 N = 4  # responses a prompt (rollout.n)
 STEPS = int(os.environ.get("RODS_STEPS", "30"))
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "verl_ppo.py"
-SPECIAL = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
-           "</tool_response>"]
+SPECIAL = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Added but not special, as Qwen2.5's tokenizer has them: verl's reward managers decode responses
+# with skip_special_tokens=True (naive.py:119), which must keep the calls.
+MARKERS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 # A Hermes-style chat template (the format of verl's default tool parser, multi_turn.format=hermes):
 # tools in the system message, calls as <tool_call> blocks, tool results in <tool_response>.
 TEMPLATE = """{%- if tools %}<|im_start|>system
@@ -122,6 +124,7 @@ def model_dir(runtime):
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    unk_token="<unk>")
+    fast.add_tokens(MARKERS, special_tokens=False)
     fast.chat_template = TEMPLATE
     folder = runtime / "model"
     fast.save_pretrained(folder)
@@ -408,6 +411,8 @@ def test_dapo_keeps_filtering_and_the_groups_it_drops_are_reported_with_the_step
         # every group written is either trained on or dropped).
         k = buffer.dropped_groups - sum(refills)
         refills.append(k)
+        # Half-solved groups are never dropped: more refills mean the written answers lost their variance.
+        assert len(refills) <= 8, f"DAPO dropped every refill: {buffer.dropped_groups} groups"
         if k:
             written_rollout(next(loader), 1, tokenizer, manager, ledger=ledger, prompts=k,
                             good=lambda i, s: s % 2 == 0)
