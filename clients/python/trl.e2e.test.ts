@@ -137,7 +137,16 @@ beforeAll(async () => {
   mkdirSync(work, { recursive: true });
   loop = await startLiveLoop({
     name: 'trl',
-    campaigns: { live: CONFIG, ranks: CONFIG, resume: CONFIG, example: CONFIG, evaluation: CONFIG },
+    campaigns: {
+      live: CONFIG,
+      ranks: CONFIG,
+      resume: CONFIG,
+      example: CONFIG,
+      evaluation: CONFIG,
+      // Base seeds only: the scripted policy finds a task by its first user turn, which a miss_func
+      // or long_context seed shares with its base task.
+      tools: { ...CONFIG, seeds: { perCategory: 3, categories: ['base'] } },
+    },
     logDir: path.join(work, 'logs'),
   });
   // One tiny model for every run, its tokenizer trained on a pool's tasks and bfcl's function docs.
@@ -433,6 +442,43 @@ describe('TRL GRPOTrainer on the live pool (real trl, torch on CPU)', () => {
     expect([...perStep.entries()].sort((a, b) => a[0] - b[0])).toEqual([1, 2, 3, 4, 5, 6].map((s) => [s, 2]));
     const written = JSON.parse(readFileSync(path.join(work, 'evaluation', 'rods-evaluation.json'), 'utf8'));
     expect(written).toEqual(summary.evaluation);
+  }, 900_000);
+
+  it("a tool-heavy policy in TRL's tool loop: every call of BFCL's ground truth and every user turn played through the executor, progress 1.0 reported as the step's", async () => {
+    const campaign = loop.campaigns.tools!;
+    const trainer = new Trainer(campaign, 'tools', {
+      RODS_MAX_STEPS: '3',
+      RODS_TOOLS: '1',
+      RODS_POLICY: 'oracle',
+    });
+    const episodes: { taskId: string; bfclId: string; calls: number; truthCalls: number; reward: number }[] =
+      [];
+    trainer.child.stdout!.on('data', (d: Buffer) => {
+      for (const m of d.toString().matchAll(/rods-episodes (\[.*\])/g)) episodes.push(...JSON.parse(m[1]!));
+    });
+    await trainer.finished();
+    expect(trainer.summary!.steps).toBe(3);
+    // Seeds by id (a generated task's id is its seed's with a ~ suffix): the oracle plays the seed's truth.
+    const seeds = episodes.filter((e) => !e.taskId.includes('~') && e.bfclId === e.taskId);
+    const calls = episodes.reduce((n, e) => n + e.calls, 0);
+    console.log(
+      `[trl tools] ${episodes.length} episodes, ${calls} tool calls in the executor (${seeds.length} of seed tasks)`,
+    );
+    expect(episodes.length).toBe(3 * 8);
+    // The seeds' episodes: every ground-truth call ran in TRL's tool loop, every turn passed.
+    expect(seeds.length).toBeGreaterThan(0);
+    for (const e of seeds) expect([e.calls, e.reward]).toEqual([e.truthCalls, 1]);
+    await expectStepsClosedInOrder(loop.db, campaign, 3);
+    const accepted = await expectCountedOnce(loop.db, campaign);
+    expect(accepted.every((g) => g.n === G)).toBe(true);
+    const { rows } = await loop.db.query<{ task_id: string; rewards: number[] }>(
+      `select g->>'taskId' as task_id, g->'rewards' as rewards
+         from ingestion_batches b join claim_checks c using (claim_id), jsonb_array_elements((c.body->>'groupsJson')::jsonb) g
+        where b.campaign_id = $1`,
+      [campaign],
+    );
+    for (const id of new Set(seeds.map((e) => e.taskId)))
+      for (const r of rows.filter((x) => x.task_id === id)) expect(r.rewards).toEqual(Array(G).fill(1));
   }, 900_000);
 
   it('the BFCL environment, called as TRL calls it (pytest clients/python/tests/trl in the TRL venv)', async () => {
