@@ -20,10 +20,33 @@ export function parseJsonReply(text: string): JsonParse {
   if (fence) body = fence[1]!.trim();
   if (body === '') return { ok: false, error: 'the reply is empty' };
   try {
-    return { ok: true, value: JSON.parse(body) };
+    return { ok: true, value: JSON.parse(escapeControlsInStrings(body)) };
   } catch (e) {
     return { ok: false, error: `the reply is not JSON (${(e as Error).message})` };
   }
+}
+
+/**
+ * Raw control characters (U+0000-U+001F) inside string literals, escaped as \u00XX: constrained
+ * decoding lets them through (vLLM's xgrammar, in strings bounded by maxLength or minLength) and
+ * JSON.parse refuses them. Outside strings nothing changes, so whatever else is wrong still fails.
+ */
+export function escapeControlsInStrings(body: string): string {
+  let out = '';
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const ch = body[i]!;
+    const code = ch.charCodeAt(0);
+    if (inString && code < 0x20) {
+      out += `\\u${code.toString(16).padStart(4, '0')}`;
+      continue;
+    }
+    out += ch;
+    if (inString && ch === '\\' && i + 1 < body.length)
+      out += body[++i]; // the escaped character, as is
+    else if (ch === '"') inString = !inString;
+  }
+  return out;
 }
 
 /** JSON with object keys sorted at every level: the same value always gives the same text. */
