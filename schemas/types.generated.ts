@@ -361,6 +361,32 @@ export interface StageCompleted {
   occurredAt: number;
 }
 
+/** Curriculum decision: one model stage of a synthesis run failed because the generator's every answer was refused (schema or JSON failure, an answer cut off at max_completion_tokens); it records what the refused requests cost, which no StageCompleted carries. */
+export interface StageFailed {
+  /** Unique id of this event (UUID); consumers deduplicate on it. */
+  eventId: string;
+  /** Id of the campaign the event belongs to. */
+  campaignId: string;
+  /** Id of the synthesis run. */
+  synthesisId: string;
+  /** The stage that failed (the same enum rods.v1.Stage as StageCompleted.stage). */
+  stage: Stage;
+  /** Attempt of the stage, as StageCompleted.attempt. */
+  attempt: number;
+  /** Model the refused answers were requested from; null when unknown. */
+  model: string | null;
+  /** SHA-256 (hex) of the prompt template version used; null when unknown. */
+  promptVersionHash: string | null;
+  /** Why the stage failed, in words (the generator error's message: the issues of the last refused answer); never the raw reply. */
+  reason: string;
+  /** Generator tokens the stage's requests sent (the OpenAI usage field's prompt_tokens, re-asks included); null for a server that reported no usage. */
+  promptTokens: number | null;
+  /** Generator tokens the stage's refused answers used (the OpenAI usage field's completion_tokens); null for a server that reported no usage. */
+  completionTokens: number | null;
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
 /** Summary of the tasks of one band observed in a step. */
 export interface BandSummary {
   /** Tasks observed in the step whose band after the step is this band. */
@@ -611,6 +637,7 @@ export type EventName =
   | 'RolloutGroupScored'
   | 'SeedSelected'
   | 'StageCompleted'
+  | 'StageFailed'
   | 'StepAggregated'
   | 'StepClosed'
   | 'StepSkipped'
@@ -639,6 +666,7 @@ export interface EventPayloads {
   RolloutGroupScored: RolloutGroupScored;
   SeedSelected: SeedSelected;
   StageCompleted: StageCompleted;
+  StageFailed: StageFailed;
   StepAggregated: StepAggregated;
   StepClosed: StepClosed;
   StepSkipped: StepSkipped;
@@ -668,6 +696,7 @@ export const EVENT_NAMES: readonly EventName[] = [
   'RolloutGroupScored',
   'SeedSelected',
   'StageCompleted',
+  'StageFailed',
   'StepAggregated',
   'StepClosed',
   'StepSkipped',

@@ -205,6 +205,20 @@ export const SAMPLE_EVENTS: { [N in EventName]: EventPayloads[N] } = {
     completionTokens: 412,
     occurredAt: at,
   },
+  StageFailed: {
+    eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a41',
+    campaignId,
+    synthesisId: 'synthesis-campaign-7b1f-42-multi_turn_base_17',
+    stage: 'rewrite',
+    attempt: 0,
+    model: 'Qwen/Qwen3-32B',
+    promptVersionHash: '5d41402abc4b2a76b9719d911017c592ae5d41402abc4b2a76b9719d911017c5',
+    reason:
+      'generator output for stage rewrite (Qwen/Qwen3-32B) failed validation 3 time(s): the answer was cut off at max_completion_tokens (4096)',
+    promptTokens: 5120,
+    completionTokens: 12288,
+    occurredAt: at,
+  },
   CandidateValidated: {
     eventId: '0b7e8c1e-57a4-4d0e-9a43-2f1c1d6b1a0f',
     campaignId,
