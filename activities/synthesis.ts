@@ -1,7 +1,8 @@
 // Activities of the synthesis workflow: the LLM stages (activities/llm), the environment
 // executor, the deterministic gates and the outcome. Every stage that succeeds records a
-// StageCompleted event (model, prompt version hash, output hash) in the synthesis' stream; the
-// outcome is CandidateValidated or CandidateRejected. Event ids derive from the synthesis id,
+// StageCompleted event (model, prompt version hash, output hash) in the synthesis' stream, a model
+// stage whose every answer was refused a StageFailed (with its tokens); the outcome is
+// CandidateValidated or CandidateRejected. Event ids derive from the synthesis id,
 // the stage and the attempt, so a retried activity appends nothing twice.
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
@@ -23,7 +24,7 @@ import { inTransaction } from '../platform/store/db.js';
 import type { NewEvent } from '../platform/store/events/event-store.js';
 import { candidateWithHash } from '../platform/store/pool/candidates.js';
 import { recordEventsIn } from '../platform/store/pool/projection.js';
-import type { StageCompleted } from '../schemas/types.generated.js';
+import type { Stage, StageCompleted } from '../schemas/types.generated.js';
 import { evaluationSet } from './eval-set.js';
 import { workerEvent } from './events.js';
 import { type ExecuteResponse, type ExecutorClient, ExecutorError, type Failure } from './executor-client.js';
@@ -206,7 +207,29 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
       }),
     ]);
 
-  /** Runs one LLM stage with heartbeats and records its StageCompleted. */
+  /**
+   * Records a model stage whose every answer was refused, with the error's message and what the
+   * refused answers cost (the cost ledger's only record of them). Its id is the stage run's, so a
+   * retry that fails the same way appends nothing twice.
+   */
+  const recordStageFailed = (ref: StageRef, e: GeneratorOutputError, stage: Stage) =>
+    record(streams.synthesis(ref.synthesisId), [
+      ev('StageFailed', eventIds.stageFailed(ref.synthesisId, e.stage, ref.attempt), {
+        campaignId: ref.campaignId,
+        synthesisId: ref.synthesisId,
+        stage,
+        attempt: ref.attempt,
+        model: e.model || null,
+        promptVersionHash: e.promptHash ?? null,
+        // what a user reads (the issues of the last answer), never the raw reply
+        reason: e.message.slice(0, 2000),
+        promptTokens: e.usage?.promptTokens ?? null,
+        completionTokens: e.usage?.completionTokens ?? null,
+        occurredAt: now(),
+      }),
+    ]);
+
+  /** Runs one LLM stage with heartbeats and records its StageCompleted (or StageFailed). */
   const llm = async <T>(
     ref: StageRef,
     run: (cfg: GeneratorConfig, opts: stages.StageOptions) => Promise<stages.StageResult<T>>,
@@ -221,9 +244,15 @@ export function createSynthesisActivities(deps: SynthesisActivityDeps) {
         seed: samplingSeed(ref),
       });
     } catch (e) {
-      // A stage whose every answer was refused still cost its tokens (the counter; no StageCompleted).
-      if (e instanceof GeneratorOutputError && e.stage in EVENT_STAGE)
-        generatorTokens(EVENT_STAGE[e.stage as PromptName], e.usage);
+      // A stage whose every answer was refused still cost its tokens: counted, then recorded
+      // before the non-retryable failure. When the record fails (PostgreSQL down), its error fails
+      // the activity retryably; a retry, or one after a crash between the record and the throw,
+      // records the same event id, which appends once.
+      if (e instanceof GeneratorOutputError && e.stage in EVENT_STAGE) {
+        const stage = EVENT_STAGE[e.stage as PromptName];
+        generatorTokens(stage, e.usage);
+        await recordStageFailed(ref, e, stage);
+      }
       asFailure(e);
     }
     await recordStage(ref, r.prompt, {

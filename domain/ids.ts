@@ -183,6 +183,9 @@ export const eventIds = {
   synthesisStarted: (synthesisId: string) => derivedUuid('SynthesisStarted', synthesisId),
   stageCompleted: (synthesisId: string, stage: string, attempt: number) =>
     derivedUuid('StageCompleted', synthesisId, stage, attempt),
+  /** A model stage whose every answer was refused (its tokens go to the cost ledger once). */
+  stageFailed: (synthesisId: string, stage: string, attempt: number) =>
+    derivedUuid('StageFailed', synthesisId, stage, attempt),
   candidateRejected: (synthesisId: string) => derivedUuid('CandidateRejected', synthesisId),
   candidateValidated: (synthesisId: string) => derivedUuid('CandidateValidated', synthesisId),
   // the gateway's ingestion (activities/ingestion.ts)

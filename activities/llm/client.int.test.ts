@@ -286,9 +286,12 @@ describe('invalid answers', () => {
       messages,
       schema,
       cfgFor({ headers: fault('malformed'), maxAttempts: 3 }),
+      { promptHash: promptVersion('plan') },
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GeneratorOutputError);
     const e = err as GeneratorOutputError;
+    // the prompt it was asked with, for StageFailed.promptVersionHash
+    expect(e.promptHash).toBe(promptVersion('plan'));
     expect(e.retryable).toBe(false);
     expect(e.name).toBe('GeneratorOutputError');
     expect(e.attempts).toHaveLength(3);

@@ -384,6 +384,7 @@ export async function chatJson<S extends z.ZodType>(
       model,
       refused,
       tokens.reported ? { promptTokens: tokens.prompt, completionTokens: tokens.completion } : null,
+      opts.promptHash,
     );
   } finally {
     if (ticker) clearInterval(ticker);

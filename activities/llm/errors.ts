@@ -44,6 +44,8 @@ export class GeneratorOutputError extends GeneratorError {
     readonly attempts: OutputAttempt[],
     /** The tokens the refused answers cost, as the endpoint reported them (null: it reported none). */
     readonly usage: { promptTokens: number; completionTokens: number } | null = null,
+    /** SHA-256 of the stage's prompt file, when the caller named it (StageFailed.promptVersionHash). */
+    readonly promptHash?: string,
   ) {
     const last = attempts[attempts.length - 1] ?? { raw: '', issues: ['no answer'] };
     super(
