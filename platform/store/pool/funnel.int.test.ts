@@ -1,16 +1,18 @@
 // The synthesis funnel's projection against the query it replaces (every event of the campaign,
 // kept here as the reference): the same rows for runs with re-plans, repairs, Augment variants, a
 // run whose seed id ends in ~miss_param, rejections of one reason at two stages; a batch appended
-// again counts nothing; the migration's backfill gives the projection's rows. And the synthesis
-// latencies: the newest runs, as the query over every event gave them.
+// again counts nothing; the migration's backfill gives the projection's rows. A failed stage's
+// tokens (StageFailed) join the cost ledger once. And the synthesis latencies: the newest runs, as
+// the query over every event gave them.
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { workerEvent } from '../../../activities/events.js';
-import { synthesisFunnel } from '../../../analysis/status/funnel.js';
-import { streams } from '../../../domain/ids.js';
+import { generatorCost, synthesisFunnel } from '../../../analysis/status/funnel.js';
+import { eventIds, streams } from '../../../domain/ids.js';
 import { migrationUp, withScratchSchema } from '../../../test/support/store/migration-scratch.js';
 import { promptVersion } from '../../config/prompts.js';
+import { insertPlan } from '../campaign-plans.js';
 import { createPool } from '../db.js';
 import { synthesisLatencyRows } from '../events/campaign-reads.js';
 import type { NewEvent } from '../events/event-store.js';
@@ -346,5 +348,87 @@ describe('synthesis funnel projection', () => {
     expect(newest.map((r) => r.synthesis_id).sort()).toEqual([E, M].sort());
     expect(newest).toEqual(all.filter((r) => r.synthesis_id === E || r.synthesis_id === M));
     expect(newest[0]).toMatchObject({ seed: expect.any(String), step: '1' });
+  });
+
+  it('adds a failed stage’s tokens to the cost ledger once, beside the completions, as the backfill does', async () => {
+    const C = `tokens-${randomUUID().slice(0, 8)}`;
+    const S = `${C}:1:s1`;
+    const at = { campaignId: C, synthesisId: S, occurredAt: Date.now() };
+    const started = workerEvent('SynthesisStarted', eventIds.synthesisStarted(S), {
+      ...at,
+      seedTaskId: 's1',
+      selectionEventId: randomUUID(),
+      generatorModel: 'gen',
+    });
+    const completed = workerEvent('StageCompleted', eventIds.stageCompleted(S, 'plan', 1), {
+      ...at,
+      stage: 'plan',
+      attempt: 1,
+      model: 'gen',
+      promptVersionHash: H.plan,
+      outputHash: 'o'.repeat(64),
+      promptTokens: 100,
+      completionTokens: 20,
+    });
+    const failed = (
+      prompt: string,
+      stage: 'plan' | 'rewrite' | 'critique',
+      attempt: number,
+      tokens: [number, number] | null,
+    ) =>
+      workerEvent('StageFailed', eventIds.stageFailed(S, prompt, attempt), {
+        ...at,
+        stage,
+        attempt,
+        model: 'gen',
+        promptVersionHash: H.plan,
+        reason: `generator output for stage ${prompt} (gen) failed validation 3 time(s): the answer was cut off at max_completion_tokens (4096)`,
+        promptTokens: tokens?.[0] ?? null,
+        completionTokens: tokens?.[1] ?? null,
+      });
+    const events = [
+      started,
+      completed,
+      // a re-plan whose every answer was refused: the plan row, beside the completion
+      failed('plan', 'plan', 2, [400, 80]),
+      // a stage that only failed: a row of its own
+      failed('rewrite', 'rewrite', 1, [3000, 12288]),
+      // a server that reported no usage: nothing to add
+      failed('judge', 'critique', 1, null),
+    ];
+    for (const e of events) await recordEvents(pool, streams.synthesis(S), [e]);
+    // Recorded again (an activity retried after its record committed, or a crash between the record
+    // and the failure): appended once, counted once.
+    for (const e of events)
+      expect((await recordEvents(pool, streams.synthesis(S), [e])).appended).toBe(false);
+    const ledger = [
+      { stage: 'plan', stages: 1, failed: 1, promptTokens: 500, completionTokens: 100 },
+      { stage: 'rewrite', stages: 0, failed: 1, promptTokens: 3000, completionTokens: 12288 },
+    ];
+    expect(await synthesisTokens(pool, C)).toEqual(ledger);
+    // A failed stage is no completion: the funnel counts the plan's completion only.
+    expect(await synthesisFunnel(pool, C)).toMatchObject({ planned: 1, rewritten: 0, judged: 0 });
+    // Every cost per outcome reads the ledger, so the failed runs' tokens are in each of them.
+    await insertPlan(pool, C, 1, {}, { useful: 2 });
+    const total = 500 + 100 + 3000 + 12288;
+    expect(await generatorCost(pool, C, { selected: 1, validated: 1, injected: 1 })).toMatchObject({
+      tokens: { prompt: 3500, completion: 12388, total },
+      perSelected: total,
+      useful: 2,
+      perUseful: total / 2,
+    });
+
+    // The migrations' backfill over the campaign's events gives the rows the projection kept.
+    await withScratchSchema(owner, { events: `payload->>'campaignId' = '${C}'` }, async (c, schema) => {
+      await c.query(migrationUp('0027_synthesis_tokens.sql'));
+      await c.query(migrationUp('0030_synthesis_tokens_failed.sql'));
+      const cols = 'stage, stages::int, failed::int, prompt_tokens::int, completion_tokens::int';
+      const rows = (s: string) =>
+        c
+          .query(`select ${cols} from ${s}.synthesis_tokens where campaign_id = $1 order by stage`, [C])
+          .then((r) => r.rows);
+      expect(await rows(schema)).toEqual(await rows('public'));
+      expect(await rows(schema)).toHaveLength(2);
+    });
   });
 });

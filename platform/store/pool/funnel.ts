@@ -100,29 +100,36 @@ export async function recordFunnelEvent(c: pg.ClientBase, type: string, payload:
       );
     return;
   }
-  if (type === 'StageCompleted') {
-    if (typeof p.synthesisId === 'string' && typeof p.stage === 'string')
+  if (type === 'StageCompleted' || type === 'StageFailed') {
+    // Only a completion reaches its stage in the funnel; a failed stage's run is rejected after it.
+    if (type === 'StageCompleted' && typeof p.synthesisId === 'string' && typeof p.stage === 'string')
       await markStage(c, campaignId, {
         synthesisId: p.synthesisId,
         stage: p.stage,
         model: p.model,
         promptVersionHash: p.promptVersionHash,
       });
-    // Its generator tokens (StageCompleted v2; a stage without a model, or an older event, has none).
-    if (typeof p.stage === 'string' && typeof p.promptTokens === 'number')
+    // Its generator tokens (StageCompleted v2, StageFailed; a stage without a model, or an older
+    // event, has none). `stages` counts completions, `failed` failed runs (migration 0030).
+    if (typeof p.stage === 'string' && typeof p.promptTokens === 'number') {
+      const failed = type === 'StageFailed' ? 1 : 0;
       await c.query(
-        `insert into synthesis_tokens as t (campaign_id, stage, stages, prompt_tokens, completion_tokens)
-         values ($1, $2, 1, $3, $4)
-         on conflict (campaign_id, stage) do update set stages = t.stages + 1,
+        `insert into synthesis_tokens as t (campaign_id, stage, stages, failed, prompt_tokens, completion_tokens)
+         values ($1, $2, $3, $4, $5, $6)
+         on conflict (campaign_id, stage) do update set stages = t.stages + excluded.stages,
+           failed = t.failed + excluded.failed,
            prompt_tokens = t.prompt_tokens + excluded.prompt_tokens,
            completion_tokens = t.completion_tokens + excluded.completion_tokens`,
         [
           campaignId,
           p.stage,
+          1 - failed,
+          failed,
           p.promptTokens,
           typeof p.completionTokens === 'number' ? p.completionTokens : 0,
         ],
       );
+    }
     return;
   }
   if (!COUNTED.has(type)) return;
@@ -178,14 +185,16 @@ export interface StageTokens {
   stage: string;
   /** Stage completions that reported usage. */
   stages: number;
+  /** Failed stage runs (every answer refused: StageFailed) that reported usage; their tokens are in the sums. */
+  failed: number;
   promptTokens: number;
   completionTokens: number;
 }
 
-/** The generator's tokens of the campaign per synthesis stage (one row per stage). */
+/** The generator's tokens of the campaign per synthesis stage (one row per stage), failed runs' included. */
 export async function synthesisTokens(db: Queryable, campaignId: string): Promise<StageTokens[]> {
   const { rows } = await db.query<StageTokens>(
-    `select stage, stages::int as stages, prompt_tokens::float8 as "promptTokens",
+    `select stage, stages::int as stages, failed::int as failed, prompt_tokens::float8 as "promptTokens",
             completion_tokens::float8 as "completionTokens"
        from synthesis_tokens where campaign_id = $1 order by stage`,
     [campaignId],

@@ -34,6 +34,7 @@ export const POOL_EVENT_TYPES = [
   'SeedSelected',
   'SynthesisStarted',
   'StageCompleted',
+  'StageFailed',
 ] as const;
 
 async function bumpVersion(

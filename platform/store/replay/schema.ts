@@ -42,7 +42,7 @@ const COMPARED: Record<string, string> = {
   seed_rejection_runs: 'campaign_id, seed_task_id, run, reasons, has_validated',
   synthesis_funnel_marks: 'campaign_id, run_id, stage, no_model, hashes',
   synthesis_funnel_counts: 'campaign_id, type, stage, key, hashes, n',
-  synthesis_tokens: 'campaign_id, stage, stages, prompt_tokens, completion_tokens',
+  synthesis_tokens: 'campaign_id, stage, stages, failed, prompt_tokens, completion_tokens',
   // Not the times: replay records when it ran, not when the run was selected.
   open_syntheses:
     'campaign_id, synthesis_id, legacy_id, seed_task_id, step, started_at is not null as started',
@@ -60,11 +60,17 @@ export async function prepareReplaySchema(
   campaignId: string,
   fresh: boolean,
 ): Promise<Cursor & { events: number }> {
-  // A rebuild from before a projection table existed (config versions, seed runs, the funnel):
-  // start it again.
+  // A rebuild from before a projection table or column existed (config versions, seed runs, the
+  // funnel, synthesis_tokens.failed): start it again.
   const exists = await c.query<{ ok: boolean }>(
-    'select bool_and(to_regclass(t) is not null) as ok from unnest($1::text[]) t',
-    [PROJECTION_TABLES.map((t) => `${schema}.${t}`)],
+    `select bool_and(to_regclass(t) is not null) as ok from unnest($1::text[]) t
+      where not exists (
+        select table_name, column_name from information_schema.columns
+         where table_schema = 'public' and table_name = any($2::text[])
+        except
+        select table_name, column_name from information_schema.columns
+         where table_schema = $3 and table_name = any($2::text[]))`,
+    [PROJECTION_TABLES.map((t) => `${schema}.${t}`), PROJECTION_TABLES, schema],
   );
   if (exists.rows[0]?.ok && !fresh) {
     const cp = await c
