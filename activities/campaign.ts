@@ -112,12 +112,15 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
         'CandidateValidated',
         'CandidateRejected',
         'StageCompleted',
+        'StageFailed',
       ]);
-      const outcome = rows.find((r) => r.type !== 'StageCompleted');
+      const outcome = rows.find((r) => r.type === 'CandidateValidated' || r.type === 'CandidateRejected');
       if (outcome?.type === 'CandidateValidated')
         return { synthesisId, outcome: 'validated', candidateId: outcome.payload.candidateId };
-      if (outcome) return { synthesisId, outcome: 'rejected', reasonCode: outcome.payload.reasonCode };
-      const last = rows.filter((r) => r.type === 'StageCompleted').at(-1)?.payload.stage;
+      if (outcome?.type === 'CandidateRejected')
+        return { synthesisId, outcome: 'rejected', reasonCode: outcome.payload.reasonCode };
+      // The stage it stopped in: one that failed (StageFailed), else the one after the last completed.
+      const last = rows.at(-1);
       const reasonCode = END_REASON[input.ended];
       await recordEventsIn(c, stream, [
         workerEvent('CandidateRejected', eventIds.candidateRejected(synthesisId), {
@@ -125,7 +128,10 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
           synthesisId,
           candidateId: null,
           seedTaskId: input.seedTaskId,
-          stage: (last && STAGE_AFTER[last]) || 'plan',
+          stage:
+            last?.type === 'StageFailed'
+              ? last.payload.stage
+              : (last?.type === 'StageCompleted' && STAGE_AFTER[last.payload.stage]) || 'plan',
           reasonCode,
           reason: `the synthesis workflow ended without an outcome (${input.ended}): ${input.reason}`.slice(
             0,
