@@ -8,6 +8,7 @@ import { defineConfig } from 'vitest/config';
 export const MOCKING_UNIT_TESTS = [
   'domain/step-plan-callers.unit.test.ts',
   'activities/synthesis-tokens.unit.test.ts',
+  'activities/campaign-settle.unit.test.ts',
 ];
 const EXCLUDE = ['node_modules/**', '.stack/**'];
 

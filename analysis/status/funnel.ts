@@ -64,7 +64,7 @@ export async function synthesisFunnel(
 
 /** What the generator cost the campaign in tokens, and per funnel outcome. */
 export interface GeneratorCost {
-  /** Tokens of every synthesis stage that reported usage (StageCompleted v2). */
+  /** Tokens of every synthesis stage that reported usage (StageCompleted v2), failed ones included (StageFailed). */
   tokens: { prompt: number; completion: number; total: number };
   byStage: StageTokens[];
   /** Total tokens per selected run, per validated candidate, per injected task (null: none yet). */
