@@ -321,6 +321,7 @@ export function vllmService(env: NodeJS.ProcessEnv = process.env): Service {
     start,
     probe,
     async ready() {
+      if (!pid()) return 'not started by this stack: its model and venv are not ours to tell';
       if (vllmVenvCurrent()) return `venv matches infra/vllm/requirements.txt; ${sizeNote(s)}`;
       return 'WARNING: .stack/vllm-venv was not built from the current infra/vllm/requirements.txt: `npm run stack:down -- --vllm` and up again to rebuild it';
     },
