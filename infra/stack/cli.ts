@@ -24,35 +24,59 @@ import {
 } from './secure.js';
 import type { Service } from './service.js';
 import { temporalService } from './temporal.js';
+import { vllmService } from './vllm.js';
 
 export function services(opts: { upgradeRunning?: boolean } = {}): Service[] {
   return [postgresService(opts), kafkaService(), temporalService(), executorService()];
 }
 
+/** The services `up` starts without --services. */
 export const SERVICE_NAMES = ['postgres', 'kafka', 'temporal', 'executor'] as const;
+/**
+ * Services started only when asked for (`--vllm` or `--services vllm`): vLLM is a 6 GB install
+ * and takes minutes to start. `down` and `status` include it whenever ours runs.
+ */
+export const OPT_IN_SERVICE_NAMES = ['vllm'] as const;
+const ALL_NAMES: readonly string[] = [...SERVICE_NAMES, ...OPT_IN_SERVICE_NAMES];
+
+export interface PickOptions {
+  upgradeRunning?: boolean;
+  /** `--vllm`: add vLLM to the services picked. */
+  vllm?: boolean;
+  /** `down`, `status`: add an opt-in service whose process of ours runs. */
+  running?: boolean;
+}
 
 /**
  * `--services a,b`: the services of that list, by name (each machine of a deployment runs its
- * own: the backing services on one, the executor beside the worker on another). None: all.
+ * own: the backing services on one, the executor beside the worker on another). None: all but
+ * the opt-in ones.
  */
-export function pickServices(list: string | undefined, opts: { upgradeRunning?: boolean } = {}): Service[] {
-  if (list === undefined) return services(opts);
-  const names = list
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const unknown = names.filter((n) => !(SERVICE_NAMES as readonly string[]).includes(n));
+export function pickServices(list: string | undefined, opts: PickOptions = {}): Service[] {
+  const names =
+    list === undefined
+      ? [...SERVICE_NAMES]
+      : list
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
+  const unknown = names.filter((n) => !ALL_NAMES.includes(n));
   if (unknown.length > 0 || names.length === 0)
     throw new StackError(
-      `--services takes a comma-separated list of ${SERVICE_NAMES.join(', ')}; got ${JSON.stringify(list)}`,
+      `--services takes a comma-separated list of ${ALL_NAMES.join(', ')}; got ${JSON.stringify(list)}`,
     );
   const make: Record<string, () => Service> = {
     postgres: () => postgresService(opts),
     kafka: kafkaService,
     temporal: temporalService,
     executor: executorService,
+    vllm: () => vllmService(),
   };
-  return SERVICE_NAMES.filter((n) => names.includes(n)).map((n) => make[n]!());
+  const vllm =
+    opts.vllm ||
+    names.includes('vllm') ||
+    (opts.running && list === undefined && vllmService().pid() !== undefined);
+  return ALL_NAMES.filter((n) => names.includes(n) || (n === 'vllm' && vllm)).map((n) => make[n]!());
 }
 
 export interface ServiceStatus {
@@ -230,7 +254,8 @@ async function main(argv: string[]): Promise<void> {
   loadSecretFiles(); // DATABASE_URL_FILE names a database elsewhere: probed, not started here
   const program = new Command('stack')
     .description(
-      'Manage the local rods stack: PostgreSQL 15, Kafka (KRaft) and the Temporal dev server on loopback.\n' +
+      'Manage the local rods stack: PostgreSQL 15, Kafka (KRaft), the Temporal dev server and the environment\n' +
+        'executor on loopback; with --vllm (opt-in) also vLLM as the generator (an OpenAI-compatible server).\n' +
         'With --secure, the secured stack in .stack/secure: Kafka SASL_SSL with SCRAM and ACLs, PostgreSQL\n' +
         'TLS-only (verify-full), Temporal behind nginx demanding a client certificate, the executor with a\n' +
         'token; certificates and passwords in .stack/secure/secrets, its settings in .stack/secure/env.sh.',
@@ -239,7 +264,12 @@ async function main(argv: string[]): Promise<void> {
   const secureOpt = '--secure';
   const secureHelp = 'the secured stack (.stack/secure; see above)';
   const servicesOpt = '--services <list>';
-  const servicesHelp = `only these services (comma-separated: ${SERVICE_NAMES.join(', ')}); default all`;
+  const servicesHelp = `only these services (comma-separated: ${ALL_NAMES.join(', ')}); default all but vllm`;
+  const vllmOpt = '--vllm';
+  const vllmHelp =
+    'also vLLM (opt-in: a 6.3 GB venv built once, about 5 minutes; 1 to 2 minutes to start, about 4 GB of memory): ' +
+    'its OpenAI-compatible server on 127.0.0.1:$RODS_VLLM_PORT (8000), a tiny local model or RODS_VLLM_MODEL=DIR';
+  type Opts = { services?: string; vllm?: boolean };
   program
     .command('up')
     .description(
@@ -248,21 +278,32 @@ async function main(argv: string[]): Promise<void> {
     // Also upgrades a running PostgreSQL set up by an older version (passwords, roles, grants).
     .option(secureOpt, secureHelp)
     .option(servicesOpt, servicesHelp)
-    .action(async (opts: { services?: string }) => up(pickServices(opts.services, { upgradeRunning: true })));
+    .option(vllmOpt, vllmHelp)
+    .action(async (opts: Opts) =>
+      up(pickServices(opts.services, { upgradeRunning: true, vllm: opts.vllm ?? false })),
+    );
   program
     .command('down')
-    .description('stop exactly the processes `up` started (by pid file and command line), never others')
+    .description(
+      'stop exactly the processes `up` started (by pid file and command line), never others; vLLM too when ours runs',
+    )
     .option(secureOpt, secureHelp)
     .option(servicesOpt, servicesHelp)
-    .action(async (opts: { services?: string }) => down(pickServices(opts.services)));
+    .option(vllmOpt, 'also vLLM (stopped anyway without --services when ours runs)')
+    .action(async (opts: Opts) =>
+      down(pickServices(opts.services, { vllm: opts.vllm ?? false, running: true })),
+    );
   program
     .command('status')
-    .description('probe every service with a real request; exit 1 if any does not answer')
+    .description(
+      'probe every service with a real request (vLLM too when ours runs or with --vllm); exit 1 if any does not answer',
+    )
     .option('--json', 'print a JSON array of {service, endpoint, managed, pid, answering, detail}')
     .option(secureOpt, secureHelp)
     .option(servicesOpt, servicesHelp)
-    .action(async (opts: { json?: boolean; services?: string }) => {
-      const rows = await status(pickServices(opts.services));
+    .option(vllmOpt, 'also vLLM (shown anyway without --services when ours runs)')
+    .action(async (opts: Opts & { json?: boolean }) => {
+      const rows = await status(pickServices(opts.services, { vllm: opts.vllm ?? false, running: true }));
       if (opts.json) console.log(JSON.stringify(rows, null, 2));
       else printTable(rows);
       if (rows.some((r) => !r.answering)) process.exitCode = 1;

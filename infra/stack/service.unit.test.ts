@@ -30,9 +30,21 @@ describe('stack --services', () => {
     expect(pickServices('executor').map((s) => s.name)).toEqual(['executor']);
   });
 
+  it('vLLM is opt-in: --vllm adds it, --services names it', () => {
+    expect(pickServices(undefined, { vllm: true }).map((s) => s.name)).toEqual([
+      'postgres',
+      'kafka',
+      'temporal',
+      'executor',
+      'vllm',
+    ]);
+    expect(pickServices('vllm').map((s) => s.name)).toEqual(['vllm']);
+    expect(pickServices('executor', { vllm: true }).map((s) => s.name)).toEqual(['executor', 'vllm']);
+  });
+
   it('refuses a name it does not know, and an empty list', () => {
     expect(() => pickServices('postgres,redis')).toThrow(
-      /--services takes .*postgres, kafka, temporal, executor/,
+      /--services takes .*postgres, kafka, temporal, executor, vllm/,
     );
     expect(() => pickServices(',')).toThrow(/--services/);
   });

@@ -1,0 +1,20 @@
+import { defineConfig } from 'vitest/config';
+
+// The real-vLLM test (infra/stack/vllm.int.test.ts, which vitest.config.ts excludes): not part of
+// `npm test` yet (vLLM is a 6.3 GB install built once, and takes one to two minutes to start on
+// two cores). Run it with
+//   npx vitest run --config vitest.vllm.config.ts
+// Its global setup starts vLLM alone (as `npm run stack:up -- --services vllm`), or reuses a
+// running one; no PostgreSQL, Kafka, Temporal or executor is needed. `npm run stack:down` stops it.
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    globalSetup: ['test/vllm-global-setup.ts'],
+    include: ['infra/stack/vllm.int.test.ts'],
+    exclude: ['node_modules/**', '.stack/**'],
+    testTimeout: 300_000,
+    // The first run builds the venv (about 5 minutes) and the server starts (up to 10).
+    hookTimeout: 30 * 60_000,
+    fileParallelism: false,
+  },
+});
