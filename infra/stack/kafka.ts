@@ -34,6 +34,8 @@ import {
 import { manages, type Probe, type Service } from './service.js';
 
 const NAME = 'kafka';
+// Kafka's default, stated: each is a network processor with a TLS factory of its own (rotate()).
+const NETWORK_THREADS = 3;
 const POM = path.join(paths.root, 'infra', 'kafka', 'pom.xml');
 
 function kafkaVersion(): string {
@@ -177,6 +179,7 @@ export function kafkaService(): Service {
               'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
             ]),
         `log.dirs=${n.dataDir}`,
+        `num.network.threads=${NETWORK_THREADS}`,
         'num.partitions=1',
         `default.replication.factor=${replicas}`,
         `min.insync.replicas=${minIsr}`,
@@ -405,8 +408,12 @@ export function kafkaService(): Service {
           security: loadKafkaSecurity({ KAFKA_CLIENT_PROPERTIES: f.kafkaAdminProperties }),
         },
       );
+      // Every network processor of the node must have reloaded: twice as many connections in a
+      // row as there are processors (handed out round-robin) present the new certificate.
       for (const n of up)
-        await untilServing(`Kafka node ${n.id}`, () => servedFingerprint(n.host, n.port), expected);
+        await untilServing(`Kafka node ${n.id}`, () => servedFingerprint(n.host, n.port), expected, {
+          consecutive: 2 * NETWORK_THREADS,
+        });
       return `${up.length} node(s) reloaded their keystore and present ${expected.slice(0, 11)}`;
     },
     async stop() {

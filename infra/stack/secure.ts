@@ -184,27 +184,40 @@ export async function servedFingerprint(
   });
 }
 
-/** Polls until the server at host:port presents the certificate `expected` (a fingerprint). */
+/**
+ * Polls until the server at host:port presents the certificate `expected` (a fingerprint) on
+ * `consecutive` new connections in a row. More than one where a server reloads per worker: each of
+ * Kafka's network processors has a TLS factory of its own (kafka SocketServer.scala, Processor's
+ * `createSelector` registers each channel builder as a Reconfigurable) and takes the new keystore in
+ * turn, while the acceptor hands connections to processors round-robin; one new certificate seen
+ * says only that one processor reloaded.
+ */
 export async function untilServing(
   what: string,
   served: () => Promise<string>,
   expected: string,
-  timeoutMs = 30_000,
+  opts: { timeoutMs?: number; consecutive?: number } = {},
 ): Promise<void> {
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const consecutive = opts.consecutive ?? 1;
   const deadline = Date.now() + timeoutMs;
   let last = '';
+  let streak = 0;
   for (;;) {
     try {
       last = await served();
-      if (last === expected) return;
     } catch (e) {
       last = (e as Error).message;
     }
+    streak = last === expected ? streak + 1 : 0;
+    if (streak >= consecutive) return;
     if (Date.now() > deadline)
       throw new Error(
-        `${what} still presents ${last} ${timeoutMs / 1000} s after the rotation, not ${expected}`,
+        `${what} still presents ${last} ${timeoutMs / 1000} s after the rotation, not ${expected}` +
+          (consecutive > 1 ? ` on ${consecutive} connections in a row` : ''),
       );
-    await new Promise((r) => setTimeout(r, 250));
+    // The next connection at once while the new certificate is seen (another worker may answer it).
+    if (streak === 0) await new Promise((r) => setTimeout(r, 250));
   }
 }
 
