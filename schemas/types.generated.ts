@@ -212,6 +212,116 @@ export interface DeadLettered {
   occurredAt: number;
 }
 
+/** Accuracy of one category. */
+export interface EvaluationCategory {
+  /** BFCL multi-turn category. */
+  category: string;
+  /** Tasks the checker found valid. */
+  correct: number;
+  /** Tasks scored. */
+  total: number;
+}
+
+/** Evaluation: every task of the evaluation was scored; accuracy per category and overall. */
+export interface EvaluationCompleted {
+  /** Unique id of this event (UUID, derived from the evaluation and what the event records: recorded once). */
+  eventId: string;
+  /** Id of the evaluation (one scoring of one endpoint on one task set). */
+  evaluationId: string;
+  /** Id of the campaign whose checkpoint is evaluated. */
+  campaignId: string;
+  /** Per category, in the order of the evaluation's tasks. */
+  categories: EvaluationCategory[];
+  /** Valid tasks over all categories. */
+  correct: number;
+  /** Tasks scored over all categories. */
+  total: number;
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
+/** Evaluation: it ended without scoring every task, with the reason (an endpoint that stayed unreachable or refused, an unknown task); tasks already scored stay recorded. */
+export interface EvaluationFailed {
+  /** Unique id of this event (UUID, derived from the evaluation and what the event records: recorded once). */
+  eventId: string;
+  /** Id of the evaluation (one scoring of one endpoint on one task set). */
+  evaluationId: string;
+  /** Id of the campaign whose checkpoint is evaluated. */
+  campaignId: string;
+  /** Why it ended, in words (never a credential). */
+  reason: string;
+  /** Tasks scored before it ended. */
+  scored: number;
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
+/** One task of the evaluation set. */
+export interface EvaluationTask {
+  /** BFCL task id (e.g. multi_turn_base_150). */
+  taskId: string;
+  /** BFCL multi-turn category (base, miss_func, miss_param, long_context). */
+  category: string;
+}
+
+/** Evaluation: a checkpoint's policy, served by an OpenAI-compatible endpoint, is scored on BFCL's held-out multi-turn tasks (the contamination gate's evaluation set) with bfcl-eval's own multi-turn inference and checker; this records what is scored, against what, and the training data behind it (the checkpoint's manifest root). */
+export interface EvaluationStarted {
+  /** Unique id of this event (UUID, derived from the evaluation and what the event records: recorded once). */
+  eventId: string;
+  /** Id of the evaluation (one scoring of one endpoint on one task set). */
+  evaluationId: string;
+  /** Id of the campaign whose checkpoint is evaluated. */
+  campaignId: string;
+  /** The checkpoint evaluated (CheckpointSaved.checkpointId), or null for an endpoint evaluated without one (a base model). */
+  checkpointId: string | null;
+  /** The checkpoint's trainer step; null without a checkpoint. */
+  trainerStep: number | null;
+  /** Merkle root of the checkpoint's manifest (CheckpointSaved.manifestRoot): what the scored policy was trained on; null without a checkpoint. */
+  manifestRoot: string | null;
+  /** Base URL of the OpenAI-compatible endpoint serving the policy (no credentials). */
+  endpoint: string;
+  /** Model name sent to the endpoint. */
+  model: string;
+  /** Version of the bfcl-eval package whose inference loop and checker score the tasks. */
+  bfclEvalVersion: string;
+  /** The tasks to score, in the order they are scored. */
+  tasks: EvaluationTask[];
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
+/** Evaluation: one held-out task scored by bfcl-eval's multi-turn checker after bfcl-eval's inference loop ran it against the endpoint. */
+export interface EvaluationTaskScored {
+  /** Unique id of this event (UUID, derived from the evaluation and what the event records: recorded once). */
+  eventId: string;
+  /** Id of the evaluation (one scoring of one endpoint on one task set). */
+  evaluationId: string;
+  /** Id of the campaign whose checkpoint is evaluated. */
+  campaignId: string;
+  /** BFCL task id. */
+  taskId: string;
+  /** BFCL multi-turn category of the task. */
+  category: string;
+  /** The checker's verdict: every turn's state and results match the ground truth. */
+  valid: boolean;
+  /** The checker's error type for an invalid answer; null when valid. */
+  errorType: string | null;
+  /** The checker's message for an invalid answer (capped); null when valid. */
+  error: string | null;
+  /** User turns the inference loop ran. */
+  turns: number;
+  /** Tool calls the policy made. */
+  toolCalls: number;
+  /** Prompt tokens the endpoint reported over the task's requests; null when it reported none. */
+  promptTokens: number | null;
+  /** Completion tokens the endpoint reported; null when it reported none. */
+  completionTokens: number | null;
+  /** Wall time of the task's inference and check, in milliseconds. */
+  durationMs: number;
+  /** When the event happened, in milliseconds since the Unix epoch (UTC). */
+  occurredAt: number;
+}
+
 /** Relay: an event-store event too large for its Kafka topic, published in its place. The event itself stays in the event store (read it by stream and version, or by event id); size and SHA-256 are those of the record it would have been. */
 export interface EventReferenced {
   /** Id of the stored event this record stands for; consumers deduplicate on it as on the event itself. */
@@ -632,6 +742,10 @@ export type EventName =
   | 'CandidateValidated'
   | 'CheckpointSaved'
   | 'DeadLettered'
+  | 'EvaluationCompleted'
+  | 'EvaluationFailed'
+  | 'EvaluationStarted'
+  | 'EvaluationTaskScored'
   | 'EventReferenced'
   | 'PoolPruned'
   | 'RolloutGroupScored'
@@ -661,6 +775,10 @@ export interface EventPayloads {
   CandidateValidated: CandidateValidated;
   CheckpointSaved: CheckpointSaved;
   DeadLettered: DeadLettered;
+  EvaluationCompleted: EvaluationCompleted;
+  EvaluationFailed: EvaluationFailed;
+  EvaluationStarted: EvaluationStarted;
+  EvaluationTaskScored: EvaluationTaskScored;
   EventReferenced: EventReferenced;
   PoolPruned: PoolPruned;
   RolloutGroupScored: RolloutGroupScored;
@@ -691,6 +809,10 @@ export const EVENT_NAMES: readonly EventName[] = [
   'CandidateValidated',
   'CheckpointSaved',
   'DeadLettered',
+  'EvaluationCompleted',
+  'EvaluationFailed',
+  'EvaluationStarted',
+  'EvaluationTaskScored',
   'EventReferenced',
   'PoolPruned',
   'RolloutGroupScored',
