@@ -132,6 +132,8 @@ export const streams = {
   steps: (campaignId: string) => `steps-${campaignId}`,
   /** The trainer's saved checkpoints (CheckpointSaved), recorded by the gateway. */
   checkpoints: (campaignId: string) => `checkpoints-${campaignId}`,
+  /** One evaluation of a checkpoint (domain/evaluation.ts): its start, scored tasks and outcome. */
+  evaluation: (evaluationId: string) => `evaluation-${evaluationId}`,
 };
 
 /**
@@ -162,6 +164,8 @@ export const workflowIds = {
   ingestion: (campaignId: string, step: number, batchId: string) => `ingest:${campaignId}:${step}:${batchId}`,
   /** `rods doctor`'s round trip. */
   doctor: (token: string) => `doctor-${token}`,
+  /** One evaluation of a checkpoint: its id is the evaluation's. */
+  evaluation: (evaluationId: string) => `evaluation-${evaluationId}`,
 };
 
 /** Name-based event ids, one builder per kind of event and producer. */
@@ -214,6 +218,12 @@ export const eventIds = {
   /** A task's statistics after the last RolloutGroupScored of a campaign applied to it. */
   taskStatsUpdated: (campaignId: string, lastGroupEventId: string) =>
     derivedUuid('TaskStatsUpdated', campaignId, lastGroupEventId),
+  // an evaluation of a checkpoint (activities/evaluation.ts): each task is scored once
+  evaluationStarted: (evaluationId: string) => derivedUuid('EvaluationStarted', evaluationId),
+  evaluationTaskScored: (evaluationId: string, taskId: string) =>
+    derivedUuid('EvaluationTaskScored', evaluationId, taskId),
+  evaluationCompleted: (evaluationId: string) => derivedUuid('EvaluationCompleted', evaluationId),
+  evaluationFailed: (evaluationId: string) => derivedUuid('EvaluationFailed', evaluationId),
   // the dead-letter path (platform/kafka/dlq.ts): derived from the source position
   deadLettered: (topic: string, partition: number, offset: string | number, code: string) =>
     derivedUuid('DeadLettered', topic, partition, String(offset), code),

@@ -88,6 +88,8 @@ describe('stream names, prefixes and workflow ids', () => {
   });
 });
 
+const EV = 'c1~run-1-step-5~0123456789ab';
+
 describe('derived ids', () => {
   it('keep the recorded values', () => {
     expect({
@@ -116,6 +118,10 @@ describe('derived ids', () => {
       rolloutBatchClaim: rolloutBatchClaimId(C, 3, 'b1'),
       openLineageRun: openLineageRunId(C, LEGACY_S),
       checkpointSaved: eventIds.checkpointSaved(C, 'run-1-step-5'),
+      evaluationStarted: eventIds.evaluationStarted(EV),
+      evaluationTaskScored: eventIds.evaluationTaskScored(EV, 'multi_turn_base_150'),
+      evaluationCompleted: eventIds.evaluationCompleted(EV),
+      evaluationFailed: eventIds.evaluationFailed(EV),
     }).toEqual({
       campaignStarted: 'e297dd2c-b794-8c7f-bac3-75587dfd2904',
       taskSeeded: '83545dc7-c8e7-81b4-beac-60c7bb674cd8',
@@ -142,6 +148,10 @@ describe('derived ids', () => {
       rolloutBatchClaim: '859a0ef9-a333-8317-a424-5a7c44366e70',
       openLineageRun: '181aa3b6-6188-8aca-a1b7-29028c3d0e3a',
       checkpointSaved: '92588258-32f7-8813-82d4-184d202cffe6',
+      evaluationStarted: '33ab7b99-f37d-830a-8c45-f5d1f953fe3a',
+      evaluationTaskScored: '40697716-3b9e-87b9-ab68-aed7602bbd42',
+      evaluationCompleted: 'a705a18f-d380-82f0-b563-493a630ba492',
+      evaluationFailed: '340978bc-63be-8542-bb2d-ea1e5dd37f18',
     });
     // a numeric offset names the same dead letter as its string form
     expect(eventIds.deadLettered('rods.rewards.v1', 2, 1234, 'unknown-fingerprint')).toBe(
