@@ -103,6 +103,31 @@ export interface ExecuteRequest {
   timeout_ms?: number;
 }
 
+/** `POST /evaluations/task`: one held-out task run by bfcl-eval's inference loop and checker. */
+export interface EvaluateTaskRequest {
+  taskId: string;
+  category: SeedCategory;
+  endpoint: { baseUrl: string; model: string; apiKey?: string };
+  maxStepsPerTurn?: number;
+  timeoutS?: number;
+}
+
+export const TaskEvaluationSchema = z.object({
+  taskId: z.string(),
+  category: z.enum(SEED_CATEGORIES),
+  valid: z.boolean(),
+  errorType: z.string().nullable(),
+  error: z.string().nullable(),
+  turns: z.number().int().nonnegative(),
+  toolCalls: z.number().int().nonnegative(),
+  promptTokens: z.number().int().nonnegative(),
+  completionTokens: z.number().int().nonnegative(),
+  durationMs: z.number().int().nonnegative(),
+  bfclEvalVersion: z.string(),
+  model: z.string(),
+});
+export type TaskEvaluation = z.infer<typeof TaskEvaluationSchema>;
+
 export type ExecutorErrorCode = 'down' | 'timeout' | 'http' | 'invalid-response' | 'config';
 
 export class ExecutorError extends Error {
@@ -206,6 +231,15 @@ export class ExecutorClient {
     // Leave the server room to report its own time limit before ours fires.
     const timeout = Math.max(this.timeoutMs, (req.timeout_ms ?? 0) + 5_000);
     return this.request('POST', '/execute', ExecuteResponseSchema, JSON.stringify(req), timeout);
+  }
+
+  /**
+   * Scores one held-out task against an OpenAI-compatible endpoint with bfcl-eval's own multi-turn
+   * inference and checker. An endpoint that fails answers 502 (retryable), never a wrong verdict.
+   */
+  async evaluateTask(req: EvaluateTaskRequest): Promise<TaskEvaluation> {
+    const timeout = Math.max(this.timeoutMs, ((req.timeoutS ?? 600) + 30) * 1000);
+    return this.request('POST', '/evaluations/task', TaskEvaluationSchema, JSON.stringify(req), timeout);
   }
 
   /** Sends a raw body to /execute (for callers that already hold serialized JSON). */

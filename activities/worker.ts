@@ -12,6 +12,7 @@ import { taskQueue, temporalNamespace, workerConnection } from '../platform/temp
 import { createCampaignActivities } from './campaign.js';
 import { createCurriculumActivities } from './curriculum.js';
 import * as doctorActivities from './doctor.js';
+import { createEvaluationActivities } from './evaluation.js';
 import { ExecutorClient } from './executor-client.js';
 import { createIngestionActivities } from './ingestion.js';
 import type { GeneratorEndpoints } from './llm/endpoints.js';
@@ -53,6 +54,7 @@ export function rodsActivities(opts: RodsWorkerOptions, temporal: Client, produc
       metrics: opts.metrics,
     }),
     ...createIngestionActivities({ pool: opts.pool, ...(producer ? { producer } : {}) }),
+    ...createEvaluationActivities({ pool: opts.pool, executor }),
   };
 }
 

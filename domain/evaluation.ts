@@ -25,18 +25,23 @@ const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '
 
 /**
  * An evaluation's id: the campaign, the checkpoint (or `base` for an endpoint evaluated without
- * one), and a digest of what is scored and how (model, task ids): the same request resumes the
- * same evaluation, another model or task set is another one.
+ * one), and a digest of the model and the task selection (the held-out split's description, or an
+ * explicit task list): the same request resumes the same evaluation, another model or selection is
+ * another one.
  */
 export function evaluationIdOf(
   campaignId: string,
   checkpointId: string | null,
   model: string,
-  tasks: readonly EvaluationTask[],
+  selection: string,
 ): string {
-  const key = [model, ...tasks.map((t) => `${t.category}/${t.taskId}`)].join('\u001f');
+  const key = `${model}\u001f${selection}`;
   return `${campaignId}~${checkpointId ?? 'base'}~${hex(sha256Of(key)).slice(0, 12)}`;
 }
+
+/** The selection part of an evaluation id for an explicit task list. */
+export const taskListSelection = (tasks: readonly EvaluationTask[]) =>
+  tasks.map((t) => `${t.category}/${t.taskId}`).join(',');
 
 /**
  * Correct and total per category, in the order the categories first appear in `tasks`; a task

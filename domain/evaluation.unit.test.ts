@@ -5,6 +5,7 @@ import {
   compareAccuracy,
   differenceInterval,
   evaluationIdOf,
+  taskListSelection,
   wilson,
 } from './evaluation.js';
 
@@ -110,18 +111,17 @@ describe('compareAccuracy', () => {
 });
 
 describe('evaluationIdOf', () => {
-  it('is the same for the same request and differs by model, checkpoint and task set', () => {
-    const t = [{ taskId: 'multi_turn_base_150', category: 'base' }];
+  it('is the same for the same request and differs by model, checkpoint and task selection', () => {
+    const t = taskListSelection([{ taskId: 'multi_turn_base_150', category: 'base' }]);
     const id = evaluationIdOf('c1', 'run-1-step-4', 'ckpt', t);
     expect(id).toMatch(/^c1~run-1-step-4~[0-9a-f]{12}$/);
     expect(evaluationIdOf('c1', 'run-1-step-4', 'ckpt', t)).toBe(id);
     expect(evaluationIdOf('c1', 'run-1-step-4', 'other', t)).not.toBe(id);
     expect(evaluationIdOf('c1', null, 'ckpt', t)).toMatch(/^c1~base~/);
-    expect(
-      evaluationIdOf('c1', 'run-1-step-4', 'ckpt', [
-        ...t,
-        { taskId: 'multi_turn_base_151', category: 'base' },
-      ]),
-    ).not.toBe(id);
+    const two = taskListSelection([
+      { taskId: 'multi_turn_base_150', category: 'base' },
+      { taskId: 'multi_turn_base_151', category: 'base' },
+    ]);
+    expect(evaluationIdOf('c1', 'run-1-step-4', 'ckpt', two)).not.toBe(id);
   });
 });

@@ -11,6 +11,7 @@ import { register as auditCommand } from './commands/audit.js';
 import { register as campaignCommand } from './commands/campaign.js';
 import { register as contaminationCommand } from './commands/contamination.js';
 import { register as doctorCommand } from './commands/doctor.js';
+import { register as evalCommand } from './commands/eval.js';
 import { register as exportCommand } from './commands/export.js';
 import { register as gatewayCommand } from './commands/gateway.js';
 import { register as lineageCommand } from './commands/lineage.js';
@@ -52,6 +53,7 @@ export function program(): Command {
     lineageCommand,
     contaminationCommand,
     manifestCommand,
+    evalCommand,
     exportCommand,
   ])
     reg(p);

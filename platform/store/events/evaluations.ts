@@ -1,0 +1,115 @@
+// What `rods eval` and the dashboard read of an evaluation: its stream folded into one view (what
+// was scored against what, accuracy per category so far, each task's outcome, how it ended).
+import { accuracyByCategory, type CategoryAccuracy } from '../../../domain/evaluation.js';
+import { streams } from '../../../domain/ids.js';
+import { type Queryable, readStreamOf } from './event-store.js';
+
+export interface TaskOutcome {
+  taskId: string;
+  category: string;
+  valid: boolean;
+  errorType: string | null;
+  error: string | null;
+  turns: number;
+  toolCalls: number;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  durationMs: number;
+}
+
+export interface EvaluationView {
+  evaluationId: string;
+  campaignId: string;
+  checkpointId: string | null;
+  trainerStep: number | null;
+  manifestRoot: string | null;
+  endpoint: string;
+  model: string;
+  bfclEvalVersion: string;
+  startedAt: number;
+  /** running: not ended yet (or its workflow is gone: `rods eval run` again resumes it). */
+  status: 'running' | 'completed' | 'failed';
+  reason: string | null;
+  tasks: number;
+  scored: number;
+  categories: CategoryAccuracy[];
+  correct: number;
+  total: number;
+  /** Sum of the tasks' inference-and-check time (ms). */
+  taskMs: number;
+  endedAt: number | null;
+  outcomes: TaskOutcome[];
+}
+
+const TYPES = [
+  'EvaluationStarted',
+  'EvaluationTaskScored',
+  'EvaluationCompleted',
+  'EvaluationFailed',
+] as const;
+
+/** The evaluation's view, or undefined when nothing was recorded under this id. */
+export async function evaluationView(
+  db: Queryable,
+  evaluationId: string,
+): Promise<EvaluationView | undefined> {
+  const events = await readStreamOf(db, streams.evaluation(evaluationId), TYPES);
+  const started = events.find((e) => e.type === 'EvaluationStarted');
+  if (started?.type !== 'EvaluationStarted') return undefined;
+  const s = started.payload;
+  const outcomes: TaskOutcome[] = [];
+  let completedAt: number | null = null;
+  let failed: { reason: string; at: number } | null = null;
+  for (const e of events) {
+    if (e.type === 'EvaluationTaskScored') {
+      const p = e.payload;
+      outcomes.push({
+        taskId: p.taskId,
+        category: p.category,
+        valid: p.valid,
+        errorType: p.errorType ?? null,
+        error: p.error ?? null,
+        turns: p.turns,
+        toolCalls: p.toolCalls,
+        promptTokens: p.promptTokens == null ? null : Number(p.promptTokens),
+        completionTokens: p.completionTokens == null ? null : Number(p.completionTokens),
+        durationMs: Number(p.durationMs),
+      });
+    } else if (e.type === 'EvaluationCompleted') completedAt = Number(e.payload.occurredAt);
+    else if (e.type === 'EvaluationFailed')
+      failed = { reason: e.payload.reason, at: Number(e.payload.occurredAt) };
+  }
+  const acc = accuracyByCategory(s.tasks, outcomes);
+  // A failed evaluation run again to its end completes: the completion is what holds.
+  const status = completedAt !== null ? 'completed' : failed ? 'failed' : 'running';
+  return {
+    evaluationId,
+    campaignId: s.campaignId,
+    checkpointId: s.checkpointId ?? null,
+    trainerStep: s.trainerStep == null ? null : Number(s.trainerStep),
+    manifestRoot: s.manifestRoot ?? null,
+    endpoint: s.endpoint,
+    model: s.model,
+    bfclEvalVersion: s.bfclEvalVersion,
+    startedAt: Number(s.occurredAt),
+    status,
+    reason: status === 'failed' ? failed!.reason : null,
+    tasks: s.tasks.length,
+    scored: outcomes.length,
+    ...acc,
+    taskMs: outcomes.reduce((t, o) => t + o.durationMs, 0),
+    endedAt: completedAt ?? failed?.at ?? null,
+    outcomes,
+  };
+}
+
+/** Ids of the recorded evaluations (of one campaign), oldest first. */
+export async function evaluationIds(db: Queryable, campaignId?: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `select payload->>'evaluationId' as id from events
+      where type = 'EvaluationStarted' and ($1::text is null or payload->>'campaignId' = $1)
+      order by transaction_id, position`,
+    [campaignId ?? null],
+  );
+  return rows.map((r) => r.id);
+}
