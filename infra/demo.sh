@@ -16,5 +16,6 @@ fi
 # The dashboard's page (entry/dashboard/dist, not committed), which the demo's gateway serves.
 npm run --silent build:dashboard
 npx tsx infra/stack/cli.ts up
-npx rods doctor
+# No generator probe: the demo starts its own stand-in generator after this.
+npx rods doctor --skip-generator
 node bin/rods-dev.mjs demo "$@"

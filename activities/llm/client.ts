@@ -165,8 +165,12 @@ function classify(e: unknown, signal?: AbortSignal): Transient {
   if (e instanceof OpenAI.APIConnectionTimeoutError) return { transient: true, reason: 'timed out' };
   if (e instanceof OpenAI.APIUserAbortError) throw e;
   if (e instanceof OpenAI.APIConnectionError) {
-    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-    return { transient: true, reason: `connection failed (${cause?.code ?? cause?.message ?? e.message})` };
+    // fetch's TypeError("fetch failed") holds the socket's error (ECONNREFUSED, ENOTFOUND, "bad
+    // port") as its cause.
+    type Cause = { code?: string; message?: string; cause?: Cause };
+    const cause = (e as { cause?: Cause }).cause;
+    const why = cause?.code ?? cause?.cause?.code ?? cause?.cause?.message ?? cause?.message ?? e.message;
+    return { transient: true, reason: `connection failed (${why})` };
   }
   if (e instanceof OpenAI.APIError) {
     const status = e.status;
@@ -219,6 +223,28 @@ function sleep(
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * The models the endpoint serves (GET /models), through the client the stages use; a failure is
+ * classified as chatJson's are (no retries): GeneratorUnavailableError or GeneratorRequestError.
+ */
+export async function listModels(
+  cfg: GeneratorConfig,
+  opts: { signal?: AbortSignal } = {},
+): Promise<string[]> {
+  try {
+    const page = await clientFor(cfg).models.list({ signal: opts.signal, timeout: requestTimeoutMs(cfg) });
+    return page.data.map((m) => m.id);
+  } catch (e) {
+    const t = classify(e, opts.signal);
+    throw new GeneratorUnavailableError(
+      `the generator ${describeEndpoint(cfg)} is unavailable: ${t.reason} (listing its models)`,
+      1,
+      t.status,
+      { cause: e },
+    );
+  }
 }
 
 const feedback = (issues: string[]): string =>

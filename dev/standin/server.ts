@@ -214,6 +214,9 @@ export function answerStage(stage: string, input: unknown, rng: Rng, reject: boo
       return answerRefine(parseInput(RefineInput, input, stage), rng);
     case 'augment':
       return answerAugment(parseInput(AugmentInput, input, stage));
+    case 'doctor':
+      // `rods doctor`'s probe (activities/llm/probe.ts): a vLLM answers any prompt.
+      return { ok: true };
     default:
       throw new BadRequest(`the stand-in generator does not know the stage ${JSON.stringify(stage)}`);
   }

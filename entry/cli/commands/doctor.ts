@@ -1,9 +1,16 @@
 // `rods doctor`: proves each backing service works end to end with a real round trip
 // (PostgreSQL write/read after migrations, Kafka produce/consume through a consumer group,
-// a Temporal workflow executed by an in-process worker).
+// a Temporal workflow executed by an in-process worker), and probes each generator endpoint
+// with one structured request through the stages' client.
 
 import { randomUUID } from 'node:crypto';
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
+import { loadGeneratorEndpoints } from '../../../activities/llm/endpoints.js';
+import {
+  DEFAULT_PROBE_TIMEOUT_MS,
+  type GeneratorProbe,
+  probeGenerator,
+} from '../../../activities/llm/probe.js';
 import { DEFAULT_SYNTHESIS_TIMEOUT_MS } from '../../../analysis/status/campaign-status.js';
 import { diagnose, renderFindings } from '../../../analysis/status/diagnose.js';
 import { workflowIds } from '../../../domain/ids.js';
@@ -27,23 +34,65 @@ import { describeUnreachable, unreachableService } from '../errors.js';
 import { printJson } from '../output.js';
 import { type StatusCliOptions, statusReport } from './campaign.js';
 
-interface Check {
+/**
+ * One check. `ok` is false only for a failure (exit 1); `status` tells a warning apart (a
+ * generator that answers, but not usably), `skipped` a check turned off by a flag.
+ */
+export interface Check {
   service: string;
   ok: boolean;
+  status: 'ok' | 'warn' | 'fail' | 'skipped';
   ms: number;
   detail: string;
+  /** The generator check's findings (endpoint, model, conformed, usage, reason). */
+  generator?: Omit<GeneratorProbe, 'status' | 'ms' | 'detail'>;
 }
 
 async function timed(service: string, fn: () => Promise<string>): Promise<Check> {
   const t0 = performance.now();
   try {
     const detail = await fn();
-    return { service, ok: true, ms: Math.round(performance.now() - t0), detail };
+    return { service, ok: true, status: 'ok', ms: Math.round(performance.now() - t0), detail };
   } catch (e) {
     const down = unreachableService(e);
     const detail = down ? describeUnreachable(down) : (e as Error).message;
-    return { service, ok: false, ms: Math.round(performance.now() - t0), detail };
+    return { service, ok: false, status: 'fail', ms: Math.round(performance.now() - t0), detail };
   }
+}
+
+/**
+ * The generator checks: one per endpoint the worker would have (RODS_GENERATOR_ENDPOINTS_FILE,
+ * RODS_GENERATOR_BASE_URL, or the built-in default), probed at once. There is no judge endpoint of
+ * its own: the judge is a model (generator.judgeModel) on the campaign's endpoint.
+ */
+export async function checkGenerators(
+  opts: { model?: string; timeoutMs?: number },
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Check[]> {
+  let endpoints: ReturnType<typeof loadGeneratorEndpoints>;
+  try {
+    endpoints = loadGeneratorEndpoints(env);
+  } catch (e) {
+    // The endpoint configuration's errors name files and fields, never a key.
+    return [{ service: 'generator', ok: false, status: 'fail', ms: 0, detail: (e as Error).message }];
+  }
+  const configured = endpoints.source !== 'built-in default';
+  return Promise.all(
+    endpoints.names().map(async (name) => {
+      const { status, ms, detail, ...generator } = await probeGenerator(endpoints.resolve(name), {
+        ...opts,
+        configured,
+      });
+      return { service: 'generator', ok: status !== 'fail', status, ms, detail, generator };
+    }),
+  );
+}
+
+const MARK: Record<Check['status'], string> = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL', skipped: 'skip' };
+
+/** One line of the human output. */
+export function renderCheck(c: Check): string {
+  return `${MARK[c.status]} ${c.service.padEnd(9)} ${String(c.ms).padStart(6)} ms  ${c.detail}`;
 }
 
 async function checkPostgres(): Promise<string> {
@@ -177,11 +226,20 @@ async function checkTemporal(): Promise<string> {
   }
 }
 
+type DoctorCliOptions = {
+  messages: number;
+  json?: boolean;
+  campaign?: string;
+  generatorTimeout: number;
+  generatorModel?: string;
+  skipGenerator?: boolean;
+} & StatusCliOptions;
+
 export function register(program: Command): void {
   program
     .command('doctor')
     .description(
-      'prove each backing service works with a real round trip (PostgreSQL, Kafka, Temporal); with --campaign, say what holds a campaign',
+      'prove each backing service works with a real round trip (PostgreSQL, Kafka, Temporal) and probe the generator endpoints with one structured request; with --campaign, say what holds a campaign',
     )
     .option('--messages <n>', 'Kafka messages to round-trip', (v) => Number.parseInt(v, 10), 1000)
     .option(
@@ -200,8 +258,23 @@ export function register(program: Command): void {
       (v) => Number.parseInt(v, 10),
       DEFAULT_SYNTHESIS_TIMEOUT_MS / 1000,
     )
+    .option(
+      '--generator-timeout <s>',
+      'time limit of the generator probe in seconds (a cold vLLM on a CPU takes 10 s and more)',
+      (v) => {
+        const s = Number(v);
+        if (!(s > 0 && s <= 3600)) throw new InvalidArgumentError('a number of seconds in (0, 3600]');
+        return s;
+      },
+      DEFAULT_PROBE_TIMEOUT_MS / 1000,
+    )
+    .option(
+      '--generator-model <name>',
+      'model the generator probe asks (default: the first the endpoint lists)',
+    )
+    .option('--skip-generator', 'do not probe the generator endpoints')
     .option('--json', 'JSON output')
-    .action(async (opts: { messages: number; json?: boolean; campaign?: string } & StatusCliOptions) => {
+    .action(async (opts: DoctorCliOptions) => {
       if (opts.campaign !== undefined) {
         const report = await statusReport(opts.campaign, opts);
         const findings = diagnose(report);
@@ -215,6 +288,20 @@ export function register(program: Command): void {
         await timed('postgres', checkPostgres),
         await timed('kafka', () => checkKafka(opts.messages)),
         await timed('temporal', checkTemporal),
+        ...(opts.skipGenerator
+          ? [
+              {
+                service: 'generator',
+                ok: true,
+                status: 'skipped',
+                ms: 0,
+                detail: 'not probed (--skip-generator)',
+              } satisfies Check,
+            ]
+          : await checkGenerators({
+              ...(opts.generatorModel !== undefined ? { model: opts.generatorModel } : {}),
+              timeoutMs: Math.round(opts.generatorTimeout * 1000),
+            })),
       ];
       if (opts.json)
         printJson({
@@ -222,11 +309,7 @@ export function register(program: Command): void {
           endpoints: shownEndpoints(ep),
           checks,
         });
-      else
-        for (const c of checks)
-          console.log(
-            `${c.ok ? 'ok  ' : 'FAIL'} ${c.service.padEnd(9)} ${String(c.ms).padStart(6)} ms  ${c.detail}`,
-          );
+      else for (const c of checks) console.log(renderCheck(c));
       if (checks.some((c) => !c.ok)) process.exitCode = 1;
     });
 }
