@@ -8,7 +8,7 @@ export default defineConfig({
     // The Temporal SDK's log goes to .stack/logs/tests/, printed for a failing test only.
     setupFiles: ['test/support/temporal-log.ts'],
     include: ['**/*.{unit,int,e2e}.test.ts'],
-    // The real-vLLM test runs on its own (vitest.vllm.config.ts), not in `npm test` yet.
+    // The real-vLLM test runs on its own (vitest.vllm.config.ts), npm test's third run.
     exclude: ['node_modules/**', '.stack/**', 'infra/stack/vllm.int.test.ts'],
     testTimeout: 120_000,
     hookTimeout: 180_000,

@@ -1,8 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// The real-vLLM test (infra/stack/vllm.int.test.ts, which vitest.config.ts excludes): not part of
-// `npm test` yet (vLLM is a 6.3 GB install built once, and takes one to two minutes to start on
-// two cores). Run it with
+// The real-vLLM test (infra/stack/vllm.int.test.ts, which vitest.config.ts excludes): `npm test`'s
+// third run, after the soak (vLLM is a 6.3 GB install built once per machine into the shared venv
+// cache, and takes one to two minutes to start on two cores). Alone:
 //   npx vitest run --config vitest.vllm.config.ts
 // Its global setup starts vLLM alone (as `npm run stack:up -- --services vllm`), or reuses a
 // running one; no PostgreSQL, Kafka, Temporal or executor is needed. `npm run stack:down` stops it.

@@ -96,7 +96,11 @@ const input = (campaignId: string, over: Partial<EvaluationInput> = {}): Evaluat
   ...over,
 });
 
-const env = () => new MockActivityEnvironment();
+/** Runs an activity in a mock activity context (attempt 1 unless given), typed by the activity. */
+const run = <A extends unknown[], R>(fn: (...a: A) => Promise<R>, ...a: A): Promise<R> =>
+  new MockActivityEnvironment().run(fn, ...a) as Promise<R>;
+const runAt = <A extends unknown[], R>(attempt: number, fn: (...a: A) => Promise<R>, ...a: A): Promise<R> =>
+  new MockActivityEnvironment({ attempt }).run(fn, ...a) as Promise<R>;
 
 describe('evaluation activities', () => {
   it('open the held-out tasks past the seeds with the manifest root, score each once, and close with accuracy per category', async () => {
@@ -106,7 +110,7 @@ describe('evaluation activities', () => {
     const acts = createEvaluationActivities({ pool, executor: ex.executor });
     const req = input(campaignId);
 
-    const opened = await env().run(acts.openEvaluation, req);
+    const opened = await run(acts.openEvaluation, req);
     // The campaign's seeds are the first 4 of each category: the held-out split starts after them.
     expect(ex.seedCalls).toEqual([
       ['base', 2, 4],
@@ -121,14 +125,14 @@ describe('evaluation activities', () => {
     expect(opened.scored).toEqual([]);
 
     for (const task of opened.tasks.slice(0, 3))
-      await env().run(acts.scoreEvaluationTask, {
+      await run(acts.scoreEvaluationTask, {
         evaluationId: req.evaluationId,
         campaignId,
         task,
         endpoint: req.endpoint,
       });
     // Run again (a worker that died after recording): answered from the log, the endpoint not asked.
-    const again = await env().run(acts.scoreEvaluationTask, {
+    const again = await run(acts.scoreEvaluationTask, {
       evaluationId: req.evaluationId,
       campaignId,
       task: opened.tasks[0]!,
@@ -138,7 +142,7 @@ describe('evaluation activities', () => {
     expect(ex.calls.map((c) => c.taskId)).toEqual(opened.tasks.slice(0, 3).map((t) => t.taskId));
 
     // Opened again (a resumed workflow): the same tasks, three scored; a close now is refused.
-    const reopened = await env().run(acts.openEvaluation, req);
+    const reopened = await run(acts.openEvaluation, req);
     expect(reopened.tasks).toEqual(opened.tasks);
     expect(reopened.scored.sort()).toEqual(
       opened.tasks
@@ -146,17 +150,17 @@ describe('evaluation activities', () => {
         .map((t) => t.taskId)
         .sort(),
     );
-    await expect(
-      env().run(acts.closeEvaluation, { evaluationId: req.evaluationId, campaignId }),
-    ).rejects.toThrow(/1 task\(s\) not scored yet/);
+    await expect(run(acts.closeEvaluation, { evaluationId: req.evaluationId, campaignId })).rejects.toThrow(
+      /1 task\(s\) not scored yet/,
+    );
 
-    await env().run(acts.scoreEvaluationTask, {
+    await run(acts.scoreEvaluationTask, {
       evaluationId: req.evaluationId,
       campaignId,
       task: opened.tasks[3]!,
       endpoint: req.endpoint,
     });
-    const summary = await env().run(acts.closeEvaluation, { evaluationId: req.evaluationId, campaignId });
+    const summary = await run(acts.closeEvaluation, { evaluationId: req.evaluationId, campaignId });
     expect(summary.categories).toEqual([
       { category: 'base', correct: 1, total: 2 },
       { category: 'miss_func', correct: 1, total: 2 },
@@ -187,9 +191,9 @@ describe('evaluation activities', () => {
   it('refuse an unknown checkpoint by name, with those recorded', async () => {
     const campaignId = await campaignWithCheckpoint();
     const acts = createEvaluationActivities({ pool, executor: scriptedExecutor(() => true).executor });
-    const err = await env()
-      .run(acts.openEvaluation, input(campaignId, { checkpointId: 'run-9-step-1' }))
-      .catch((e: unknown) => e);
+    const err = await run(acts.openEvaluation, input(campaignId, { checkpointId: 'run-9-step-1' })).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(ApplicationFailure);
     expect((err as ApplicationFailure).nonRetryable).toBe(true);
     expect((err as Error).message).toBe(
@@ -202,17 +206,20 @@ describe('evaluation activities', () => {
     const ex = scriptedExecutor(() => 'endpoint-down');
     const acts = createEvaluationActivities({ pool, executor: ex.executor });
     const req = input(campaignId, { tasks: [{ taskId: 'multi_turn_base_150', category: 'base' }] });
-    await env().run(acts.openEvaluation, req);
+    await run(acts.openEvaluation, req);
     const score = (attempt: number) =>
-      new MockActivityEnvironment({ attempt })
-        .run(acts.scoreEvaluationTask, {
-          evaluationId: req.evaluationId,
-          campaignId,
-          task: req.tasks![0]!,
-          endpoint: req.endpoint,
-          endpointAttempts: 3,
-        })
-        .catch((e: unknown) => e as ApplicationFailure);
+      runAt(attempt, acts.scoreEvaluationTask, {
+        evaluationId: req.evaluationId,
+        campaignId,
+        task: req.tasks![0]!,
+        endpoint: req.endpoint,
+        endpointAttempts: 3,
+      }).then(
+        () => {
+          throw new Error('scored although the endpoint is down');
+        },
+        (e: unknown) => e as ApplicationFailure,
+      );
     const first = await score(1);
     expect(first.nonRetryable).toBe(false);
     const last = await score(3);
@@ -220,7 +227,7 @@ describe('evaluation activities', () => {
     expect(last.message).toMatch(
       /^task multi_turn_base_150: .*HTTP 502: the endpoint http:\/\/127\.0\.0\.1:9\/v1 is not reachable \(attempt 3 of 3\)$/,
     );
-    await env().run(acts.failEvaluation, {
+    await run(acts.failEvaluation, {
       evaluationId: req.evaluationId,
       campaignId,
       reason: last.message,
@@ -241,8 +248,8 @@ describe('evaluation activities', () => {
       tasks: [{ taskId: 'multi_turn_base_150', category: 'base' }],
       endpoint: { baseUrl: 'http://127.0.0.1:9/v1', model: 'm', apiKeyEnv: 'EVAL_KEY' },
     });
-    await env().run(acts.openEvaluation, req);
-    await env().run(acts.scoreEvaluationTask, {
+    await run(acts.openEvaluation, req);
+    await run(acts.scoreEvaluationTask, {
       evaluationId: req.evaluationId,
       campaignId,
       task: req.tasks![0]!,
@@ -252,15 +259,13 @@ describe('evaluation activities', () => {
     const recorded = JSON.stringify(await readStream(pool, streams.evaluation(req.evaluationId)));
     expect(recorded).not.toContain('sk-secret-1');
     const missing = createEvaluationActivities({ pool, executor: ex.executor, env: {} });
-    const err = await env()
-      .run(missing.scoreEvaluationTask, {
-        evaluationId: `${req.evaluationId}-2`,
-        campaignId,
-        task: req.tasks![0]!,
-        endpoint: req.endpoint,
-      })
-      .catch((e: unknown) => e as ApplicationFailure);
-    expect(err.message).toBe(
+    const err = await run(missing.scoreEvaluationTask, {
+      evaluationId: `${req.evaluationId}-2`,
+      campaignId,
+      task: req.tasks![0]!,
+      endpoint: req.endpoint,
+    }).catch((e: unknown) => e);
+    expect((err as Error).message).toBe(
       "the worker's environment variable EVAL_KEY (the endpoint's API key) is not set",
     );
   });

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: runs vitest twice against the real local stack: first every *.unit / *.int / *.e2e
+// `npm test`: runs vitest three times against the real local stack: first every *.unit / *.int / *.e2e
 // test (the global setup starts or reuses the stack), then, alone, the chaos soak (*.soak.test.ts,
-// on its own private stack, see vitest.soak.config.ts). Ends with one plain summary line over
+// on its own private stack, see vitest.soak.config.ts), then the real-vLLM tests
+// (vitest.vllm.config.ts). Ends with one plain summary line over
 // both, "tests: N passed, N failed, N skipped", that CI reads. Extra arguments go to vitest (e.g.
 // a file filter, applied to both runs); `--config FILE` runs that config only.
 //
@@ -26,6 +27,9 @@ const runs = ownConfig
       { name: 'tests', args: [], rerun },
       // The soak is minutes long and its failures are its invariants: not run twice.
       { name: 'soak', args: ['--config', 'vitest.soak.config.ts'], rerun: false },
+      // A real vLLM as the generator (its global setup builds the cached venv once per machine
+      // and starts the server, 1 to 2 minutes): last, so its 4 GB are not held during the rest.
+      { name: 'vllm', args: ['--config', 'vitest.vllm.config.ts'], rerun },
     ];
 
 function vitest(name, args) {

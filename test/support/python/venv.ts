@@ -12,11 +12,10 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { paths } from '../../../infra/stack/paths.js';
+import { paths, venvCache } from '../../../infra/stack/paths.js';
 
 const execFileP = promisify(execFile);
 const CLIENT_DIR = path.join(paths.root, 'clients', 'python');
@@ -43,11 +42,6 @@ const requirementsHash = (name: VenvName) =>
     .update(readFileSync(requirementsPath(name)))
     .digest('hex')
     .slice(0, 16);
-
-/** Where shared venvs are cached: $RODS_VENV_CACHE, else ~/.cache/rods/venvs. */
-export const venvCache = () =>
-  process.env.RODS_VENV_CACHE ??
-  path.join(process.env.XDG_CACHE_HOME ?? path.join(homedir(), '.cache'), 'rods', 'venvs');
 
 export function venvDir(name: VenvName): string {
   return SPECS[name].shared
