@@ -28,9 +28,10 @@ What the subclass below changes, and why:
   the process environment (openai_completion.py:34 _build_client_kwargs); concurrent requests for
   different endpoints cannot share an environment, so the base URL and key come from the request;
 - bfcl's `generate_with_backoff` (openai_completion.py:69) retries a rate limit for ever
-  (model_handler/utils.py:543, no stop condition); here the OpenAI SDK's own retries apply
-  (RODS_EVAL_ENDPOINT_RETRIES) within the request's time limit, and every endpoint failure
-  becomes EndpointError: the task is not scored (HTTP 502/504), never a wrong answer;
+  (model_handler/utils.py:543, no stop condition); here a connection error, 408, 409, 429 or 5xx
+  is retried RODS_EXECUTOR_EVAL_RETRIES times (default 2, short backoff) within the request's
+  time limit, and every endpoint failure becomes EndpointError: the task is not scored (HTTP
+  502, or 504 past timeoutS), never a wrong answer;
 - `maxStepsPerTurn` below bfcl's 20: the (N+2)-th query of a turn ends the task as bfcl's own
   force quit would (eval_runner.py:200, "multi_turn:force_terminated").
 
@@ -72,7 +73,7 @@ from executor import bfcl
 
 # bfcl's own step limit (constants/default_prompts.py:1), the largest maxStepsPerTurn.
 BFCL_MAX_STEPS = 20
-RETRIES_SETTING = "RODS_EVAL_ENDPOINT_RETRIES"
+RETRIES_SETTING = "RODS_EXECUTOR_EVAL_RETRIES"
 MAX_ERROR_CHARS = 2000
 _names = itertools.count()
 
@@ -130,8 +131,21 @@ class _ThreadStdout(io.TextIOBase):
         return getattr(self.inner, "encoding", "utf-8")
 
 
-@cache
+def _retries() -> int:
+    raw = os.environ.get(RETRIES_SETTING, "").strip()
+    return max(0, int(raw)) if raw.isdigit() else 2
+
+
+_import_lock = threading.Lock()
+
+
 def _bfcl() -> dict[str, Any]:
+    with _import_lock:
+        return _load_bfcl()
+
+
+@cache
+def _load_bfcl() -> dict[str, Any]:
     """Imports bfcl's handler and checker (about 0.4 s, and the packages of requirements.txt's
     evaluation block) on the first evaluation only, and installs the call gate and stdout filter."""
     os.environ.setdefault("BFCL_PROJECT_ROOT", tempfile.mkdtemp(prefix="rods-bfcl-"))
@@ -180,12 +194,12 @@ def _bfcl() -> dict[str, Any]:
         rods_max_steps: int
 
         def _build_client_kwargs(self) -> dict[str, Any]:  # openai_completion.py:34
-            retries = int(os.environ.get(RETRIES_SETTING, "2") or 2)
             return {
                 "base_url": self.rods_endpoint.base_url,
                 # the SDK insists on a key; a local server without auth ignores it
                 "api_key": self.rods_endpoint.api_key or "EMPTY",
-                "max_retries": max(0, retries),
+                # retries are generate_with_backoff's, within the deadline
+                "max_retries": 0,
             }
 
         def add_first_turn_message_FC(self, inference_data: dict, first_turn_message: list[dict]) -> dict:
@@ -205,22 +219,35 @@ def _bfcl() -> dict[str, Any]:
             return super()._query_FC(inference_data)
 
         def generate_with_backoff(self, **kwargs: Any):  # noqa: ANN201 (openai_completion.py:69)
-            remaining = self.rods_deadline - time.monotonic()
-            if remaining <= 0:
-                raise EndpointError("the task's time limit (timeoutS) passed", timeout=True)
-            start = time.time()
-            try:
-                response = self.client.chat.completions.create(**kwargs, timeout=remaining)
-            except openai.APITimeoutError:
-                raise EndpointError("the request timed out", timeout=True) from None
-            except openai.APIStatusError as e:
-                raise EndpointError(f"HTTP {e.status_code}: {e.message}") from None
-            except openai.APIConnectionError as e:
-                cause = e.__cause__ or e.__context__
-                raise EndpointError(f"cannot connect: {e.message}" + (f" ({cause})" if cause else "")) from None
-            except openai.OpenAIError as e:
-                raise EndpointError(f"{type(e).__name__}: {e}") from None
-            return response, time.time() - start
+            retries = _retries()
+            for attempt in range(retries + 1):
+                remaining = self.rods_deadline - time.monotonic()
+                if remaining <= 0:
+                    raise EndpointError("the task's time limit (timeoutS) passed", timeout=True)
+                start = time.time()
+                try:
+                    response = self.client.chat.completions.create(**kwargs, timeout=remaining)
+                    return response, time.time() - start
+                except openai.APITimeoutError:
+                    error = EndpointError("the request timed out (timeoutS)", timeout=True)
+                    retry = False
+                except openai.APIStatusError as e:
+                    error = EndpointError(f"HTTP {e.status_code}: {e.message}")
+                    retry = e.status_code in (408, 409, 429) or e.status_code >= 500
+                except openai.APIConnectionError as e:
+                    cause = e.__cause__ or e.__context__
+                    error = EndpointError(f"cannot connect: {e.message}" + (f" ({cause})" if cause else ""))
+                    retry = True
+                except openai.OpenAIError as e:
+                    error = EndpointError(f"{type(e).__name__}: {e}")
+                    retry = False
+                if not retry or attempt == retries:
+                    break
+                # a short backoff within the deadline (bfcl's own waits 6-120 s, for ever)
+                time.sleep(min(0.5 * 2**attempt, max(0.0, self.rods_deadline - time.monotonic())))
+            if attempt:
+                error.args = (f"{error.args[0]} (after {attempt + 1} attempts)",)
+            raise error
 
         def _parse_query_response_FC(self, api_response: Any) -> dict:  # openai_completion.py:109
             try:

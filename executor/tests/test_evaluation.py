@@ -70,6 +70,11 @@ class PolicyHandler(BaseHTTPRequestHandler):
         self.server.requests += 1
         self.server.auth.append(self.headers.get("Authorization", ""))
         messages = body["messages"]
+        # /<task id>/v1/chat/completions names the task (concurrent requests); /v1/... the server's
+        parts = self.path.strip("/").split("/")
+        task = _task(parts[0]) if parts[0] != "v1" else self.server.task
+        if self.server.mode == "slow":
+            time.sleep(3)
         users = sum(1 for m in messages if m["role"] == "user")
         message: dict[str, Any] = {"role": "assistant", "content": "Done."}
         if self.server.mode == "loop":  # calls for ever
@@ -83,9 +88,9 @@ class PolicyHandler(BaseHTTPRequestHandler):
         elif self.server.mode == "truth" and messages[-1]["role"] == "user":
             # each question turn of these tasks is one user message; a miss_func turn that brings
             # functions is bfcl's own user message
-            calls = self.server.task["ground_truth"][users - 1]
+            calls = task["ground_truth"][users - 1]
             if calls:
-                classes = self.server.task["involved_classes"]
+                classes = task["involved_classes"]
                 message = {"role": "assistant", "content": None,
                            "tool_calls": [_tool_call(c, classes, i) for i, c in enumerate(calls)]}
         answer = {
@@ -166,9 +171,10 @@ def policy():
     server.server_close()
 
 
-def evaluate(executor: Executor, policy: Policy, task_id: str, **extra: Any) -> tuple[int, Any]:
+def evaluate(executor: Executor, policy: Policy, task_id: str, by_path: bool = False, **extra: Any) -> tuple[int, Any]:
     category = task_id.removeprefix("multi_turn_").rsplit("_", 1)[0]
-    endpoint = {"baseUrl": f"http://127.0.0.1:{policy.server_address[1]}/v1", "model": "ckpt-7", "apiKey": API_KEY}
+    base = f"http://127.0.0.1:{policy.server_address[1]}" + (f"/{task_id}" if by_path else "")
+    endpoint = {"baseUrl": f"{base}/v1", "model": "ckpt-7", "apiKey": API_KEY}
     return executor.post("/evaluations/task", {"taskId": task_id, "category": category, "endpoint": endpoint, **extra})
 
 
@@ -189,6 +195,46 @@ def test_the_ground_truth_is_valid_per_bfcls_checker(executor: Executor, policy:
     # the same task again starts from fresh environment instances: still valid
     status, again = evaluate(executor, policy, task_id)
     assert status == 200 and again["valid"] is True, again
+
+
+def test_concurrent_requests_and_the_same_task_twice_do_not_share_environments(
+    executor: Executor, policy: Policy
+) -> None:
+    policy.mode = "truth"
+    ids = ["multi_turn_base_1", "multi_turn_base_2", "multi_turn_long_context_1", "multi_turn_base_1",
+           "multi_turn_base_1"]
+    results: list[tuple[int, Any]] = [(0, None)] * len(ids)
+
+    def run(i: int) -> None:
+        results[i] = evaluate(executor, policy, ids[i], by_path=True)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(ids))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for task_id, (status, result) in zip(ids, results):
+        assert status == 200 and result["valid"] is True and result["taskId"] == task_id, result
+
+
+def test_a_run_leaves_no_environment_instances_behind(policy: Policy) -> None:
+    from executor import evaluation
+
+    policy.task, policy.mode = _task("multi_turn_miss_func_0"), "truth"
+    endpoint = evaluation.Endpoint(f"http://127.0.0.1:{policy.server_address[1]}/v1", "ckpt-7", API_KEY)
+    assert evaluation.evaluate_task("multi_turn_miss_func_0", "miss_func", endpoint)["valid"] is True
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # loaded by evaluation by now
+
+    assert not [k for k in vars(multi_turn_utils) if k.startswith("rods_eval_")]
+
+
+def test_past_timeout_s_the_task_is_not_scored(executor: Executor, policy: Policy) -> None:
+    policy.task, policy.mode = _task("multi_turn_base_0"), "slow"
+    started = time.monotonic()
+    status, result = evaluate(executor, policy, "multi_turn_base_0", timeoutS=1)
+    assert status == 504, result
+    assert "timeoutS" in result["error"] and time.monotonic() - started < 3
+    policy.mode = "truth"
 
 
 def test_an_answer_without_calls_is_not_valid(executor: Executor, policy: Policy) -> None:
