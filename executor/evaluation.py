@@ -131,6 +131,14 @@ class _ThreadStdout(io.TextIOBase):
         return getattr(self.inner, "encoding", "utf-8")
 
 
+def _thread_stdout() -> _ThreadStdout:
+    """sys.stdout as a _ThreadStdout (installed again if someone replaced it since)."""
+    with _import_lock:
+        if not isinstance(sys.stdout, _ThreadStdout):
+            sys.stdout = _ThreadStdout(sys.stdout)
+        return sys.stdout
+
+
 def _retries() -> int:
     raw = os.environ.get(RETRIES_SETTING, "").strip()
     return max(0, int(raw)) if raw.isdigit() else 2
@@ -182,8 +190,6 @@ def _load_bfcl() -> dict[str, Any]:
     if getattr(base_handler.execute_multi_turn_func_call, "__name__", "") != "_gated_execute":
         base_handler.execute_multi_turn_func_call = _gated_execute
         checker_module.execute_multi_turn_func_call = _gated_execute
-    if not isinstance(sys.stdout, _ThreadStdout):
-        sys.stdout = _ThreadStdout(sys.stdout)
 
     class Handler(OpenAICompletionsHandler):
         """bfcl's OpenAI-compatible FC handler with the request's endpoint, a deadline and a step
@@ -312,10 +318,8 @@ def evaluate_task(task_id: str, category: str, endpoint: Endpoint, max_steps: in
     # bfcl's instance key for this request's inference (multi_turn_utils.py:33); the checker
     # uses `name` + "_eval" and `name` + "_ground_truth_eval" (multi_turn_checker.py:46, 63).
     handler.model_name_underline_replaced = name
-    stdout = sys.stdout
-    quiet = isinstance(stdout, _ThreadStdout)
-    if quiet:
-        stdout.local.quiet = True
+    stdout = _thread_stdout()
+    stdout.local.quiet = True
     try:
         force_terminated = None
         try:
@@ -376,8 +380,7 @@ def evaluate_task(task_id: str, category: str, endpoint: Endpoint, max_steps: in
             "model": endpoint.model,
         }
     finally:
-        if quiet:
-            stdout.local.quiet = False
+        stdout.local.quiet = False
         _forget(b["multi_turn_utils"], name)
 
 
