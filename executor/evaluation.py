@@ -12,9 +12,9 @@ bfcl_eval/:
   the FC handler for an OpenAI-compatible chat-completions endpoint, with is_fc_model=True, so
   that `BaseHandler.inference` (base_handler.py:68) runs `inference_multi_turn_FC`
   (base_handler.py:95): the turn loop, the held-out functions added at their turn with bfcl's
-  user prompt (base_handler.py:176-191), the step loop that ends a turn on a reply without calls
-  (base_handler.py:266) and bfcl's step limit MAXIMUM_STEP_LIMIT = 20
-  (constants/default_prompts.py:1, base_handler.py:308);
+  user prompt (base_handler.py:176-194), the step loop that ends a turn on a reply without calls
+  (base_handler.py:273) and bfcl's step limit MAXIMUM_STEP_LIMIT = 20
+  (constants/default_prompts.py:1, base_handler.py:321-323);
 - scoring: what eval_runner._evaluate_single_multi_turn_entry (eval_checker/eval_runner.py:166)
   does for one entry — its force-terminated check (eval_runner.py:200), the decoding of each step
   with the handler's decode_execute, empty steps dropped (eval_runner.py:220-235) — then
@@ -49,18 +49,20 @@ Isolation: bfcl keeps environment instances in multi_turn_utils' module globals 
 `model_name_underline_replaced` (base_handler.py:56) and the checker's model name are set to a
 name of this request's own, and its instances are deleted when it ends, so concurrent requests
 and a repeated request for the same task never share state. bfcl's loop prints to stdout
-(base_handler.py:218); those prints of an evaluation thread are dropped (`_ThreadStdout`), the
-server's own output is untouched. bfcl's result writer (base_handler.py:769) is not used;
+(base_handler.py:212-214, 274, 285); those prints of an evaluation thread are dropped
+(`_ThreadStdout`), the server's own output is untouched. bfcl's result writer (base_handler.py:769) is not used;
 BFCL_PROJECT_ROOT (constants/eval_config.py:19: result/, score/, .file_locks/ are made there on
-import) points into a temporary directory unless it is set.
+import) points into a temporary directory, removed at exit, unless it is set.
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
 import io
 import itertools
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -156,7 +158,10 @@ def _bfcl() -> dict[str, Any]:
 def _load_bfcl() -> dict[str, Any]:
     """Imports bfcl's handler and checker (about 0.4 s, and the packages of requirements.txt's
     evaluation block) on the first evaluation only, and installs the call gate and stdout filter."""
-    os.environ.setdefault("BFCL_PROJECT_ROOT", tempfile.mkdtemp(prefix="rods-bfcl-"))
+    if not os.environ.get("BFCL_PROJECT_ROOT"):
+        root = tempfile.mkdtemp(prefix="rods-bfcl-")
+        os.environ["BFCL_PROJECT_ROOT"] = root
+        atexit.register(shutil.rmtree, root, True)
     import openai
     from bfcl_eval import utils as bfcl_utils
     from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker as checker_module
@@ -217,7 +222,7 @@ def _load_bfcl() -> dict[str, Any]:
             return super()._add_next_turn_user_message_FC(inference_data, user_message)
 
         def _query_FC(self, inference_data: dict):  # noqa: ANN202
-            # bfcl queries at most MAXIMUM_STEP_LIMIT + 1 times a turn (base_handler.py:306-308)
+            # bfcl queries at most MAXIMUM_STEP_LIMIT + 1 times a turn (base_handler.py:321-323)
             if self.rods_steps > self.rods_max_steps:
                 raise StepLimit(self.rods_max_steps)
             self.rods_steps += 1
@@ -301,7 +306,7 @@ def evaluate_task(task_id: str, category: str, endpoint: Endpoint, max_steps: in
         raise UnknownTask(f"no task {task_id!r} in category {category!r} of bfcl-eval {bfcl.version()}")
     test_entry = copy.deepcopy(prompts[task_id])  # the handler extends test_entry["function"]
     ground_truth = answers[task_id]
-    test_category = task_id.rsplit("_", 1)[0]  # as base_handler.py:103 and eval_runner do
+    test_category = task_id.rsplit("_", 1)[0]  # as base_handler.py:104 and multi_turn_checker.py:23 do
 
     name = f"rods_eval_{os.getpid()}_{next(_names)}"
     handler = b["Handler"](
@@ -316,7 +321,8 @@ def evaluate_task(task_id: str, category: str, endpoint: Endpoint, max_steps: in
         rods_queries=0,
     )
     # bfcl's instance key for this request's inference (multi_turn_utils.py:33); the checker
-    # uses `name` + "_eval" and `name` + "_ground_truth_eval" (multi_turn_checker.py:46, 63).
+    # uses `name` + "_eval" and `name` + "_ground_truth_eval" (multi_turn_checker.py:46, 63 with
+    # is_evaL_run=True, multi_turn_utils.py:25-26).
     handler.model_name_underline_replaced = name
     stdout = _thread_stdout()
     stdout.local.quiet = True

@@ -15,7 +15,7 @@ import { Rng } from './rng.js';
 /**
  * The user message bfcl-eval's FC loop sends at a turn that adds the withheld functions
  * (bfcl_eval/constants/default_prompts.py DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC,
- * used at base_handler.py:186).
+ * used at base_handler.py:188).
  */
 export const BFCL_ADDED_FUNCTIONS_PROMPT =
   'I have updated some more functions you can choose from. What about now?';

@@ -252,7 +252,7 @@ def test_a_step_limit_ends_the_task_as_bfcls_force_quit(executor: Executor, poli
     status, result = evaluate(executor, policy, "multi_turn_base_0", maxStepsPerTurn=3)
     assert status == 200, result
     assert result["valid"] is False and result["errorType"] == "multi_turn:force_terminated", result
-    assert policy.requests - before == 4  # bfcl's loop: the step after the limit ends it (base_handler.py:308)
+    assert policy.requests - before == 4  # N + 1 queries, then the force quit (base_handler.py:321-323)
     # without maxStepsPerTurn bfcl's own limit of 20 applies: 21 queries, then its force quit
     before = policy.requests
     status, result = evaluate(executor, policy, "multi_turn_base_0")
