@@ -178,6 +178,27 @@ class Token:
         return hmac.compare_digest(header[len("Bearer "):].strip().encode(), value)
 
 
+class Evaluations:
+    """At most `size` evaluations at once; one more is refused at once (503), not queued: an
+    evaluation waits on its endpoint for minutes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.running = 0
+        self._lock = threading.Lock()
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self.running >= self.size:
+                return False
+            self.running += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.running -= 1
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -196,7 +217,7 @@ class Handler(BaseHTTPRequestHandler):
     budget: sandbox.Budget
     token: Token | None
     sessions: sessions.Sessions
-    evaluations: threading.BoundedSemaphore
+    evaluations: Evaluations
 
     # ---- plumbing ----
 
@@ -301,6 +322,9 @@ class Handler(BaseHTTPRequestHandler):
                 "held_bytes": self.budget.held,
                 "sessions": len(self.sessions),
                 "max_sessions": self.sessions.max_sessions,
+                # POST /evaluations/task running now, and at most
+                "evaluations": self.evaluations.running,
+                "max_evaluations": self.evaluations.size,
             },
             # calls run since start (a replayed history counts each of its calls)
             "calls_executed": sandbox.calls_executed(),
@@ -468,7 +492,7 @@ class Handler(BaseHTTPRequestHandler):
                 or timeout_s <= 0):
             raise ApiError(400, "timeoutS must be a positive number (seconds)")
         timeout_s = min(float(timeout_s), float(self.settings.eval_timeout_s))
-        if not self.evaluations.acquire(blocking=False):
+        if not self.evaluations.try_acquire():
             raise ApiError(503, f"{self.settings.max_evaluations} evaluations are running "
                                 f"({EVAL_CONCURRENCY_SETTING}); try again later", EVAL_CONCURRENCY_SETTING, 5)
         where = f"endpoint {base_url} (model {model!r})"
@@ -605,7 +629,7 @@ def serve(settings: Settings) -> None:
         "BoundHandler",
         (Handler,),
         {"settings": settings, "slots": slots, "budget": budget, "token": token, "sessions": live,
-         "evaluations": threading.BoundedSemaphore(settings.max_evaluations)},
+         "evaluations": Evaluations(settings.max_evaluations)},
     )
     httpd = Server((settings.host, settings.port), handler)
     if bool(settings.tls_cert) != bool(settings.tls_key):

@@ -115,13 +115,13 @@ def _free_port() -> int:
 class Executor:
     """The executor on a free port, its stdout and stderr in one log file we can read."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, **settings: str) -> None:
         self.port = _free_port()
         self.log = log
         self.out = log.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "executor", "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+            cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **settings},
             stdout=self.out, stderr=subprocess.STDOUT,
         )
         wait_until(self._answers, 60, "the executor answers /health")
@@ -215,6 +215,8 @@ def test_concurrent_requests_and_the_same_task_twice_do_not_share_environments(
         t.join()
     for task_id, (status, result) in zip(ids, results):
         assert status == 200 and result["valid"] is True and result["taskId"] == task_id, result
+    status, health = executor.post("/health", None, method="GET")
+    assert status == 200 and health["load"]["evaluations"] == 0 and health["load"]["max_evaluations"] == 8
 
 
 def test_a_run_leaves_no_environment_instances_behind(policy: Policy) -> None:
@@ -235,6 +237,23 @@ def test_past_timeout_s_the_task_is_not_scored(executor: Executor, policy: Polic
     assert status == 504, result
     assert "timeoutS" in result["error"] and time.monotonic() - started < 3
     policy.mode = "truth"
+
+
+def test_beyond_max_evaluations_a_request_is_refused_at_once(policy: Policy, tmp_path: Path) -> None:
+    small = Executor(tmp_path / "small.log", RODS_EXECUTOR_MAX_EVALUATIONS="1")
+    try:
+        policy.task, policy.mode = _task("multi_turn_base_0"), "slow"
+        first: list[Any] = []
+        running = threading.Thread(target=lambda: first.append(evaluate(small, policy, "multi_turn_base_0", timeoutS=2)))
+        running.start()
+        wait_until(lambda: small.post("/health", None, method="GET")[1]["load"]["evaluations"] == 1, 10, "one runs")
+        status, result = evaluate(small, policy, "multi_turn_base_0")
+        assert status == 503 and "RODS_EXECUTOR_MAX_EVALUATIONS" in result["error"], result
+        running.join()
+        assert first[0][0] == 504
+    finally:
+        policy.mode = "truth"
+        small.stop()
 
 
 def test_an_answer_without_calls_is_not_valid(executor: Executor, policy: Policy) -> None:
