@@ -4,6 +4,8 @@
   GET  /seeds?category=C[&limit=N][&offset=M]    {category, total, offset, seeds: [task record]}
   POST /execute {involved_classes, initial_config, ground_truth, long_context?, timeout_ms?}
                                                  {ok, failure, turns: [{turn, results, state}]}
+  POST /evaluations/task {taskId, category, endpoint: {baseUrl, model, apiKey?}, maxStepsPerTurn?, timeoutS?}
+                                                 {taskId, category, valid, errorType, error, turns, ...}
 
 Errors are JSON objects {error, limit?} with 400 (malformed JSON or request), 404, 405, 411,
 413 (body over the size limit), 422 (a run's output over a limit), 503 with Retry-After (no
@@ -31,12 +33,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from executor import bfcl, sandbox, sessions
+from executor import bfcl, evaluation, sandbox, sessions
 from executor.environment import DEPTH_SETTING
 
 
 BODY_SETTING = "RODS_EXECUTOR_MAX_BODY_BYTES"
 SLOT_SETTING = "RODS_EXECUTOR_SLOT_WAIT_MS"
+EVAL_CONCURRENCY_SETTING = "RODS_EXECUTOR_MAX_EVALUATIONS"
+EVAL_TIMEOUT_SETTING = "RODS_EXECUTOR_EVAL_TIMEOUT_S"
 
 
 def _env_int(name: str, default: int, minimum: int | None = None) -> int:
@@ -76,6 +80,10 @@ class Settings:
         # live environments (executor/sessions.py): closed after this long idle; at most this many
         self.session_idle_s = _env_int(sessions.IDLE_SETTING, 300, 1)
         self.max_sessions = _env_int(sessions.MAX_SETTING, 256, 1)
+        # POST /evaluations/task: at most this many at once (they mostly wait on the endpoint),
+        # and the default and largest time limit of one
+        self.max_evaluations = _env_int(EVAL_CONCURRENCY_SETTING, 8, 1)
+        self.eval_timeout_s = _env_int(EVAL_TIMEOUT_SETTING, 1800, 1)
 
     def limits(self) -> sandbox.Limits:
         return sandbox.Limits(
@@ -170,6 +178,27 @@ class Token:
         return hmac.compare_digest(header[len("Bearer "):].strip().encode(), value)
 
 
+class Evaluations:
+    """At most `size` evaluations at once; one more is refused at once (503), not queued: an
+    evaluation waits on its endpoint for minutes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.running = 0
+        self._lock = threading.Lock()
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self.running >= self.size:
+                return False
+            self.running += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.running -= 1
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -188,6 +217,7 @@ class Handler(BaseHTTPRequestHandler):
     budget: sandbox.Budget
     token: Token | None
     sessions: sessions.Sessions
+    evaluations: Evaluations
 
     # ---- plumbing ----
 
@@ -225,6 +255,7 @@ class Handler(BaseHTTPRequestHandler):
             "/seeds": {"GET": self._seeds},
             "/execute": {"POST": self._execute},
             "/sessions": {"POST": self._open_session},
+            "/evaluations/task": {"POST": self._evaluate_task},
         }
         try:
             # /health stays open for liveness probes; it tells nothing a caller could use.
@@ -291,6 +322,9 @@ class Handler(BaseHTTPRequestHandler):
                 "held_bytes": self.budget.held,
                 "sessions": len(self.sessions),
                 "max_sessions": self.sessions.max_sessions,
+                # POST /evaluations/task running now, and at most
+                "evaluations": self.evaluations.running,
+                "max_evaluations": self.evaluations.size,
             },
             # calls run since start (a replayed history counts each of its calls)
             "calls_executed": sandbox.calls_executed(),
@@ -379,9 +413,7 @@ class Handler(BaseHTTPRequestHandler):
         """Seconds a refused client should wait: about one run's default time limit."""
         return max(1, math.ceil(self.settings.timeout_ms / 1000))
 
-    def _json_body(self) -> tuple[bytes, dict[str, Any], float]:
-        """The request body, parsed (an object), and its time limit in seconds."""
-        body = self._read_body()
+    def _json_object(self, body: bytes) -> dict[str, Any]:
         try:
             request = json.loads(body)
         except UnicodeDecodeError as e:
@@ -392,6 +424,12 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "the request JSON nests deeper than the parser allows (about 1000 levels)") from None
         if not isinstance(request, dict):
             raise ApiError(400, "the request body must be a JSON object")
+        return request
+
+    def _json_body(self) -> tuple[bytes, dict[str, Any], float]:
+        """The request body, parsed (an object), and its time limit in seconds."""
+        body = self._read_body()
+        request = self._json_object(body)
         timeout_ms = request.get("timeout_ms", self.settings.timeout_ms)
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
             raise ApiError(400, "timeout_ms must be a positive integer (milliseconds)")
@@ -415,6 +453,67 @@ class Handler(BaseHTTPRequestHandler):
             return sandbox.execute(body, timeout_s, self.settings.limits(), self._held, retry_after=self._retry_after())
         finally:
             self.slots.release()
+
+    # ---- evaluation (executor/evaluation.py) ----
+
+    def _evaluate_task(self, _query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+        """Scores one task with bfcl-eval's own inference loop and checker against the request's
+        OpenAI-compatible endpoint. The endpoint failing is a 502 (504 past timeoutS), never
+        valid=false; the apiKey appears in no answer and no log line."""
+        request = self._json_object(self._read_body())
+        known = {"taskId", "category", "endpoint", "maxStepsPerTurn", "timeoutS"}
+        unknown = sorted(set(request) - known)
+        if unknown:
+            raise ApiError(400, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        task_id, category, endpoint = request.get("taskId"), request.get("category"), request.get("endpoint")
+        if not isinstance(task_id, str) or not task_id:
+            raise ApiError(400, "taskId must be a non-empty string")
+        if category not in bfcl.CATEGORIES:
+            raise ApiError(400, f"category must be one of {', '.join(bfcl.CATEGORIES)}, got {category!r}")
+        if not isinstance(endpoint, dict):
+            raise ApiError(400, "endpoint must be an object {baseUrl, model, apiKey?}")
+        extra = sorted(set(endpoint) - {"baseUrl", "model", "apiKey"})
+        if extra:
+            raise ApiError(400, f"unknown endpoint field(s) {', '.join(extra)}; known: baseUrl, model, apiKey")
+        base_url, model, api_key = endpoint.get("baseUrl"), endpoint.get("model"), endpoint.get("apiKey")
+        if not isinstance(base_url, str) or not urlsplit(base_url).scheme in ("http", "https") or not urlsplit(base_url).netloc:
+            raise ApiError(400, "endpoint.baseUrl must be an http(s) URL such as http://127.0.0.1:7400/v1")
+        if not isinstance(model, str) or not model:
+            raise ApiError(400, "endpoint.model must be a non-empty string")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ApiError(400, "endpoint.apiKey must be a string when given")
+        steps = request.get("maxStepsPerTurn")
+        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)
+                                  or not 1 <= steps <= evaluation.BFCL_MAX_STEPS):
+            raise ApiError(400, f"maxStepsPerTurn must be an integer from 1 to {evaluation.BFCL_MAX_STEPS} "
+                                "(bfcl-eval's own limit)")
+        timeout_s = request.get("timeoutS", self.settings.eval_timeout_s)
+        if (not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not math.isfinite(timeout_s)
+                or timeout_s <= 0):
+            raise ApiError(400, "timeoutS must be a positive number (seconds)")
+        timeout_s = min(float(timeout_s), float(self.settings.eval_timeout_s))
+        if not self.evaluations.try_acquire():
+            raise ApiError(503, f"{self.settings.max_evaluations} evaluations are running "
+                                f"({EVAL_CONCURRENCY_SETTING}); try again later", EVAL_CONCURRENCY_SETTING, 5)
+        where = f"endpoint {base_url} (model {model!r})"
+        try:
+            result = evaluation.evaluate_task(
+                task_id, category, evaluation.Endpoint(base_url, model, api_key), steps, timeout_s
+            )
+        except evaluation.UnknownTask as e:
+            raise ApiError(404, str(e)) from None
+        except evaluation.EndpointError as e:
+            status = 504 if e.timeout else 502
+            raise ApiError(status, evaluation.scrub(
+                f"task {task_id} not scored: {where} failed: {evaluation._cap(str(e), 1000)}", api_key)) from None
+        except Exception as e:  # a bug of ours (or of bfcl's): logged without the key
+            sys.stderr.write(evaluation.scrub(traceback.format_exc(), api_key))
+            raise ApiError(500, evaluation.scrub(
+                f"task {task_id} not scored: executor failure: {type(e).__name__}: {evaluation._cap(str(e), 1000)}",
+                api_key)) from None
+        finally:
+            self.evaluations.release()
+        return 200, result
 
     # ---- sessions (executor/sessions.py) ----
 
@@ -529,7 +628,8 @@ def serve(settings: Settings) -> None:
     handler = type(
         "BoundHandler",
         (Handler,),
-        {"settings": settings, "slots": slots, "budget": budget, "token": token, "sessions": live},
+        {"settings": settings, "slots": slots, "budget": budget, "token": token, "sessions": live,
+         "evaluations": Evaluations(settings.max_evaluations)},
     )
     httpd = Server((settings.host, settings.port), handler)
     if bool(settings.tls_cert) != bool(settings.tls_key):

@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { ExecutorClient } from '../../activities/executor-client.js';
+import { fetchPolicyTasks, Policy } from '../../dev/standin/policy.js';
 import { DEFAULT_STANDIN_PORT, STANDIN_MODEL, startStandin } from '../../dev/standin/server.js';
 import { UsageError } from '../../entry/cli/errors.js';
 import { intOption } from '../../entry/cli/options.js';
@@ -61,6 +63,22 @@ export function register(program: Command): void {
       share('--contradict-rate'),
       0,
     )
+    .option(
+      '--policy-correct <ids>',
+      'known-answer policy: answer these BFCL task ids (comma-separated) with their ground truth as tool calls, ' +
+        'every other task with text only; the tasks come from the executor (RODS_EXECUTOR_URL)',
+    )
+    .option(
+      '--policy-correct-fraction <r>',
+      'known-answer policy: also answer this share of all tasks right (drawn per id with --policy-seed)',
+      share('--policy-correct-fraction'),
+    )
+    .option(
+      '--policy-seed <n>',
+      'seed of the --policy-correct-fraction draw',
+      intOption('--policy-seed', 0),
+      0,
+    )
     .option('--quiet', 'do not log one line per request')
     .action(
       async (opts: {
@@ -74,9 +92,35 @@ export function register(program: Command): void {
         malformedRate: number;
         rejectRate: number;
         contradictRate: number;
+        policyCorrect?: string;
+        policyCorrectFraction?: number;
+        policySeed: number;
         quiet?: boolean;
       }) => {
+        let policy: Policy | undefined;
+        if (opts.policyCorrect !== undefined || opts.policyCorrectFraction !== undefined) {
+          const client = new ExecutorClient();
+          const tasks = await fetchPolicyTasks((c, limit, offset) => client.seeds(c, limit, offset));
+          try {
+            policy = new Policy({
+              tasks,
+              correct: (opts.policyCorrect ?? '')
+                .split(',')
+                .map((s) => s.trim())
+                .filter(Boolean),
+              correctFraction: opts.policyCorrectFraction,
+              seed: opts.policySeed,
+            });
+          } catch (e) {
+            throw new UsageError((e as Error).message);
+          }
+          console.error(
+            `known-answer policy over ${tasks.length} tasks: ${policy.correctIds().length} answered right ` +
+              '(POST /v1/chat/completions, or /policy/<category>/v1/chat/completions to name the category)',
+          );
+        }
         const server = await startStandin({
+          policy,
           host: opts.host,
           port: opts.port,
           seed: opts.seed,

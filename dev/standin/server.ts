@@ -8,11 +8,12 @@ import { z } from 'zod';
 import { FailureSchema } from '../../activities/executor-client.js';
 import { canonicalJson, sha256Hex } from '../../activities/llm/json.js';
 import { JudgementSchema, PlanFunctionSchema } from '../../activities/llm/schemas.js';
-import { TaskRecordSchema } from '../../domain/task.js';
+import { type SeedCategory, TaskRecordSchema } from '../../domain/task.js';
 import { issueLines } from '../../domain/validation-issues.js';
 import { parseStageMarker } from '../../platform/config/prompts.js';
 import { answerAugment } from './augment.js';
 import { checkSchema, instanceOf } from './json-schema.js';
+import { isSeedCategory, type Policy, PolicyError } from './policy.js';
 import { Rng } from './rng.js';
 import { answerParams, answerPatch, answerPlan } from './synth.js';
 import { answerJudge, answerRefine, answerRewrite, answerTurnQuery } from './text.js';
@@ -64,6 +65,12 @@ export interface StandinOptions {
   retryAfterMs?: number;
   /** Log one line per request to stderr. */
   log?: boolean;
+  /**
+   * The known-answer policy (policy.ts): requests without a stage marker are answered as a
+   * tool-calling model whose BFCL accuracy is known (`/v1/chat/completions`, or
+   * `/policy/<category>/v1/chat/completions` to name the category of the tasks asked about).
+   */
+  policy?: Policy;
 }
 
 export interface StandinStats {
@@ -84,6 +91,8 @@ export interface StandinStats {
   contradicted: number;
   /** Requests that set the token limit by the deprecated `max_tokens` (vLLM takes `max_completion_tokens`). */
   deprecatedMaxTokens: number;
+  /** Policy answers: by kind (calls, turn-done, no-calls, wrong) and the task ids asked about. */
+  policy: { answers: Record<string, number>; tasks: Record<string, number> };
 }
 
 export interface StandinServer {
@@ -266,6 +275,7 @@ export function buildStandin(opts: StandinOptions = {}): {
     judgeWithStates: 0,
     contradicted: 0,
     deprecatedMaxTokens: 0,
+    policy: { answers: {}, tasks: {} },
   };
   const faultCounters = new Map<string, number>();
   const hanging = new Set<() => void>();
@@ -294,7 +304,7 @@ export function buildStandin(opts: StandinOptions = {}): {
     ],
   }));
 
-  app.post('/v1/chat/completions', async (req, reply) => {
+  const chat = async (req: FastifyRequest, reply: FastifyReply, category?: SeedCategory) => {
     const started = Date.now();
     const n = ++stats.requests;
     const auth = req.headers.authorization;
@@ -359,6 +369,46 @@ export function buildStandin(opts: StandinOptions = {}): {
       });
       log('hung');
       return reply;
+    }
+    if (!marker && opts.policy) {
+      let answer: ReturnType<Policy['answer']>;
+      try {
+        answer = opts.policy.answer(body.messages, category);
+      } catch (e) {
+        if (!(e instanceof PolicyError)) throw e;
+        log(400);
+        return openAiError(reply, 400, `the stand-in policy: ${e.message}`, 'invalid_request_error');
+      }
+      const kind = answer.kind === 'calls' ? 'calls' : answer.why;
+      stats.policy.answers[kind] = (stats.policy.answers[kind] ?? 0) + 1;
+      stats.policy.tasks[answer.taskId] = (stats.policy.tasks[answer.taskId] ?? 0) + 1;
+      stats.answered++;
+      log(200);
+      const message =
+        answer.kind === 'calls'
+          ? { role: 'assistant', content: null, tool_calls: answer.toolCalls }
+          : { role: 'assistant', content: answer.content };
+      const promptChars = body.messages.reduce((k, m) => k + text(m.content).length, 0);
+      const outChars = JSON.stringify(message).length;
+      return reply.send({
+        id: `chatcmpl-standin-policy-${n}`,
+        object: 'chat.completion',
+        created: Math.floor(Date.now() / 1000),
+        model: body.model ?? STANDIN_MODEL,
+        choices: [
+          {
+            index: 0,
+            message,
+            finish_reason: answer.kind === 'calls' ? 'tool_calls' : 'stop',
+            logprobs: null,
+          },
+        ],
+        usage: {
+          prompt_tokens: Math.ceil(promptChars / 4),
+          completion_tokens: Math.ceil(outChars / 4),
+          total_tokens: Math.ceil(promptChars / 4) + Math.ceil(outChars / 4),
+        },
+      });
     }
     if (!marker) {
       log(400);
@@ -453,6 +503,25 @@ export function buildStandin(opts: StandinOptions = {}): {
         total_tokens: Math.ceil(promptChars / 4) + Math.ceil(content.length / 4),
       },
     });
+  };
+  app.post('/v1/chat/completions', (req, reply) => chat(req, reply));
+  app.post<{ Params: { category: string } }>('/policy/:category/v1/chat/completions', (req, reply) => {
+    const { category } = req.params;
+    if (!opts.policy)
+      return openAiError(
+        reply,
+        404,
+        'the stand-in runs without a policy (--policy-*)',
+        'invalid_request_error',
+      );
+    if (!isSeedCategory(category))
+      return openAiError(
+        reply,
+        404,
+        `no category ${category}; categories: base, miss_func, miss_param, long_context`,
+        'invalid_request_error',
+      );
+    return chat(req, reply, category);
   });
 
   return {
