@@ -243,6 +243,8 @@ def _load_bfcl() -> dict[str, Any]:
                     error = EndpointError("the request timed out (timeoutS)", timeout=True)
                     retry = False
                 except openai.APIStatusError as e:
+                    if e.status_code == 400 and any(m in str(e.message).lower() for m in _CONTEXT_MARKERS):
+                        raise ContextExceeded(f"HTTP 400: {e.message}") from None
                     error = EndpointError(f"HTTP {e.status_code}: {e.message}")
                     retry = e.status_code in (408, 409, 429) or e.status_code >= 500
                 except openai.APIConnectionError as e:
@@ -273,6 +275,16 @@ def _load_bfcl() -> dict[str, Any]:
         "multi_turn_checker": checker_module.multi_turn_checker,
         "is_empty_execute_response": multi_turn_utils.is_empty_execute_response,
     }
+
+
+class ContextExceeded(Exception):
+    """The endpoint refused a query because the conversation no longer fits the model's context: the
+    policy's own answers made it so (a model that never stops writing fills its context), so the
+    task is answered wrong, as bfcl's runner scores an entry whose inference raised."""
+
+
+# vLLM: "This model's maximum context length is N tokens"; OpenAI: code context_length_exceeded.
+_CONTEXT_MARKERS = ("maximum context length", "context_length_exceeded", "context length")
 
 
 class StepLimit(Exception):
@@ -328,6 +340,7 @@ def evaluate_task(task_id: str, category: str, endpoint: Endpoint, max_steps: in
     stdout.local.quiet = True
     try:
         force_terminated = None
+        context_exceeded = False
         try:
             model_result, metadata = handler.inference(test_entry, include_input_log=False, exclude_state_log=True)
         except StepLimit as e:
@@ -336,10 +349,18 @@ def evaluate_task(task_id: str, category: str, endpoint: Endpoint, max_steps: in
                 f"Model was force-terminated during inference phase after {e.limit} steps in a turn "
                 f"(maxStepsPerTurn {e.limit}; bfcl's own limit is {BFCL_MAX_STEPS})."
             )
+        except ContextExceeded as e:
+            model_result, metadata = None, {}
+            force_terminated = f"The conversation outgrew the model's context; the endpoint said: {e}"
+            context_exceeded = True
         tokens_in = sum(sum(t) for t in metadata.get("input_token_count", []))
         tokens_out = sum(sum(t) for t in metadata.get("output_token_count", []))
         if force_terminated is not None:
-            verdict = {"valid": False, "error_type": "multi_turn:force_terminated", "error_message": force_terminated}
+            verdict = {
+                "valid": False,
+                "error_type": "rods:context_length_exceeded" if context_exceeded else "multi_turn:force_terminated",
+                "error_message": force_terminated,
+            }
             decoded: list[list[list[str]]] = []
             turns = 0
         elif len(model_result) != len(ground_truth):  # eval_runner.py:200

@@ -75,6 +75,16 @@ class PolicyHandler(BaseHTTPRequestHandler):
         task = _task(parts[0]) if parts[0] != "v1" else self.server.task
         if self.server.mode == "slow":
             time.sleep(3)
+        if self.server.mode == "context":  # vLLM's answer to a conversation past the model's length
+            raw = json.dumps({"object": "error", "type": "BadRequestError", "param": "input_tokens", "code": 400,
+                              "message": "This model's maximum context length is 16384 tokens. However, your prompt "
+                                         "contains at least 16385 input tokens."}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
         users = sum(1 for m in messages if m["role"] == "user")
         message: dict[str, Any] = {"role": "assistant", "content": "Done."}
         if self.server.mode == "loop":  # calls for ever
@@ -263,6 +273,18 @@ def test_an_answer_without_calls_is_not_valid(executor: Executor, policy: Policy
     assert result["valid"] is False
     assert result["errorType"] == "multi_turn:empty_turn_model_response"
     assert "empty" in result["error"] and result["toolCalls"] == 0
+
+
+def test_a_conversation_past_the_context_is_a_wrong_answer_not_an_endpoint_failure(
+        executor: Executor, policy: Policy) -> None:
+    policy.task, policy.mode = _task("multi_turn_base_0"), "context"
+    try:
+        status, result = evaluate(executor, policy, "multi_turn_base_0")
+    finally:
+        policy.mode = "truth"
+    assert status == 200, result
+    assert result["valid"] is False and result["errorType"] == "rods:context_length_exceeded", result
+    assert "maximum context length is 16384" in result["error"]
 
 
 def test_a_step_limit_ends_the_task_as_bfcls_force_quit(executor: Executor, policy: Policy) -> None:

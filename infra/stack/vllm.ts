@@ -133,6 +133,13 @@ export function serverArgs(s: VllmSettings): string[] {
     // Compact JSON: a random model would otherwise fill its answers with whitespace.
     '--structured-outputs-config',
     '{"backend":"xgrammar","disable_any_whitespace":true}',
+    // Tool calls, for a policy served to `rods eval`: bfcl-eval's FC handler sends `tools` with the
+    // default tool_choice "auto", which vLLM refuses without a parser (HTTP 400 '"auto" tool choice
+    // requires --enable-auto-tool-choice and --tool-call-parser'). hermes reads the <tool_call>
+    // JSON of Qwen2.5 and Qwen3 chat templates (the tiny model's too).
+    '--enable-auto-tool-choice',
+    '--tool-call-parser',
+    'hermes',
     ...(s.tiny ? ['--dtype', 'float32'] : []),
     ...s.extraArgs,
   ];
