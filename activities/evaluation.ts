@@ -19,6 +19,7 @@ import { type ExecutorClient, ExecutorError, type TaskEvaluation } from './execu
 
 /** The endpoint serving the evaluated policy. Its API key stays in the worker's environment. */
 export interface EvaluationEndpoint {
+  /** `{category}` in it is replaced by each task's category (a server with a route per category). */
   baseUrl: string;
   model: string;
   /** The worker's environment variable holding the key: a key never enters a workflow's history. */
@@ -75,6 +76,9 @@ const EVENT_TYPES = [
   'EvaluationCompleted',
   'EvaluationFailed',
 ] as const;
+
+/** The endpoint's URL for a task: `{category}` replaced by the task's category. */
+export const endpointFor = (baseUrl: string, category: string) => baseUrl.replaceAll('{category}', category);
 
 const refused = (type: string, message: string) =>
   ApplicationFailure.create({ type, message, nonRetryable: true });
@@ -182,7 +186,7 @@ export function createEvaluationActivities(deps: EvaluationActivityDeps) {
           taskId: input.task.taskId,
           category: input.task.category as SeedCategory,
           endpoint: {
-            baseUrl: input.endpoint.baseUrl,
+            baseUrl: endpointFor(input.endpoint.baseUrl, input.task.category),
             model: input.endpoint.model,
             ...(apiKey ? { apiKey } : {}),
           },

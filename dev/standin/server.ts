@@ -71,6 +71,8 @@ export interface StandinOptions {
    * `/policy/<category>/v1/chat/completions` to name the category of the tasks asked about).
    */
   policy?: Policy;
+  /** Each policy answer waits this long first (a slow policy: a test kills a worker mid-evaluation). */
+  policyDelayMs?: number;
 }
 
 export interface StandinStats {
@@ -383,6 +385,7 @@ export function buildStandin(opts: StandinOptions = {}): {
       stats.policy.answers[kind] = (stats.policy.answers[kind] ?? 0) + 1;
       stats.policy.tasks[answer.taskId] = (stats.policy.tasks[answer.taskId] ?? 0) + 1;
       stats.answered++;
+      if (opts.policyDelayMs) await new Promise((r) => setTimeout(r, opts.policyDelayMs));
       log(200);
       const message =
         answer.kind === 'calls'

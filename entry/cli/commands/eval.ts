@@ -139,7 +139,7 @@ export function register(program: Command): void {
     )
     .requiredOption(
       '--endpoint <url>',
-      'base URL of the OpenAI-compatible endpoint serving the checkpoint (e.g. http://127.0.0.1:8000/v1)',
+      "base URL of the OpenAI-compatible endpoint serving the checkpoint (e.g. http://127.0.0.1:8000/v1); {category} in it is replaced by each task's category",
     )
     .requiredOption('--model <name>', 'model name the endpoint serves')
     .option(
@@ -185,7 +185,7 @@ export function register(program: Command): void {
             throw new UsageError(`${flag} must be a whole number >= 1`);
         let url: URL;
         try {
-          url = new URL(opts.endpoint);
+          url = new URL(opts.endpoint.replaceAll('{category}', 'base'));
         } catch {
           throw new UsageError(`--endpoint: ${JSON.stringify(opts.endpoint)} is not a URL`);
         }
