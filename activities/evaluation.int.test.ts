@@ -96,7 +96,14 @@ const input = (campaignId: string, over: Partial<EvaluationInput> = {}): Evaluat
   ...over,
 });
 
-const env = () => new MockActivityEnvironment();
+// MockActivityEnvironment.run infers no result type (R appears only in its function's constraint).
+const env = (info?: ConstructorParameters<typeof MockActivityEnvironment>[0]) => {
+  const mock = new MockActivityEnvironment(info);
+  return {
+    run: <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> =>
+      mock.run(fn, ...args) as Promise<R>,
+  };
+};
 
 describe('evaluation activities', () => {
   it('open the held-out tasks past the seeds with the manifest root, score each once, and close with accuracy per category', async () => {
@@ -204,7 +211,7 @@ describe('evaluation activities', () => {
     const req = input(campaignId, { tasks: [{ taskId: 'multi_turn_base_150', category: 'base' }] });
     await env().run(acts.openEvaluation, req);
     const score = (attempt: number) =>
-      new MockActivityEnvironment({ attempt })
+      env({ attempt })
         .run(acts.scoreEvaluationTask, {
           evaluationId: req.evaluationId,
           campaignId,
@@ -212,21 +219,24 @@ describe('evaluation activities', () => {
           endpoint: req.endpoint,
           endpointAttempts: 3,
         })
-        .catch((e: unknown) => e as ApplicationFailure);
+        .then(
+          () => undefined,
+          (e: unknown) => e as ApplicationFailure,
+        );
     const first = await score(1);
-    expect(first.nonRetryable).toBe(false);
+    expect(first?.nonRetryable).toBe(false);
     const last = await score(3);
-    expect(last.nonRetryable).toBe(true);
-    expect(last.message).toMatch(
+    expect(last?.nonRetryable).toBe(true);
+    expect(last?.message).toMatch(
       /^task multi_turn_base_150: .*HTTP 502: the endpoint http:\/\/127\.0\.0\.1:9\/v1 is not reachable \(attempt 3 of 3\)$/,
     );
     await env().run(acts.failEvaluation, {
       evaluationId: req.evaluationId,
       campaignId,
-      reason: last.message,
+      reason: last!.message,
     });
     const v = await evaluationView(pool, req.evaluationId);
-    expect(v).toMatchObject({ status: 'failed', reason: last.message, scored: 0, tasks: 1 });
+    expect(v).toMatchObject({ status: 'failed', reason: last!.message, scored: 0, tasks: 1 });
   });
 
   it("take the endpoint's key from the worker's environment, never from the input", async () => {
@@ -259,8 +269,11 @@ describe('evaluation activities', () => {
         task: req.tasks![0]!,
         endpoint: req.endpoint,
       })
-      .catch((e: unknown) => e as ApplicationFailure);
-    expect(err.message).toBe(
+      .then(
+        () => undefined,
+        (e: unknown) => e as ApplicationFailure,
+      );
+    expect(err?.message).toBe(
       "the worker's environment variable EVAL_KEY (the endpoint's API key) is not set",
     );
   });
