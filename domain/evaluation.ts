@@ -83,6 +83,21 @@ export function wilson(correct: number, total: number, z = Z95): [number, number
   return [Math.max(0, centre - half), Math.min(1, centre + half)];
 }
 
+/** A category's (or the overall) accuracy with its 95 % Wilson interval, as `rods eval` and the dashboard report it. */
+export interface AccuracyRow extends CategoryAccuracy {
+  /** null when no task of it was scored. */
+  accuracy: number | null;
+  interval95: [number, number];
+}
+
+export const accuracyRow = (c: CategoryAccuracy): AccuracyRow => ({
+  category: c.category,
+  correct: c.correct,
+  total: c.total,
+  accuracy: c.total > 0 ? c.correct / c.total : null,
+  interval95: wilson(c.correct, c.total),
+});
+
 /**
  * Interval of the difference of two independent proportions (b - a), Newcombe's hybrid score
  * method from the two Wilson intervals (Newcombe 1998, method 10): unlike the Wald interval it

@@ -1,7 +1,8 @@
 // The dashboard's routes against the real PostgreSQL (through fastify's inject): the page is
 // served to anyone with its security headers, every data route needs a token that may read the
 // campaign, the campaign list shows a token only its campaigns, polls get 304 with the ETag, and
-// the figures come from the projections and the event store.
+// the figures come from the projections and the event store; the evaluations of checkpoints come
+// from their recorded events, by trainer step, with accuracy and 95 % intervals.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,8 +10,12 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dashboardEvaluations } from '../../analysis/status/evaluations.js';
+import { accuracyByCategory, evaluationIdOf, wilson } from '../../domain/evaluation.js';
+import { eventIds, streams } from '../../domain/ids.js';
 import { registerCampaign } from '../../platform/store/campaigns.js';
 import { createPool, type Pool } from '../../platform/store/db.js';
+import { append, type NewEvent, typedEvent } from '../../platform/store/events/event-store.js';
 import { temporalClient } from '../../platform/temporal/connect.js';
 import { TokenSet } from './auth.js';
 import { buildGateway } from './server.js';
@@ -34,6 +39,82 @@ const get = (url: string, token?: string, headers: Record<string, string> = {}) 
     url,
     headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
   });
+
+/**
+ * Records an evaluation of `campaignId` as its events: started at `at` (ms), a verdict per task
+ * ([taskId, category, valid]; the task list also holds `unscored` tasks), then completed, failed or
+ * left running.
+ */
+async function recordEvaluation(
+  campaignId: string,
+  checkpoint: { id: string; step: number } | null,
+  verdicts: [string, string, boolean][],
+  opts: { end?: 'completed' | 'failed' | 'running'; at?: number; model?: string; unscored?: number } = {},
+): Promise<string> {
+  const { end = 'completed', at = Date.now(), model = 'policy', unscored = 0 } = opts;
+  const evaluationId = evaluationIdOf(campaignId, checkpoint?.id ?? null, model, 'dashboard-test');
+  const base = { evaluationId, campaignId };
+  const tasks = [
+    ...verdicts.map(([taskId, category]) => ({ taskId, category })),
+    ...Array.from({ length: unscored }, (_, i) => ({ taskId: `unscored_${i}`, category: 'base' })),
+  ];
+  const events: NewEvent[] = [
+    typedEvent('EvaluationStarted', {
+      ...base,
+      eventId: eventIds.evaluationStarted(evaluationId),
+      checkpointId: checkpoint?.id ?? null,
+      trainerStep: checkpoint?.step ?? null,
+      manifestRoot: checkpoint ? 'ab'.repeat(32) : null,
+      endpoint: 'http://10.0.0.7:8000/v1',
+      model,
+      bfclEvalVersion: '2025.1',
+      tasks,
+      occurredAt: at,
+    }),
+    ...verdicts.map(([taskId, category, valid], i) =>
+      typedEvent('EvaluationTaskScored', {
+        ...base,
+        eventId: eventIds.evaluationTaskScored(evaluationId, taskId),
+        taskId,
+        category,
+        valid,
+        errorType: valid ? null : 'state_mismatch',
+        error: null,
+        turns: 2,
+        toolCalls: 3,
+        promptTokens: null,
+        completionTokens: null,
+        durationMs: 1000,
+        occurredAt: at + i + 1,
+      }),
+    ),
+  ];
+  const acc = accuracyByCategory(
+    tasks,
+    verdicts.map(([taskId, category, valid]) => ({ taskId, category, valid })),
+  );
+  if (end === 'completed')
+    events.push(
+      typedEvent('EvaluationCompleted', {
+        ...base,
+        eventId: eventIds.evaluationCompleted(evaluationId),
+        ...acc,
+        occurredAt: at + 100,
+      }),
+    );
+  if (end === 'failed')
+    events.push(
+      typedEvent('EvaluationFailed', {
+        ...base,
+        eventId: eventIds.evaluationFailed(evaluationId),
+        reason: 'the endpoint is not reachable',
+        scored: verdicts.length,
+        occurredAt: at + 100,
+      }),
+    );
+  await append(db, streams.evaluation(evaluationId), 'no-stream', events);
+  return evaluationId;
+}
 
 beforeAll(async () => {
   db = createPool({ application: 'rods-dashboard-test', max: 4 });
@@ -218,5 +299,129 @@ describe('the dashboard routes', () => {
       expect((await lineage(inB, token)).json().detail).toContain('(another campaign has)');
       expect((await lineage(nowhere, token)).json().detail).not.toMatch(/another campaign/);
     }
+  });
+
+  it("lists the campaign's evaluations by trainer step, with accuracy per category and 95 % intervals", async () => {
+    const url = `/v1/campaigns/${A}/dashboard/evaluations`;
+    const none = (await get(url, ONLY_A)).json();
+    expect(none).toEqual({ campaignId: A, limit: 200, truncated: false, evaluations: [] });
+    const t0 = Date.now();
+    // Recorded out of step order: the answer sorts them, the base model (no checkpoint) first.
+    const late = await recordEvaluation(
+      A,
+      { id: 'run-step-20', step: 20 },
+      [
+        ['multi_turn_base_1', 'base', true],
+        ['multi_turn_base_2', 'base', true],
+        ['multi_turn_base_3', 'base', true],
+        ['multi_turn_base_4', 'base', false],
+        ['multi_turn_miss_func_1', 'miss_func', true],
+        ['multi_turn_miss_func_2', 'miss_func', false],
+      ],
+      { at: t0 },
+    );
+    const early = await recordEvaluation(
+      A,
+      { id: 'run-step-5', step: 5 },
+      [
+        ['multi_turn_base_1', 'base', false],
+        ['multi_turn_base_2', 'base', true],
+      ],
+      { at: t0 + 1 },
+    );
+    const failed = await recordEvaluation(
+      A,
+      { id: 'run-step-10', step: 10 },
+      [['multi_turn_base_1', 'base', true]],
+      {
+        end: 'failed',
+        at: t0 + 2,
+        unscored: 3,
+      },
+    );
+    const base = await recordEvaluation(A, null, [], { end: 'running', at: t0 + 3, unscored: 2 });
+    const inB = await recordEvaluation(
+      B,
+      { id: 'run-step-5', step: 5 },
+      [['multi_turn_base_1', 'base', true]],
+      {
+        at: t0 + 4,
+      },
+    );
+
+    const r = await get(url, ONLY_A);
+    expect(r.statusCode).toBe(200);
+    const body = r.json();
+    expect(body).toMatchObject({ campaignId: A, limit: 200, truncated: false });
+    const evals = body.evaluations as { evaluationId: string; trainerStep: number | null }[];
+    expect(evals.map((e) => [e.evaluationId, e.trainerStep])).toEqual([
+      [base, null],
+      [early, 5],
+      [failed, 10],
+      [late, 20],
+    ]);
+    const [b, e, f, l] = body.evaluations;
+    expect(l).toEqual({
+      evaluationId: late,
+      checkpointId: 'run-step-20',
+      trainerStep: 20,
+      model: 'policy',
+      bfclEvalVersion: '2025.1',
+      status: 'completed',
+      reason: null,
+      tasks: 6,
+      scored: 6,
+      startedAt: t0,
+      endedAt: t0 + 100,
+      categories: [
+        { category: 'base', correct: 3, total: 4, accuracy: 0.75, interval95: wilson(3, 4) },
+        { category: 'miss_func', correct: 1, total: 2, accuracy: 0.5, interval95: wilson(1, 2) },
+      ],
+      overall: { category: 'overall', correct: 4, total: 6, accuracy: 4 / 6, interval95: wilson(4, 6) },
+    });
+    // The endpoint may name an internal host: it stays out.
+    expect(r.body).not.toContain('10.0.0.7');
+    expect(e.overall).toMatchObject({ correct: 1, total: 2, accuracy: 0.5 });
+    expect(f).toMatchObject({
+      status: 'failed',
+      reason: 'the endpoint is not reachable',
+      tasks: 4,
+      scored: 1,
+      overall: { correct: 1, total: 1, accuracy: 1, interval95: wilson(1, 1) },
+    });
+    // Nothing scored yet: no accuracy, the interval is all of [0, 1].
+    expect(b).toMatchObject({
+      checkpointId: null,
+      status: 'running',
+      tasks: 2,
+      scored: 0,
+      categories: [],
+      overall: { correct: 0, total: 0, accuracy: null, interval95: [0, 1] },
+    });
+
+    // Another campaign's evaluations are its own.
+    expect(r.body).not.toContain(inB);
+    const inOther = (await get(`/v1/campaigns/${B}/dashboard/evaluations`, READ)).json();
+    expect(inOther.evaluations.map((x: { evaluationId: string }) => x.evaluationId)).toEqual([inB]);
+
+    // A poll whose evaluations did not change costs a 304.
+    const again = await get(url, ONLY_A, { 'if-none-match': r.headers.etag as string });
+    expect(again.statusCode).toBe(304);
+  });
+
+  it('bounds the evaluations it answers with to the newest, and says so', async () => {
+    const some = await dashboardEvaluations(db, A, 2);
+    expect(some.truncated).toBe(true);
+    expect(some.limit).toBe(2);
+    // The newest two by start (the base model's run and the failed one), still by trainer step.
+    expect(some.evaluations.map((e) => e.trainerStep)).toEqual([null, 10]);
+    expect((await dashboardEvaluations(db, A, 4)).truncated).toBe(false);
+  });
+
+  it('refuses the evaluations to a request without a token or without a scope over the campaign', async () => {
+    expect((await get(`/v1/campaigns/${A}/dashboard/evaluations`)).statusCode).toBe(401);
+    expect((await get(`/v1/campaigns/${A}/dashboard/evaluations`, 'nope')).statusCode).toBe(403);
+    expect((await get(`/v1/campaigns/${B}/dashboard/evaluations`, ONLY_A)).statusCode).toBe(403);
+    expect((await get(`/v1/campaigns/nope-${A}/dashboard/evaluations`, READ)).statusCode).toBe(404);
   });
 });

@@ -16,6 +16,7 @@ import { campaignsOfTask, loadLineageIndex } from '../../analysis/lineage/store.
 import { campaignStatus, type StatusOptions } from '../../analysis/status/campaign-status.js';
 import { dashboardSeries, findTasks, listCampaigns, rewardHistory } from '../../analysis/status/dashboard.js';
 import { diagnose } from '../../analysis/status/diagnose.js';
+import { dashboardEvaluations } from '../../analysis/status/evaluations.js';
 import type { StatusKafka } from '../../analysis/status/kafka-shared.js';
 import { workflowIds } from '../../domain/ids.js';
 import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../../platform/config/endpoints.js';
@@ -146,6 +147,14 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
         ? `${ui}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`
         : null,
     });
+  });
+
+  // The campaign's evaluations on BFCL's held-out tasks (the newest 200), by trainer step, with
+  // accuracy per category and overall and their 95 % intervals.
+  app.get('/v1/campaigns/:id/dashboard/evaluations', campaignRead, async (req, reply) => {
+    const { id } = parseOr422(CampaignParams, req.params, 'path');
+    await requireCampaign(db, id);
+    return sendTagged(req, reply, await dashboardEvaluations(db, id));
   });
 
   app.get('/v1/campaigns/:id/dashboard/tasks', campaignRead, async (req, reply) => {

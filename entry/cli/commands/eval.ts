@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import type { EvaluationInput } from '../../../activities/evaluation.js';
 import { recordedManifest } from '../../../analysis/manifest/manifest.js';
 import {
+  accuracyRow,
   compareAccuracy,
   type EvaluationTask,
   evaluationIdOf,
@@ -22,6 +23,7 @@ import {
   type EvaluationView,
   evaluationIds,
   evaluationView,
+  evaluationViews,
 } from '../../../platform/store/events/evaluations.js';
 import { migrate } from '../../../platform/store/migrate.js';
 import { taskQueue, temporalClient } from '../../../platform/temporal/connect.js';
@@ -70,16 +72,11 @@ const ci = ([lo, hi]: [number, number]) => `[${pct(lo)}, ${pct(hi)}]`;
 
 /** The JSON of a view: accuracy and its interval per category and overall. */
 function summary(v: EvaluationView, withOutcomes: boolean) {
-  const row = (c: { category: string; correct: number; total: number }) => ({
-    ...c,
-    accuracy: c.total > 0 ? c.correct / c.total : null,
-    interval95: wilson(c.correct, c.total),
-  });
   const { outcomes, ...rest } = v;
   return {
     ...rest,
-    categories: v.categories.map(row),
-    overall: row({ category: 'overall', correct: v.correct, total: v.total }),
+    categories: v.categories.map(accuracyRow),
+    overall: accuracyRow({ category: 'overall', correct: v.correct, total: v.total }),
     secondsPerTask: v.scored > 0 ? v.taskMs / v.scored / 1000 : null,
     ...(withOutcomes ? { outcomes } : {}),
   };
@@ -298,11 +295,7 @@ export function register(program: Command): void {
     .option('--json', 'JSON output')
     .action(async (opts: { campaign?: string; json?: boolean }) => {
       await withDb(async (db) => {
-        const views: EvaluationView[] = [];
-        for (const id of await evaluationIds(db, opts.campaign)) {
-          const v = await evaluationView(db, id);
-          if (v) views.push(v);
-        }
+        const views = await evaluationViews(db, await evaluationIds(db, opts.campaign));
         if (opts.json) {
           printJson(views.map((v) => summary(v, false)));
           return;

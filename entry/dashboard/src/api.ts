@@ -11,6 +11,7 @@ import type {
   TaskMatch,
 } from '../../../analysis/status/dashboard.js';
 import type { Finding } from '../../../analysis/status/diagnose.js';
+import type { DashboardEvaluations } from '../../../analysis/status/evaluations.js';
 import type { CampaignStatusReport } from '../../../analysis/status/report.js';
 
 export type { CampaignListItem, DashboardSeries, Finding, Lineage, RewardPoint, TaskMatch };
@@ -89,6 +90,8 @@ export const api = {
   campaigns: () => getJson<CampaignList>('/v1/dashboard/campaigns'),
   series: (id: string) => getJson<DashboardSeries>(`/v1/campaigns/${enc(id)}/dashboard/series`),
   status: (id: string) => getJson<StatusView>(`/v1/campaigns/${enc(id)}/dashboard/status`),
+  evaluations: (id: string) =>
+    getJson<DashboardEvaluations>(`/v1/campaigns/${enc(id)}/dashboard/evaluations`),
   tasks: (id: string, q: string) =>
     getJson<{ tasks: TaskMatch[] }>(`/v1/campaigns/${enc(id)}/dashboard/tasks?q=${enc(q)}`),
   lineage: (id: string, taskId: string) =>

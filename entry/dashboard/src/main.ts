@@ -1,8 +1,10 @@
 // The rods dashboard: the campaigns a token may read; for one campaign, live (polled with ETags):
-// what holds it, band counts and reward variance per step, the pool by origin and generation,
-// the synthesis funnel and latency, aggregator lag and dead letters; and a lineage explorer.
+// what holds it, band counts per step beside the held-out accuracy of its checkpoints on the same
+// steps, reward variance per step, the pool by origin and generation, the synthesis funnel and
+// latency, aggregator lag and dead letters; and a lineage explorer.
 // Read-only: it only GETs the gateway's dashboard JSON.
 import './style.css';
+import { accuracyPlot, type DashboardEvaluations, fmtInterval, fmtPct, stepRange } from './accuracy.js';
 import {
   AuthError,
   adoptToken,
@@ -13,13 +15,15 @@ import {
   type StatusView,
   setToken,
 } from './api.js';
-import { Chart, COLORS } from './charts.js';
+import { CATEGORY_COLORS, Chart, COLORS } from './charts.js';
 import { el, fmtMs } from './dom.js';
 import { renderLineage } from './lineage.js';
 import { poll } from './poll.js';
 
 const SERIES_MS = 3000;
 const STATUS_MS = 5000;
+// An evaluation scores a task in seconds to minutes: its figures change slowly.
+const EVALUATIONS_MS = 10_000;
 const app = document.getElementById('app')!;
 const updated = document.getElementById('updated')!;
 const crumb = document.getElementById('crumb')!;
@@ -184,7 +188,13 @@ function renderCampaign(id: string): void {
     { label: seeds, color: COLORS.seeds },
     { label: 'generated', color: COLORS.generated },
   ];
-  const bands = new Chart('bands', 'Tasks per band at each step', { x: 'step', y: 'tasks' }, byBand);
+  // The band composition and the held-out accuracy share their step range and cursor.
+  const bands = new Chart(
+    'bands',
+    'Tasks per band at each step',
+    { x: 'step', y: 'tasks', sync: 'steps' },
+    byBand,
+  );
   const variance = new Chart(
     'variance',
     'Mean reward variance by band',
@@ -216,15 +226,36 @@ function renderCampaign(id: string): void {
     { x: 'time', y: 'records', time: true },
     [{ label: 'total lag', color: COLORS.lag }],
   );
-  charts = [bands, variance, pool, generations, latency, lag];
+  const others = [variance, pool, generations, latency, lag];
+  charts = [bands, ...others];
+  const accuracy = accuracyPanel(id);
+  charts.push(accuracy.chart());
 
   const summary = el('section', { id: 'summary', class: 'card' }, 'loading ...');
   const holds = el('section', { id: 'holds', class: 'card' });
   const funnel = el('section', { id: 'funnel', class: 'card' });
   const dead = el('section', { id: 'dead-letters', class: 'card' });
-  const grid = el('div', { class: 'grid' }, ...charts.map((c) => c.figure));
+  const pair = el('div', { class: 'grid', id: 'steps-pair' }, bands.figure, accuracy.slot);
+  const grid = el('div', { class: 'grid' }, ...others.map((c) => c.figure));
   const lineage = lineageExplorer(id);
-  app.replaceChildren(summary, holds, grid, el('div', { class: 'row' }, funnel, dead), lineage);
+  app.replaceChildren(
+    summary,
+    holds,
+    pair,
+    accuracy.table,
+    grid,
+    el('div', { class: 'row' }, funnel, dead),
+    lineage,
+  );
+
+  // The steps both charts show: those of the band composition and of the evaluated checkpoints.
+  let bandSteps: number[] = [];
+  let evaluatedSteps: number[] = [];
+  const alignSteps = () => {
+    const range = stepRange(bandSteps, evaluatedSteps);
+    bands.setXRange(range);
+    accuracy.chart().setXRange(range);
+  };
 
   const lagX: number[] = [];
   const lagY: (number | null)[] = [];
@@ -233,6 +264,8 @@ function renderCampaign(id: string): void {
     try {
       const s = await api.series(id);
       drawSeries(s, { bands, variance, pool, generations, latency });
+      bandSteps = s.steps.map((p) => p.step);
+      alignSteps();
       renderFunnel(funnel, s);
       stamp();
     } catch (e) {
@@ -257,7 +290,147 @@ function renderCampaign(id: string): void {
       showError(e);
     }
   };
-  polls.push(poll(pollSeries, SERIES_MS), poll(pollStatus, STATUS_MS));
+  let evaluations: DashboardEvaluations | null = null;
+  const pollEvaluations = async () => {
+    try {
+      const next = await api.evaluations(id);
+      // The same object when the gateway answered 304: nothing to redraw.
+      if (next !== evaluations) {
+        evaluations = next;
+        evaluatedSteps = accuracy.render(next);
+        alignSteps();
+      }
+      stamp();
+    } catch (e) {
+      showError(e);
+    }
+  };
+  polls.push(poll(pollSeries, SERIES_MS), poll(pollStatus, STATUS_MS), poll(pollEvaluations, EVALUATIONS_MS));
+}
+
+/**
+ * The held-out accuracy of the campaign's checkpoints: a chart of overall accuracy with its 95 %
+ * interval and a dashed line per category against the trainer step (beside the band composition,
+ * on its steps), and a table of every evaluation. The chart is made again when the categories
+ * change (a line per category).
+ */
+function accuracyPanel(campaignId: string) {
+  const make = (categories: string[]) =>
+    new Chart(
+      'accuracy',
+      'Held-out accuracy per checkpoint (95% interval)',
+      { x: 'step', y: 'accuracy (%)', yRange: [0, 100], sync: 'steps' },
+      [
+        { label: 'overall', color: COLORS.accuracy, width: 2.5 },
+        ...categories.map((c, i) => ({
+          label: c,
+          color: CATEGORY_COLORS[i % CATEGORY_COLORS.length]!,
+          width: 1.5,
+          dash: [5, 4],
+        })),
+      ],
+    );
+  let chart = make([]);
+  let shown = '';
+  const empty = `no evaluation yet: rods eval run --campaign ${campaignId} --checkpoint K --endpoint URL --model M`;
+  // In the chart's figure while it has no point to draw.
+  const none = el('p', { class: 'muted chart-empty' }, 'no evaluated checkpoint to draw yet');
+  chart.figure.append(none);
+  const slot = el('div', { class: 'chart-slot' }, chart.figure);
+  const table = el(
+    'section',
+    { id: 'evaluations', class: 'card' },
+    el('h2', {}, 'Held-out accuracy per checkpoint'),
+    el('p', { class: 'muted' }, 'loading ...'),
+  );
+
+  /** Draws the evaluations; returns the trainer steps drawn. */
+  const render = (d: DashboardEvaluations): number[] => {
+    const p = accuracyPlot(d.evaluations);
+    const key = p.categories.join('\u001f');
+    if (key !== shown) {
+      const next = make(p.categories);
+      const at = charts.indexOf(chart);
+      if (at >= 0) charts[at] = next;
+      chart.destroy();
+      next.figure.append(none);
+      slot.replaceChildren(next.figure);
+      chart = next;
+      shown = key;
+    }
+    chart.update(p.steps, [p.overall, ...p.byCategory], undefined, [p.intervals]);
+    none.hidden = p.steps.length > 0;
+    const note = (text: string) => el('p', { class: 'muted' }, text);
+    table.replaceChildren(
+      el('h2', {}, `Held-out accuracy per checkpoint (${d.evaluations.length})`),
+      d.evaluations.length === 0
+        ? el('p', { id: 'no-evaluation' }, empty)
+        : evaluationTable(d, p.categories.length ? p.categories : categoriesOf(d)),
+      d.truncated ? note(`the newest ${d.limit} evaluations only`) : '',
+      p.notDrawn > 0
+        ? note(
+            `${p.notDrawn} evaluation(s) in the table are not on the chart (no checkpoint, failed, nothing scored yet, or another at the same step: completed first, then the most tasks scored)`,
+          )
+        : '',
+    );
+    return p.steps;
+  };
+  return { slot, table, render, chart: () => chart };
+}
+
+const categoriesOf = (d: DashboardEvaluations) => [
+  ...new Set(d.evaluations.flatMap((e) => e.categories.map((c) => c.category))),
+];
+
+function evaluationTable(d: DashboardEvaluations, categories: string[]): HTMLElement {
+  const cell = (a: {
+    accuracy: number | null;
+    interval95: [number, number];
+    correct: number;
+    total: number;
+  }) =>
+    el(
+      'td',
+      { class: 'num', title: `${a.correct}/${a.total}, 95% interval ${fmtInterval(a.interval95)} %` },
+      a.total ? `${fmtPct(a.accuracy)} ${fmtInterval(a.interval95)}` : '-',
+    );
+  const rows = d.evaluations.map((e) =>
+    el(
+      'tr',
+      { 'data-evaluation': e.evaluationId },
+      el('td', { title: e.evaluationId }, e.checkpointId ?? '(base model)'),
+      el('td', { class: 'num' }, e.trainerStep === null ? '-' : String(e.trainerStep)),
+      el('td', {}, e.model),
+      el(
+        'td',
+        e.reason ? { title: e.reason } : {},
+        el('span', { class: `status status-${e.status}` }, e.status),
+        e.reason ? ` ${e.reason.slice(0, 80)}` : '',
+      ),
+      el('td', { class: 'num' }, `${e.scored}/${e.tasks}`),
+      cell(e.overall),
+      ...categories.map((name) => {
+        const c = e.categories.find((x) => x.category === name);
+        return c ? cell(c) : el('td', { class: 'num' }, '-');
+      }),
+    ),
+  );
+  return el(
+    'table',
+    { id: 'evaluation-table' },
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        ...['checkpoint', 'step', 'model', 'status', 'scored', 'overall (95% interval)', ...categories].map(
+          (h) => el('th', {}, h),
+        ),
+      ),
+    ),
+    el('tbody', {}, ...rows),
+  );
 }
 
 function drawSeries(

@@ -2,7 +2,14 @@
 // was scored against what, accuracy per category so far, each task's outcome, how it ended).
 import { accuracyByCategory, type CategoryAccuracy } from '../../../domain/evaluation.js';
 import { streams } from '../../../domain/ids.js';
-import { type Queryable, readStreamOf } from './event-store.js';
+import {
+  EVENT_COLUMNS,
+  type EventRow,
+  type Queryable,
+  readStreamOf,
+  type TypedRecordedEvent,
+  toEvents,
+} from './event-store.js';
 
 export interface TaskOutcome {
   taskId: string;
@@ -48,12 +55,39 @@ const TYPES = [
   'EvaluationFailed',
 ] as const;
 
+type EvaluationEvent = TypedRecordedEvent<(typeof TYPES)[number]>;
+
 /** The evaluation's view, or undefined when nothing was recorded under this id. */
 export async function evaluationView(
   db: Queryable,
   evaluationId: string,
 ): Promise<EvaluationView | undefined> {
-  const events = await readStreamOf(db, streams.evaluation(evaluationId), TYPES);
+  return foldEvaluation(evaluationId, await readStreamOf(db, streams.evaluation(evaluationId), TYPES));
+}
+
+/** The views of these evaluations (one read for all), in the order of `ids`; unrecorded ids are left out. */
+export async function evaluationViews(db: Queryable, ids: readonly string[]): Promise<EvaluationView[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<EventRow>(
+    `select ${EVENT_COLUMNS} from events
+      where stream_id = any($1::text[]) and type = any($2::text[])
+      order by stream_id, stream_version`,
+    [ids.map(streams.evaluation), TYPES],
+  );
+  const byStream = new Map<string, EvaluationEvent[]>();
+  for (const e of toEvents(rows) as EvaluationEvent[]) {
+    const list = byStream.get(e.streamId) ?? [];
+    list.push(e);
+    byStream.set(e.streamId, list);
+  }
+  return ids.flatMap((id) => foldEvaluation(id, byStream.get(streams.evaluation(id)) ?? []) ?? []);
+}
+
+/** An evaluation's stream (its events in version order) folded into its view. */
+function foldEvaluation(
+  evaluationId: string,
+  events: readonly EvaluationEvent[],
+): EvaluationView | undefined {
   const started = events.find((e) => e.type === 'EvaluationStarted');
   if (started?.type !== 'EvaluationStarted') return undefined;
   const s = started.payload;
@@ -112,4 +146,29 @@ export async function evaluationIds(db: Queryable, campaignId?: string): Promise
     [campaignId ?? null],
   );
   return rows.map((r) => r.id);
+}
+
+/**
+ * Ids of a campaign's newest `limit` evaluations (by start, oldest first of them), and whether it
+ * has more: reads back from the campaign's newest events and stops at the limit.
+ */
+export async function latestEvaluationIds(
+  db: Queryable,
+  campaignId: string,
+  limit: number,
+): Promise<{ ids: string[]; more: boolean }> {
+  const { rows } = await db.query<{ id: string }>(
+    `select payload->>'evaluationId' as id from events
+      where payload->>'campaignId' = $1 and type = 'EvaluationStarted'
+      order by transaction_id desc, position desc
+      limit $2`,
+    [campaignId, limit + 1],
+  );
+  return {
+    ids: rows
+      .slice(0, limit)
+      .map((r) => r.id)
+      .reverse(),
+    more: rows.length > limit,
+  };
 }
