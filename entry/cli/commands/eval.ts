@@ -27,6 +27,7 @@ import {
 } from '../../../platform/store/events/evaluations.js';
 import { migrate } from '../../../platform/store/migrate.js';
 import { taskQueue, temporalClient } from '../../../platform/temporal/connect.js';
+import { evaluationWorkflow } from '../../../workflows/evaluation.js';
 import { UsageError } from '../errors.js';
 import { printJson } from '../output.js';
 
@@ -218,7 +219,7 @@ export function register(program: Command): void {
           const workflowId = workflowIds.evaluation(evaluationId);
           let resumed = false;
           try {
-            await client.workflow.start('evaluationWorkflow', {
+            await client.workflow.start(evaluationWorkflow, {
               taskQueue: taskQueue(),
               workflowId,
               args: [input],
