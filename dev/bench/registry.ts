@@ -30,6 +30,8 @@ const DESCRIPTIONS: Record<string, string> = {
     "BFCL episodes played one tool call at a time as the trainer client's environment plays them: executor calls per tool call and tool-call time per episode on executor sessions vs. the same client replaying each history through /execute",
   'trl-example':
     "the TRL example (GRPOTrainer on CPU, BFCL environments as tools) on a live campaign: training steps per minute and executor calls per step with the environments on executor sessions vs. replaying each episode's history (--policy oracle: a policy playing BFCL's ground truth as tool calls)",
+  evaluation:
+    "N held-out BFCL tasks scored by the evaluation workflow (bfcl-eval's inference and checker in the executor, a verdict event per task) against the stand-in's known-answer policy vs. the same tasks posted straight to the executor: rods' share of an evaluation",
   isolation:
     "a burst of 5,000 records of one campaign that the store refuses, ahead of another campaign's step on one partition: time to that step closed vs. the same burst with nothing refused",
 };
