@@ -2,6 +2,7 @@
 // was scored against what, accuracy per category so far, each task's outcome, how it ended).
 import { accuracyByCategory, type CategoryAccuracy } from '../../../domain/evaluation.js';
 import { streams } from '../../../domain/ids.js';
+import type { EvaluationTaskScored } from '../../../schemas/types.generated.js';
 import {
   EVENT_COLUMNS,
   type EventRow,
@@ -11,18 +12,11 @@ import {
   toEvents,
 } from './event-store.js';
 
-export interface TaskOutcome {
-  taskId: string;
-  category: string;
-  valid: boolean;
-  errorType: string | null;
-  error: string | null;
-  turns: number;
-  toolCalls: number;
-  promptTokens: number | null;
-  completionTokens: number | null;
-  durationMs: number;
-}
+/** One scored task as EvaluationTaskScored records it, without the ids and time every event carries. */
+export type TaskOutcome = Omit<
+  EvaluationTaskScored,
+  'eventId' | 'evaluationId' | 'campaignId' | 'occurredAt'
+>;
 
 export interface EvaluationView {
   evaluationId: string;
