@@ -8,8 +8,8 @@ export default defineConfig({
     // The Temporal SDK's log goes to .stack/logs/tests/, printed for a failing test only.
     setupFiles: ['test/support/temporal-log.ts'],
     include: ['**/*.{unit,int,e2e}.test.ts'],
-    // The real-vLLM test runs on its own (vitest.vllm.config.ts), npm test's third run.
-    exclude: ['node_modules/**', '.stack/**', 'infra/stack/vllm.int.test.ts'],
+    // The real-vLLM tests run on their own (vitest.vllm.config.ts), npm test's third run.
+    exclude: ['node_modules/**', '.stack/**', 'infra/stack/vllm.int.test.ts', '**/*.vllm.test.ts'],
     testTimeout: 120_000,
     hookTimeout: 180_000,
     fileParallelism: true,
