@@ -1,7 +1,8 @@
 // chatJson: one JSON-producing call of an OpenAI-compatible chat-completions endpoint (vLLM in
 // production). Transient failures are retried with exponential backoff and jitter; a reply that
 // is not schema-valid JSON is re-asked, then refused with GeneratorOutputError (raw text and
-// issues kept for audit). Replies are data: parsed with JSON.parse and zod, never evaluated.
+// issues kept for audit). A request that does not fit the model's context length is neither
+// retried nor re-asked. Replies are data: parsed with JSON.parse and zod, never evaluated.
 // Independent of Temporal: an activity passes its heartbeat and cancellation signal in.
 import OpenAI from 'openai';
 import pino from 'pino';
@@ -12,6 +13,7 @@ import {
   GeneratorOutputError,
   GeneratorRequestError,
   GeneratorUnavailableError,
+  isContextLengthRefusal,
   type OutputAttempt,
 } from './errors.js';
 import { hashValue, parseJsonReply } from './json.js';
@@ -247,6 +249,10 @@ export async function listModels(
   }
 }
 
+/** The tokens counted so far, as results and errors carry them (null: the server reported none). */
+const usageOf = (t: { prompt: number; completion: number; reported: boolean }) =>
+  t.reported ? { promptTokens: t.prompt, completionTokens: t.completion } : null;
+
 const feedback = (issues: string[]): string =>
   `Your previous answer could not be used:\n- ${issues.slice(0, 8).join('\n- ')}\n` +
   'Answer again with exactly one JSON object that matches the requested schema, and nothing else.';
@@ -315,6 +321,23 @@ export async function chatJson<S extends z.ZodType>(
           );
           break;
         } catch (e) {
+          if (e instanceof OpenAI.APIError && isContextLengthRefusal(e.status, e.message)) {
+            // Not the structured-output mode (no step down) nor transient (no retry): the same
+            // request is refused alike every time.
+            const said = e.message.replace(/^\d{3}\s+/, '');
+            const last = refused.at(-1);
+            if (!last)
+              throw new GeneratorRequestError(
+                `the generator ${describeEndpoint(cfg)} refused stage ${stage}: the request does not fit the model's context length ` +
+                  `(its prompt plus max_completion_tokens ${cfg.maxTokens}); shorten the prompt or lower generator.maxTokens. The server said: ${said}`,
+                e.status,
+                { cause: e, reason: 'context-length' },
+              );
+            // A re-ask carries the refused answer: when that no longer fits, the stage ends with
+            // the answers refused so far and what they cost.
+            last.issues.push(`re-asking with this answer does not fit the model's context length (${said})`);
+            throw new GeneratorOutputError(stage, model, refused, usageOf(tokens), opts.promptHash);
+          }
           const simpler = FALLBACK[mode];
           if (e instanceof OpenAI.APIError && e.status === 400 && simpler && !opts.signal?.aborted) {
             // Refused as asked: the same request in a simpler mode. Remembered only once a simpler
@@ -366,9 +389,23 @@ export async function chatJson<S extends z.ZodType>(
       const raw = (message?.content ?? '').replace(THINK, '');
       const issues: string[] = [];
       let value: z.output<S> | undefined;
-      if (choice?.finish_reason === 'length') {
+      // vLLM lowers max_completion_tokens to what the model's context length leaves after the
+      // prompt: an answer cut off before it was cut off there, and a re-ask (longer) cannot fit.
+      const generated = completion.usage?.completion_tokens;
+      const thoughtOnly = raw.trim() === '' && reasoning !== '';
+      const contextFull =
+        choice?.finish_reason === 'length' &&
+        !thoughtOnly &&
+        generated !== undefined &&
+        generated < cfg.maxTokens;
+      if (contextFull) {
         issues.push(
-          raw.trim() === '' && reasoning !== ''
+          `the answer was cut off at the model's context length after ${generated} of max_completion_tokens (${cfg.maxTokens}): ` +
+            `the prompt's ${completion.usage?.prompt_tokens} tokens left no more room; shorten the prompt or lower generator.maxTokens`,
+        );
+      } else if (choice?.finish_reason === 'length') {
+        issues.push(
+          thoughtOnly
             ? `the model spent max_completion_tokens (${cfg.maxTokens}) reasoning and gave no answer; raise maxTokens or turn thinking off (extraBody chat_template_kwargs)`
             : `the answer was cut off at max_completion_tokens (${cfg.maxTokens})`,
         );
@@ -392,12 +429,11 @@ export async function chatJson<S extends z.ZodType>(
           requests,
           refused,
           backoffMs,
-          usage: tokens.reported
-            ? { promptTokens: tokens.prompt, completionTokens: tokens.completion }
-            : null,
+          usage: usageOf(tokens),
         };
       }
       refused.push({ raw, issues });
+      if (contextFull) break;
       // Re-ask with the refused answer and what was wrong with it (only the latest exchange).
       conversation = [
         ...messages,
@@ -405,13 +441,7 @@ export async function chatJson<S extends z.ZodType>(
         { role: 'user', content: feedback(issues) },
       ];
     }
-    throw new GeneratorOutputError(
-      stage,
-      model,
-      refused,
-      tokens.reported ? { promptTokens: tokens.prompt, completionTokens: tokens.completion } : null,
-      opts.promptHash,
-    );
+    throw new GeneratorOutputError(stage, model, refused, usageOf(tokens), opts.promptHash);
   } finally {
     if (ticker) clearInterval(ticker);
   }

@@ -62,11 +62,29 @@ export class GeneratorOutputError extends GeneratorError {
 export class GeneratorRequestError extends GeneratorError {
   override name = 'GeneratorRequestError';
   readonly retryable = false;
+  /** Why, when known: `context-length`, the prompt and max tokens do not fit the model. */
+  readonly reason?: 'context-length';
   constructor(
     message: string,
     readonly status: number | undefined,
-    options?: { cause?: unknown },
+    options?: {
+      cause?: unknown;
+      reason?: 'context-length';
+    },
   ) {
     super(message, options);
+    this.reason = options?.reason;
   }
+}
+
+/**
+ * A refusal of a request that does not fit the model's context length. vLLM answers 400 when the
+ * prompt alone is over it ("This model's maximum context length is ...") or max_completion_tokens
+ * is ("... cannot be greater than max_model_len"); OpenAI's servers say "context_length_exceeded".
+ */
+export function isContextLengthRefusal(status: number | undefined, message: string): boolean {
+  return (
+    status === 400 &&
+    /maximum context length|max_model_len|context_length_exceeded|context length/i.test(message)
+  );
 }
