@@ -3,18 +3,17 @@
 // stand-in generator: a tiny randomly initialised Qwen2 and a tokenizer trained on the pool's text
 // (clients/python/rods_client/tiny.py), nothing downloaded. The trainer script is
 // clients/python/tests/trl/train.py; its venv is the cached TRL one (clients/python/venv.ts).
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { paths } from '../../infra/stack/paths.js';
 import { createPool, inTransaction } from '../../platform/store/db.js';
+import { rodsJson } from '../../test/support/cli.js';
 import { type LiveLoop, startLiveLoop } from '../../test/support/live-loop.js';
 import { installVenv } from '../../test/support/python/venv.js';
-import { ROOT } from '../../test/support/sources.js';
 import {
   expectCountedOnce,
   expectStepsClosedInOrder,
@@ -23,25 +22,7 @@ import {
 } from '../../test/support/trainer-checks.js';
 import { waitUntil } from '../../test/support/wait.js';
 
-/** `rods ARGS` (the CLI against the test database): its exit code and, for --json, its output parsed. */
-async function rods(args: string[]): Promise<{ code: number; json: unknown }> {
-  const r = await promisify(execFile)(process.execPath, ['bin/rods.mjs', ...args], {
-    cwd: ROOT,
-    maxBuffer: 64 << 20,
-  }).then(
-    (ok) => ({ code: 0, stdout: ok.stdout, stderr: ok.stderr }),
-    (e: { code?: number; stdout?: string; stderr?: string }) => ({
-      code: typeof e.code === 'number' ? e.code : -1,
-      stdout: e.stdout ?? '',
-      stderr: e.stderr ?? '',
-    }),
-  );
-  try {
-    return { code: r.code, json: JSON.parse(r.stdout) };
-  } catch {
-    throw new Error(`rods ${args.join(' ')} exited ${r.code} without JSON:\n${r.stdout}\n${r.stderr}`);
-  }
-}
+const rods = (args: string[]) => rodsJson(args);
 
 const G = LIVE_CAMPAIGN.rolloutsPerTask; // num_generations in train.py
 const CONFIG = LIVE_CAMPAIGN;
@@ -85,13 +66,7 @@ class Trainer {
     this.child = spawn(python, args, {
       cwd: work,
       env: {
-        ...process.env,
-        HF_HOME: path.join(work, 'hf'),
-        PYTHONUNBUFFERED: '1',
-        OMP_NUM_THREADS: '1',
-        RODS_GATEWAY_URL: loop.gatewayUrl,
-        RODS_TOKEN: loop.trainerToken,
-        RODS_CAMPAIGN: campaign,
+        ...loop.trainerEnv(campaign, work),
         RODS_MODEL: tinyModel,
         RODS_OUTPUT_DIR: outputDir,
         ...env,

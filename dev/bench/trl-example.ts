@@ -52,15 +52,7 @@ export default async function trlExample(opts: Record<string, string | boolean>)
     campaigns: { sessions: campaign, replay: campaign },
     logDir: path.join(work, 'logs'),
   });
-  const env = (campaign: string): NodeJS.ProcessEnv => ({
-    ...process.env,
-    HF_HOME: path.join(work, 'hf'),
-    PYTHONUNBUFFERED: '1',
-    OMP_NUM_THREADS: '1',
-    RODS_GATEWAY_URL: loop.gatewayUrl,
-    RODS_TOKEN: loop.trainerToken,
-    RODS_CAMPAIGN: campaign,
-  });
+  const env = (campaign: string) => loop.trainerEnv(campaign, work);
   try {
     const model = path.join(work, 'tiny-model');
     await execFileP(

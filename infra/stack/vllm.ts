@@ -254,13 +254,19 @@ export interface ModelsAnswer {
   data: { id: string; max_model_len?: number }[];
 }
 
-export function vllmService(env: NodeJS.ProcessEnv = process.env): Service {
+/**
+ * The stack's vLLM server. `instance` runs another one beside it (its own pid file and log,
+ * `vllm-<instance>`), e.g. a checkpoint served for an evaluation while the generator's server runs;
+ * `npm run stack:down` does not know it: whoever starts it stops it.
+ */
+export function vllmService(env: NodeJS.ProcessEnv = process.env, opts: { instance?: string } = {}): Service {
+  const name = opts.instance ? `${NAME}-${opts.instance}` : NAME;
   const s = vllmSettings(env);
   const endpoint = `http://${VLLM_HOST}:${s.port}/v1`;
-  const log = paths.log(NAME);
+  const log = paths.log(name);
   // Our process is the one started from our venv's interpreter with our port.
   const markers = [vllmPython(), 'vllm.entrypoints.openai.api_server', `--port ${s.port}`];
-  const pid = () => ourPid(NAME, ...markers);
+  const pid = () => ourPid(name, ...markers);
 
   const probe = async (): Promise<Probe> => {
     try {
@@ -284,7 +290,7 @@ export function vllmService(env: NodeJS.ProcessEnv = process.env): Service {
   // whatever is left of the group it leads (the group is ours: spawnDetached made it).
   const stop = async (): Promise<boolean> => {
     const p = pid();
-    const stopped = await stopOurs(NAME, p, 30_000);
+    const stopped = await stopOurs(name, p, 30_000);
     if (p) {
       try {
         process.kill(-p, 'SIGKILL');
@@ -298,41 +304,43 @@ export function vllmService(env: NodeJS.ProcessEnv = process.env): Service {
   const start = async (): Promise<void> => {
     if (s.tiny) await buildTinyModel(s);
     else if (!existsSync(path.join(s.model, 'config.json')))
-      throw new StackError(`RODS_VLLM_MODEL=${s.model} is not a model folder (no config.json)`, NAME, false);
+      throw new StackError(`RODS_VLLM_MODEL=${s.model} is not a model folder (no config.json)`, name, false);
     const niced = await which('nice');
     const args = serverArgs(s);
     const child = niced
-      ? spawnDetached(NAME, 'nice', ['-n', s.niceness, vllmPython(), ...args], { env: serverEnv(s, env) })
-      : spawnDetached(NAME, vllmPython(), args, { env: serverEnv(s, env) });
+      ? spawnDetached(name, 'nice', ['-n', s.niceness, vllmPython(), ...args], { env: serverEnv(s, env) })
+      : spawnDetached(name, vllmPython(), args, { env: serverEnv(s, env) });
     const timeoutS = intSetting(env, 'RODS_VLLM_START_TIMEOUT_S', 600, 10, 7200);
     const t0 = Date.now();
     let said = t0;
-    console.log(`[vllm] starting ${s.servedName} on ${endpoint} (pid ${child}; a minute or two; log ${log})`);
+    console.log(
+      `[${name}] starting ${s.servedName} on ${endpoint} (pid ${child}; a minute or two; log ${log})`,
+    );
     for (;;) {
       if ((await probe()).answering) return;
       const elapsed = (Date.now() - t0) / 1000;
       // `nice` execs the server, so the pid stays; before the exec the markers are not there yet.
       const running = pid() === child || (elapsed < 5 && existsSync(`/proc/${child}`));
       if (!running)
-        throw new StackError(`vllm exited during start-up\n--- tail of ${log} ---\n${tail(log)}`, NAME);
+        throw new StackError(`${name} exited during start-up\n--- tail of ${log} ---\n${tail(log)}`, name);
       if (elapsed > timeoutS) {
         await stop();
         throw new StackError(
           `vllm did not answer within ${timeoutS} s (RODS_VLLM_START_TIMEOUT_S); stopped it\n--- tail of ${log} ---\n${tail(log)}`,
-          NAME,
+          name,
         );
       }
       if (Date.now() - said >= 15_000) {
         said = Date.now();
         const last = tail(log, 1).trim().split('\n').pop()?.slice(0, 160) ?? '';
-        console.log(`[vllm] not answering yet after ${Math.round(elapsed)} s: ${last}`);
+        console.log(`[${name}] not answering yet after ${Math.round(elapsed)} s: ${last}`);
       }
       await sleep(1000);
     }
   };
 
   return {
-    name: NAME,
+    name: name,
     endpoint,
     managed: true,
     port: s.port,

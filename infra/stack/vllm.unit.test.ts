@@ -23,6 +23,14 @@ describe('the vLLM service', () => {
     }
   });
 
+  it("runs a second instance beside the stack's with a pid file and log of its own", () => {
+    const main = vllmService({});
+    const second = vllmService({ RODS_VLLM_PORT: '8011' }, { instance: 'checkpoint' });
+    expect(second.name).toBe('vllm-checkpoint');
+    expect(second.log).not.toBe(main.log);
+    expect(second.endpoint).toBe('http://127.0.0.1:8011/v1');
+  });
+
   it('serves RODS_VLLM_MODEL under its folder name or RODS_VLLM_MODEL_NAME', () => {
     const s = vllmSettings({ RODS_VLLM_MODEL: '/models/Qwen3-0.6B', RODS_VLLM_PORT: '8011' });
     expect(s).toMatchObject({

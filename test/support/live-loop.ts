@@ -21,6 +21,8 @@ export interface LiveLoop {
   /** May post to and read these campaigns only. */
   trainerToken: string;
   adminToken: string;
+  /** The worker's Temporal task queue (RODS_TASK_QUEUE for a CLI that starts workflows on it). */
+  taskQueue: string;
   supervisor: Supervisor;
   db: Pool;
   logDir: string;
@@ -28,6 +30,11 @@ export interface LiveLoop {
   readonly gateway: 'gateway';
   /** Waits until the gateway answers /healthz again (after a restart). */
   waitGateway(timeoutMs?: number): Promise<void>;
+  /**
+   * The environment of a Python trainer process reporting to `campaign` through this loop's
+   * gateway (rods_client's RodsClient.from_env), its Hugging Face cache in `work`/hf, one thread.
+   */
+  trainerEnv(campaign: string, work: string): NodeJS.ProcessEnv;
   stop(): Promise<void>;
 }
 
@@ -132,11 +139,21 @@ export async function startLiveLoop(opts: {
     gatewayUrl,
     trainerToken,
     adminToken,
+    taskQueue,
     supervisor,
     db,
     logDir,
     gateway: 'gateway',
     waitGateway,
+    trainerEnv: (campaign, work) => ({
+      ...process.env,
+      HF_HOME: path.join(work, 'hf'),
+      PYTHONUNBUFFERED: '1',
+      OMP_NUM_THREADS: '1',
+      RODS_GATEWAY_URL: gatewayUrl,
+      RODS_TOKEN: trainerToken,
+      RODS_CAMPAIGN: campaign,
+    }),
     stop,
   };
 }
