@@ -3,10 +3,17 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
+import {
+  type CheckpointEvaluationSettings,
+  checkpointEvaluationInput,
+  type EvaluationInput,
+} from '../domain/evaluation.js';
 import { eventIds, streams, workflowIds } from '../domain/ids.js';
 import { DEFAULT_CONFIG } from '../platform/config/campaign-config.js';
 import { loadCampaign } from '../platform/store/campaigns.js';
 import { inTransaction } from '../platform/store/db.js';
+import { checkpointEventsAfter } from '../platform/store/events/checkpoints.js';
+import { recordedEvaluations } from '../platform/store/events/evaluations.js';
 import { type NewEvent, readStreamOf } from '../platform/store/events/event-store.js';
 import { recordEvents, recordEventsIn } from '../platform/store/pool/projection.js';
 import {
@@ -181,6 +188,53 @@ export function createCampaignActivities(deps: CampaignActivityDeps) {
         }
         if (ended.length > 0 || Date.now() >= deadline) return ended;
         ctx.heartbeat();
+        await ctx.sleep(input.pollMs ?? 2000);
+      }
+    },
+
+    /**
+     * The evaluations the campaign workflow is to start for its recorded checkpoints under
+     * `settings` (its `evaluation` config): those that recorded nothing and whose workflow Temporal
+     * does not know. Blocks (heartbeating, looking every `pollMs`) until there is one, unless `wait`
+     * is false. A workflow that exists counts as started, whatever its state: it records the
+     * evaluation, and a finished one is never run again.
+     */
+    async awaitCheckpointEvaluations(input: {
+      campaignId: string;
+      settings: CheckpointEvaluationSettings;
+      wait?: boolean;
+      pollMs?: number;
+    }): Promise<EvaluationInput[]> {
+      const ctx = Context.current();
+      // Checkpoints read so far (by stream version) whose evaluation was not seen started yet.
+      let after = 0;
+      let pending: EvaluationInput[] = [];
+      for (;;) {
+        for (const e of await checkpointEventsAfter(deps.pool, input.campaignId, after)) {
+          after = e.version;
+          const c = e.payload;
+          pending.push(
+            checkpointEvaluationInput(
+              input.campaignId,
+              { checkpointId: c.checkpointId, trainerStep: Number(c.trainerStep), runId: c.runId },
+              input.settings,
+            ),
+          );
+        }
+        const recorded = await recordedEvaluations(
+          deps.pool,
+          pending.map((p) => p.evaluationId),
+        );
+        const todo: EvaluationInput[] = [];
+        for (const p of pending)
+          if (
+            !recorded.has(p.evaluationId) &&
+            (await workflowEnd(deps.temporal, workflowIds.evaluation(p.evaluationId))) === 'not-found'
+          )
+            todo.push(p);
+        if (todo.length > 0 || input.wait === false) return todo;
+        pending = [];
+        ctx.heartbeat({ checkpointsRead: after });
         await ctx.sleep(input.pollMs ?? 2000);
       }
     },

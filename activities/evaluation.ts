@@ -7,7 +7,12 @@
 // mid-evaluation loses no finished task and scores none twice.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
-import { accuracyByCategory, type EvaluationTask } from '../domain/evaluation.js';
+import {
+  accuracyByCategory,
+  type EvaluationEndpoint,
+  type EvaluationInput,
+  type EvaluationTask,
+} from '../domain/evaluation.js';
 import { eventIds, streams } from '../domain/ids.js';
 import { SEED_CATEGORIES, type SeedCategory } from '../domain/task.js';
 import { DEFAULT_CONFIG } from '../platform/config/campaign-config.js';
@@ -17,34 +22,8 @@ import { append, readStreamOf } from '../platform/store/events/event-store.js';
 import { workerEvent } from './events.js';
 import { type ExecutorClient, ExecutorError, type TaskEvaluation } from './executor-client.js';
 
-/** The endpoint serving the evaluated policy. Its API key stays in the worker's environment. */
-export interface EvaluationEndpoint {
-  /** `{category}` in it is replaced by each task's category (a server with a route per category). */
-  baseUrl: string;
-  model: string;
-  /** The worker's environment variable holding the key: a key never enters a workflow's history. */
-  apiKeyEnv?: string;
-}
-
-export interface EvaluationInput {
-  evaluationId: string;
-  campaignId: string;
-  /** The checkpoint evaluated (CheckpointSaved), or null for an endpoint without one (a base model). */
-  checkpointId: string | null;
-  endpoint: EvaluationEndpoint;
-  /** Explicit tasks (a known-answer test); default the held-out split, every category's tasks past the campaign's seeds. */
-  tasks?: EvaluationTask[];
-  /** Categories of the held-out split (default all four). */
-  categories?: SeedCategory[];
-  /** At most this many held-out tasks per category (default all). */
-  perCategory?: number;
-  /** Tasks scored at once (default 1). */
-  concurrency?: number;
-  /** bfcl-eval's step limit per user turn (default bfcl-eval's). */
-  maxStepsPerTurn?: number;
-  /** Attempts at a task whose endpoint fails (HTTP 502/504 from the executor) before the evaluation ends with the reason (default 5). */
-  endpointAttempts?: number;
-}
+// The input's types are the domain's: `rods eval run` and the campaign's evaluation on checkpoint build it there.
+export type { EvaluationEndpoint, EvaluationInput };
 
 export interface OpenedEvaluation {
   tasks: EvaluationTask[];

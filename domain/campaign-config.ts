@@ -6,6 +6,13 @@
 import { z } from 'zod';
 import { DetectorConfigSchema, type DetectorWindow, windowSpec } from './band.js';
 import { canonicalJson } from './canonical-json.js';
+import {
+  CHECKPOINT_PLACEHOLDERS,
+  endpointUrlIssue,
+  fillCheckpoint,
+  multiTurnTask,
+  unknownPlaceholders,
+} from './evaluation.js';
 import { DEFAULT_REWARD_LIMITS } from './reward-group.js';
 import { SEED_CATEGORIES } from './task.js';
 import { issueLines } from './validation-issues.js';
@@ -477,6 +484,100 @@ export const SeedsConfigSchema = z.strictObject({
 });
 export type SeedsConfig = z.infer<typeof SeedsConfigSchema>;
 
+const EVALUATION_KEYS = [
+  'onCheckpoint',
+  'baseUrl',
+  'model',
+  'apiKeyEnv',
+  'tasks',
+  'categories',
+  'perCategory',
+  'concurrency',
+  'maxStepsPerTurn',
+  'endpointAttempts',
+] as const;
+
+const positive = (what: string) =>
+  z.number().int(`evaluation.${what} must be a whole number`).min(1, `evaluation.${what} must be >= 1`);
+
+/** A template's placeholders must be the listed ones. */
+const placeholders = (what: string, allowed: readonly string[]) => (v: string, ctx: z.RefinementCtx) => {
+  for (const name of unknownPlaceholders(v, allowed))
+    ctx.addIssue({
+      code: 'custom',
+      message: `evaluation.${what} may hold ${allowed.map((a) => `{${a}}`).join(', ')}; {${name}} is none of them`,
+    });
+};
+
+/**
+ * Evaluation of every recorded checkpoint, started by the campaign workflow (`rods eval run`'s
+ * settings, the same evaluation id): an endpoint serving the checkpoint, whose URL and model may
+ * name it ({checkpoint}, {step}, {run}; {category} in the URL as for `rods eval run`). The URL is
+ * recorded (EvaluationStarted records it too), so it may hold no credentials: a key is named by
+ * the worker's environment variable (apiKeyEnv), never given.
+ */
+export const EvaluationConfigSchema = z
+  .strictObject(
+    {
+      /** Start an evaluation for each checkpoint the campaign records (false keeps the settings, idle). */
+      onCheckpoint: z.boolean().default(true),
+      baseUrl: z
+        .string()
+        .superRefine(placeholders('baseUrl', [...CHECKPOINT_PLACEHOLDERS, 'category']))
+        .superRefine((v, ctx) => {
+          const sample = fillCheckpoint(v, { checkpointId: 'c', trainerStep: 1, runId: 'r' }).replaceAll(
+            '{category}',
+            'base',
+          );
+          const issue = unknownPlaceholders(v, [...CHECKPOINT_PLACEHOLDERS, 'category']).length
+            ? undefined
+            : endpointUrlIssue(sample);
+          if (issue)
+            ctx.addIssue({ code: 'custom', message: `evaluation.baseUrl ${JSON.stringify(v)} ${issue}` });
+        }),
+      model: z
+        .string()
+        .min(1, 'evaluation.model must not be empty')
+        .superRefine(placeholders('model', CHECKPOINT_PLACEHOLDERS)),
+      apiKeyEnv: z
+        .string()
+        .regex(
+          /^[A-Za-z_][A-Za-z0-9_]*$/,
+          "evaluation.apiKeyEnv must be the name of the worker's environment variable holding the key (letters, digits, _), not the key",
+        )
+        .optional(),
+      /** Explicit BFCL multi-turn task ids instead of the held-out split. */
+      tasks: z
+        .array(
+          z.string().superRefine((id, ctx) => {
+            if (!multiTurnTask(id))
+              ctx.addIssue({
+                code: 'custom',
+                message: `evaluation.tasks: ${JSON.stringify(id)} is not a BFCL multi-turn task id (multi_turn_<category>_<n>)`,
+              });
+          }),
+        )
+        .min(1, 'evaluation.tasks must name at least one task (leave it out for the held-out split)')
+        .optional(),
+      categories: z.array(z.enum(SEED_CATEGORIES)).min(1).optional(),
+      perCategory: positive('perCategory').optional(),
+      concurrency: positive('concurrency').default(1),
+      maxStepsPerTurn: positive('maxStepsPerTurn').optional(),
+      endpointAttempts: positive('endpointAttempts').default(5),
+    },
+    {
+      error: (iss) =>
+        iss.code === 'unrecognized_keys'
+          ? `${iss.keys.map((k) => JSON.stringify(k)).join(', ')} is not an evaluation setting (${EVALUATION_KEYS.join(', ')}); an API key is never one: name the worker's environment variable in apiKeyEnv`
+          : undefined,
+    },
+  )
+  .refine((e) => !(e.tasks && (e.perCategory !== undefined || e.categories)), {
+    message: 'evaluation.tasks names the tasks: give it without perCategory and categories',
+    path: ['tasks'],
+  });
+export type EvaluationConfig = z.infer<typeof EvaluationConfigSchema>;
+
 export const CampaignConfigSchema = z
   .object({
     /** Rollouts per task (GRPO group size K). */
@@ -491,6 +592,8 @@ export const CampaignConfigSchema = z
     ablation: AblationConfigSchema.prefault({}),
     /** Absent: 100 seeds of each category. */
     seeds: SeedsConfigSchema.optional(),
+    /** Absent: checkpoints are evaluated only by `rods eval run`. */
+    evaluation: EvaluationConfigSchema.optional(),
   })
   .passthrough()
   .superRefine((c, ctx) => {

@@ -2,6 +2,7 @@
 // id, accuracy per category from the scored tasks, and the intervals a comparison prints. Shared by
 // the evaluation workflow's activities, `rods eval` and the dashboard. Sandbox-safe (no I/O).
 import { sha256Of } from './sha256.js';
+import { SEED_CATEGORIES, type SeedCategory } from './task.js';
 
 export interface EvaluationTask {
   taskId: string;
@@ -42,6 +43,159 @@ export function evaluationIdOf(
 /** The selection part of an evaluation id for an explicit task list. */
 export const taskListSelection = (tasks: readonly EvaluationTask[]) =>
   tasks.map((t) => `${t.category}/${t.taskId}`).join(',');
+
+/** The selection part of an evaluation id for the held-out split (all categories and tasks by default). */
+export const heldOutSelection = (
+  categories: readonly string[] | undefined,
+  perCategory: number | undefined,
+) => `held-out;categories=${(categories ?? SEED_CATEGORIES).join(',')};perCategory=${perCategory ?? 'all'}`;
+
+const MULTI_TURN_ID = /^multi_turn_(base|miss_func|miss_param|long_context)_\d+$/;
+
+/** A BFCL multi-turn task id as a task (its category is in the id), or undefined when it is not one. */
+export function multiTurnTask(taskId: string): EvaluationTask | undefined {
+  const m = MULTI_TURN_ID.exec(taskId);
+  return m ? { taskId, category: m[1]! } : undefined;
+}
+
+/** The endpoint serving the evaluated policy. Its API key stays in the worker's environment. */
+export interface EvaluationEndpoint {
+  /** `{category}` in it is replaced by each task's category (a server with a route per category). */
+  baseUrl: string;
+  model: string;
+  /** The worker's environment variable holding the key: a key never enters a workflow's history. */
+  apiKeyEnv?: string;
+}
+
+/** The evaluation workflow's input (workflows/evaluation.ts). */
+export interface EvaluationInput {
+  evaluationId: string;
+  campaignId: string;
+  /** The checkpoint evaluated (CheckpointSaved), or null for an endpoint without one (a base model). */
+  checkpointId: string | null;
+  endpoint: EvaluationEndpoint;
+  /** Explicit tasks (a known-answer test); default the held-out split, every category's tasks past the campaign's seeds. */
+  tasks?: EvaluationTask[];
+  /** Categories of the held-out split (default all four). */
+  categories?: SeedCategory[];
+  /** At most this many held-out tasks per category (default all). */
+  perCategory?: number;
+  /** Tasks scored at once (default 1). */
+  concurrency?: number;
+  /** bfcl-eval's step limit per user turn (default bfcl-eval's). */
+  maxStepsPerTurn?: number;
+  /** Attempts at a task whose endpoint fails (HTTP 502/504 from the executor) before the evaluation ends with the reason (default 5). */
+  endpointAttempts?: number;
+}
+
+/** What to evaluate and how: `rods eval run`'s flags, or a campaign's `evaluation` setting for a checkpoint. */
+export type EvaluationRequest = Omit<EvaluationInput, 'evaluationId'>;
+
+/**
+ * The evaluation workflow's input for a request, named by evaluationIdOf. `rods eval run` and the
+ * campaign's evaluation on checkpoint both build it here, so the same campaign, checkpoint, model
+ * and selection name one evaluation whichever of them starts it.
+ */
+export function evaluationInputOf(r: EvaluationRequest): EvaluationInput {
+  const selection = r.tasks ? taskListSelection(r.tasks) : heldOutSelection(r.categories, r.perCategory);
+  return {
+    evaluationId: evaluationIdOf(r.campaignId, r.checkpointId, r.endpoint.model, selection),
+    ...r,
+    endpoint: { ...r.endpoint, baseUrl: r.endpoint.baseUrl.replace(/\/+$/, '') },
+    concurrency: r.concurrency ?? 1,
+    endpointAttempts: r.endpointAttempts ?? 5,
+  };
+}
+
+/**
+ * Why an evaluation endpoint's URL cannot be used (`{category}` already replaced), or undefined:
+ * it must be an http(s) URL without credentials (the URL is recorded in EvaluationStarted).
+ */
+export function endpointUrlIssue(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return 'is not a URL';
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'must be an http:// or https:// URL';
+  if (u.username || u.password)
+    return "must not carry credentials (it is recorded): give the key in a worker's environment variable (--api-key-env, evaluation.apiKeyEnv)";
+  return undefined;
+}
+
+/** The names a campaign's evaluation setting may use for the checkpoint it evaluates. */
+export const CHECKPOINT_PLACEHOLDERS = ['checkpoint', 'step', 'run'] as const;
+
+/** The recorded checkpoint an evaluation on checkpoint is for. */
+export interface CheckpointRef {
+  checkpointId: string;
+  trainerStep: number;
+  runId: string;
+}
+
+/** The `{name}` placeholders of a template that are not in `allowed`. */
+export const unknownPlaceholders = (template: string, allowed: readonly string[]): string[] =>
+  [...template.matchAll(/\{([^{}]*)\}/g)].map((m) => m[1]!).filter((n) => !allowed.includes(n));
+
+/** `template` with `{checkpoint}`, `{step}` and `{run}` replaced by the checkpoint's (through `encode`). */
+export function fillCheckpoint(
+  template: string,
+  c: CheckpointRef,
+  encode: (value: string) => string = (v) => v,
+): string {
+  const value = { checkpoint: c.checkpointId, step: String(c.trainerStep), run: c.runId };
+  return template.replace(/\{(checkpoint|step|run)\}/g, (_m, name: keyof typeof value) =>
+    encode(value[name]),
+  );
+}
+
+/** A campaign's `evaluation` setting (domain/campaign-config.ts EvaluationConfigSchema), what a checkpoint's evaluation takes of it. */
+export interface CheckpointEvaluationSettings {
+  /** May hold {checkpoint}, {step}, {run} and {category}. */
+  baseUrl: string;
+  /** May hold {checkpoint}, {step} and {run}. */
+  model: string;
+  apiKeyEnv?: string | undefined;
+  tasks?: string[] | undefined;
+  categories?: SeedCategory[] | undefined;
+  perCategory?: number | undefined;
+  concurrency?: number | undefined;
+  maxStepsPerTurn?: number | undefined;
+  endpointAttempts?: number | undefined;
+}
+
+/**
+ * The evaluation of a recorded checkpoint under a campaign's `evaluation` setting: what `rods eval
+ * run --checkpoint` with the same endpoint, model and selection would start (the same id). The
+ * checkpoint's names are percent-encoded into the URL, so an id cannot change the URL's shape.
+ */
+export function checkpointEvaluationInput(
+  campaignId: string,
+  checkpoint: CheckpointRef,
+  s: CheckpointEvaluationSettings,
+): EvaluationInput {
+  const tasks = s.tasks?.map((id) => {
+    const t = multiTurnTask(id);
+    if (!t) throw new Error(`evaluation.tasks: ${JSON.stringify(id)} is not a BFCL multi-turn task id`);
+    return t;
+  });
+  return evaluationInputOf({
+    campaignId,
+    checkpointId: checkpoint.checkpointId,
+    endpoint: {
+      baseUrl: fillCheckpoint(s.baseUrl, checkpoint, encodeURIComponent),
+      model: fillCheckpoint(s.model, checkpoint),
+      ...(s.apiKeyEnv ? { apiKeyEnv: s.apiKeyEnv } : {}),
+    },
+    ...(tasks ? { tasks } : {}),
+    ...(s.categories ? { categories: s.categories } : {}),
+    ...(s.perCategory !== undefined ? { perCategory: s.perCategory } : {}),
+    ...(s.concurrency !== undefined ? { concurrency: s.concurrency } : {}),
+    ...(s.maxStepsPerTurn !== undefined ? { maxStepsPerTurn: s.maxStepsPerTurn } : {}),
+    ...(s.endpointAttempts !== undefined ? { endpointAttempts: s.endpointAttempts } : {}),
+  });
+}
 
 /**
  * Correct and total per category, in the order the categories first appear in `tasks`; a task

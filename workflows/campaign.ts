@@ -20,6 +20,7 @@ import {
   TerminatedFailure,
   TimeoutFailure,
   uuid4,
+  WorkflowIdReusePolicy,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { CampaignActivities, SynthesisEnd } from '../activities/campaign.js';
@@ -31,6 +32,7 @@ import {
   validateReconfiguration,
 } from '../domain/campaign-config.js';
 import type { CampaignCarry, CampaignStatus, SynthesisOutcome } from '../domain/campaign-state.js';
+import type { EvaluationInput } from '../domain/evaluation.js';
 import { legacySynthesisId, streams, synthesisId, workflowIds } from '../domain/ids.js';
 import type { SelectedSeed } from '../domain/step-plan.js';
 import {
@@ -43,6 +45,7 @@ import {
   synthesisFinished,
 } from '../platform/temporal/campaign-messages.js';
 import { untilDone } from './activity-options.js';
+import { evaluationWorkflow } from './evaluation.js';
 import { type SynthesisInput, synthesisWorkflow } from './synthesis.js';
 
 export interface CampaignInput {
@@ -77,6 +80,9 @@ const INJECTIVE_SYNTHESIS_IDS = 'injective-synthesis-ids';
 // A stop recorded as CampaignStopped; children started with an execution timeout.
 const STOP_EVENT = 'campaign-stopped-event';
 const CHILD_TIMEOUT = 'synthesis-execution-timeout';
+// Evaluations started for recorded checkpoints (config `evaluation`); histories recorded before
+// never start them.
+const EVALUATE_CHECKPOINTS = 'evaluate-checkpoints';
 
 /** How a child that threw ended (its result() rejects with a ChildWorkflowFailure). */
 function childEnd(e: unknown): { ended: SynthesisEnd; reason: string } {
@@ -115,6 +121,8 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   const stopped = () => s.status === 'stopped';
   handleMessages(campaignId, s, live, status);
   const slots = synthesisSlots(campaignId, s);
+  let ended = false;
+  const evaluations = evaluateCheckpoints(campaignId, live, () => ended);
 
   if (!s.seeded) {
     const r = await plan.seedCampaign({
@@ -163,6 +171,8 @@ export async function campaignWorkflow(input: CampaignInput): Promise<CampaignSt
   }
   // Let the running syntheses finish and report (their outcomes are decisions of this campaign).
   await condition(() => Object.keys(s.running).length === 0);
+  ended = true;
+  await evaluations;
   await condition(allHandlersFinished);
   return status();
 }
@@ -391,23 +401,88 @@ async function startSyntheses(
 
 /** Runs the awaitStep activity, cancelled when `stop()` turns true. Returns true when interrupted. */
 async function waitForStep(campaignId: string, step: number, stop: () => boolean): Promise<boolean> {
+  return (await unlessStopped(() => waiting.awaitStep({ campaignId, step }), stop)) === undefined;
+}
+
+/** Runs a waiting activity, cancelled when `stop()` turns true: its result, or undefined when stopped first. */
+async function unlessStopped<T>(
+  run: () => Promise<T>,
+  stop: () => boolean,
+): Promise<{ value: T } | undefined> {
   const waitScope = new CancellationScope();
-  const waitP = waitScope.run(() => waiting.awaitStep({ campaignId, step }));
+  const waitP = waitScope.run(run);
   const watchScope = new CancellationScope();
   const watchP = watchScope.run(() => condition(stop));
   try {
     const winner = await Promise.race([
-      waitP.then(() => 'step' as const),
+      waitP.then((value) => ({ value })),
       watchP.then(() => 'stop' as const),
     ]);
-    if (winner === 'step') return false;
+    if (winner !== 'stop') return winner;
     waitScope.cancel();
     await waitP.catch((e) => {
       if (!isCancellation(e)) throw e;
     });
-    return true;
+    return undefined;
   } finally {
     watchScope.cancel();
     watchP.catch(() => {});
+  }
+}
+
+/**
+ * While the config's evaluation.onCheckpoint is on, starts the evaluation of every checkpoint the
+ * campaign records (one activity waits for them, cancelled and asked again when a reconfiguration
+ * changes the settings), then, once the campaign has ended, looks once more. The evaluations are
+ * children of this workflow, not started by the activity: workflows are started by reference,
+ * and an activity may not import workflow code. A start is a command in this history, so a worker
+ * killed anywhere replays it rather than losing or repeating it; the derived workflow id makes a
+ * second start (a later run, `rods eval run`) find the first.
+ */
+async function evaluateCheckpoints(
+  campaignId: string,
+  live: { config: CampaignConfig },
+  ended: () => boolean,
+): Promise<void> {
+  const settings = () => (live.config.evaluation?.onCheckpoint ? live.config.evaluation : undefined);
+  await condition(() => ended() || settings() !== undefined);
+  if (settings() === undefined || !patched(EVALUATE_CHECKPOINTS)) return;
+  while (!ended()) {
+    const config = live.config;
+    const now = settings();
+    if (!now) {
+      await condition(() => ended() || settings() !== undefined);
+      continue;
+    }
+    const found = await unlessStopped(
+      () => waiting.awaitCheckpointEvaluations({ campaignId, settings: now }),
+      () => ended() || live.config !== config,
+    );
+    if (found) await Promise.all(found.value.map(startEvaluation));
+  }
+  const last = settings();
+  if (last)
+    await Promise.all(
+      (await camp.awaitCheckpointEvaluations({ campaignId, settings: last, wait: false })).map(
+        startEvaluation,
+      ),
+    );
+}
+
+/** Starts an evaluation (abandoned: it outlives this run); one that exists already, running or finished, counts as started. */
+async function startEvaluation(input: EvaluationInput): Promise<void> {
+  try {
+    const child = await startChild(evaluationWorkflow, {
+      workflowId: workflowIds.evaluation(input.evaluationId),
+      args: [input],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      // A finished evaluation is never run again from here.
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+    });
+    // Its outcome is in its own stream; an evaluation that fails must not fail the campaign.
+    child.result().catch(() => {});
+  } catch (e) {
+    // (by name: @temporalio/workflow does not export the class, and the package that does is not ours)
+    if ((e as Error)?.name !== 'WorkflowExecutionAlreadyStartedError') throw e;
   }
 }

@@ -11,8 +11,9 @@ import {
   accuracyRow,
   compareAccuracy,
   type EvaluationTask,
-  evaluationIdOf,
-  taskListSelection,
+  endpointUrlIssue,
+  evaluationInputOf,
+  multiTurnTask,
   wilson,
 } from '../../../domain/evaluation.js';
 import { workflowIds } from '../../../domain/ids.js';
@@ -40,8 +41,6 @@ const withDb = async <T>(fn: (db: Pool) => Promise<T>): Promise<T> => {
   }
 };
 
-const TASK_ID = /^multi_turn_(base|miss_func|miss_param|long_context)_\d+$/;
-
 /** `--tasks multi_turn_base_150,multi_turn_miss_func_160`: the category is in the id. */
 export function parseTaskList(list: string): EvaluationTask[] {
   const ids = list
@@ -50,12 +49,12 @@ export function parseTaskList(list: string): EvaluationTask[] {
     .filter(Boolean);
   if (ids.length === 0) throw new UsageError('--tasks: give at least one BFCL task id');
   return ids.map((taskId) => {
-    const m = TASK_ID.exec(taskId);
-    if (!m)
+    const task = multiTurnTask(taskId);
+    if (!task)
       throw new UsageError(
         `--tasks: ${JSON.stringify(taskId)} is not a BFCL multi-turn task id (multi_turn_<category>_<n>)`,
       );
-    return { taskId, category: m[1]! };
+    return task;
   });
 }
 
@@ -181,28 +180,17 @@ export function register(program: Command): void {
         ] as const)
           if (v !== undefined && !(Number.isInteger(v) && v >= 1))
             throw new UsageError(`${flag} must be a whole number >= 1`);
-        let url: URL;
-        try {
-          url = new URL(opts.endpoint.replaceAll('{category}', 'base'));
-        } catch {
-          throw new UsageError(`--endpoint: ${JSON.stringify(opts.endpoint)} is not a URL`);
-        }
-        if (url.username || url.password)
-          throw new UsageError('--endpoint must not carry credentials: give the key with --api-key-env');
+        const urlIssue = endpointUrlIssue(opts.endpoint.replaceAll('{category}', 'base'));
+        if (urlIssue) throw new UsageError(`--endpoint: ${JSON.stringify(opts.endpoint)} ${urlIssue}`);
         if (opts.tasks && (opts.perCategory !== undefined || opts.categories))
           throw new UsageError('--tasks names the tasks: give it without --per-category and --categories');
         const tasks = opts.tasks ? parseTaskList(opts.tasks) : undefined;
         const categories = parseCategories(opts.categories);
-        const selection = tasks
-          ? taskListSelection(tasks)
-          : `held-out;categories=${(categories ?? SEED_CATEGORIES).join(',')};perCategory=${opts.perCategory ?? 'all'}`;
-        const evaluationId = evaluationIdOf(opts.campaign, opts.checkpoint ?? null, opts.model, selection);
-        const input: EvaluationInput = {
-          evaluationId,
+        const input: EvaluationInput = evaluationInputOf({
           campaignId: opts.campaign,
           checkpointId: opts.checkpoint ?? null,
           endpoint: {
-            baseUrl: opts.endpoint.replace(/\/+$/, ''),
+            baseUrl: opts.endpoint,
             model: opts.model,
             ...(opts.apiKeyEnv ? { apiKeyEnv: opts.apiKeyEnv } : {}),
           },
@@ -212,7 +200,8 @@ export function register(program: Command): void {
           concurrency: opts.concurrency,
           ...(opts.maxStepsPerTurn !== undefined ? { maxStepsPerTurn: opts.maxStepsPerTurn } : {}),
           endpointAttempts: opts.endpointAttempts,
-        };
+        });
+        const { evaluationId } = input;
         await migrate();
         const { client, close } = await temporalClient();
         try {

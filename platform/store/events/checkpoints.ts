@@ -6,7 +6,14 @@
 import { candidateHash } from '../../../domain/candidate.js';
 import { streams } from '../../../domain/ids.js';
 import type { CheckpointRecord, StepTask, TaskIdentity } from '../../../domain/manifest.js';
-import { append, type Queryable, readStreamOf, type TypedRecordedEvent, typedEvent } from './event-store.js';
+import {
+  append,
+  type Queryable,
+  readStream,
+  readStreamOf,
+  type TypedRecordedEvent,
+  typedEvent,
+} from './event-store.js';
 import { taskDecisionEvents } from './task-decisions.js';
 
 export type CheckpointEvent = TypedRecordedEvent<'CheckpointSaved'>;
@@ -14,6 +21,20 @@ export type CheckpointEvent = TypedRecordedEvent<'CheckpointSaved'>;
 /** The campaign's CheckpointSaved events, in the order recorded. */
 export function checkpointEvents(db: Queryable, campaignId: string): Promise<CheckpointEvent[]> {
   return readStreamOf(db, streams.checkpoints(campaignId), ['CheckpointSaved']);
+}
+
+/**
+ * The campaign's CheckpointSaved events after version `after` of its checkpoints stream, in the
+ * order recorded (a stream's versions commit in order, so a reader that keeps the last version it
+ * saw misses none).
+ */
+export async function checkpointEventsAfter(
+  db: Queryable,
+  campaignId: string,
+  after: number,
+): Promise<CheckpointEvent[]> {
+  const events = await readStream(db, streams.checkpoints(campaignId), { fromVersion: after + 1 });
+  return events.filter((e) => e.type === 'CheckpointSaved') as unknown as CheckpointEvent[];
 }
 
 /** A recorded checkpoint as the manifest reads it. */

@@ -131,6 +131,20 @@ function foldEvaluation(
   };
 }
 
+/**
+ * Which of these evaluations recorded anything (their stream exists): started, or ended before it
+ * could start (EvaluationFailed alone). One index lookup per id.
+ */
+export async function recordedEvaluations(db: Queryable, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const { rows } = await db.query<{ stream_id: string }>(
+    'select stream_id from streams where stream_id = any($1::text[])',
+    [ids.map(streams.evaluation)],
+  );
+  const recorded = new Set(rows.map((r) => r.stream_id));
+  return new Set(ids.filter((id) => recorded.has(streams.evaluation(id))));
+}
+
 /** Ids of the recorded evaluations (of one campaign), oldest first. */
 export async function evaluationIds(db: Queryable, campaignId?: string): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>(
