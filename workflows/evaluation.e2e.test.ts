@@ -1,14 +1,4 @@
-// A checkpoint's evaluation end to end, on the real stack: `rods eval run` starts the evaluation
-// workflow, a `rods worker` process runs it, the stack's executor runs each held-out task through
-// bfcl-eval's own multi-turn inference loop and checker against the stand-in acting as a
-// known-answer policy (the ground truth for chosen tasks, no calls for the rest), so accuracy per
-// category must equal the chosen share. The worker is killed with SIGKILL mid-evaluation and
-// another started: no finished task is lost, none is scored twice, and none finished before the
-// kill is asked of the policy again. `rods eval show` and `rods eval compare` read the result.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorClient } from '../activities/executor-client.js';
 import { fetchPolicyTasks, Policy } from '../dev/standin/policy.js';
@@ -20,10 +10,9 @@ import { recordCheckpoint } from '../platform/store/events/checkpoints.js';
 import { evaluationIds, evaluationView } from '../platform/store/events/evaluations.js';
 import { readStreamOf } from '../platform/store/events/event-store.js';
 import { freePort } from '../platform/util/free-port.js';
-import { ROOT } from '../test/support/sources.js';
 import { waitUntil } from '../test/support/wait.js';
+import { workerProcesses } from '../test/support/worker-process.js';
 
-const execFileP = promisify(execFile);
 const pool = createPool({ application: 'rods-evaluation-e2e', max: 4 });
 const TASK_QUEUE = `eval-e2e-${randomUUID().slice(0, 8)}`;
 const campaignId = `eval-e2e-${randomUUID().slice(0, 8)}`;
@@ -46,32 +35,10 @@ const EXPECTED = [
 ];
 
 let standin: StandinServer;
-const workers = new Set<ChildProcess>();
 
-function startWorker(): ChildProcess {
-  const child = spawn(
-    process.execPath,
-    [path.join(ROOT, 'bin/rods.mjs'), 'worker', '--task-queue', TASK_QUEUE, '--sink-dir', '.stack/test-sink'],
-    { cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'] },
-  );
-  workers.add(child);
-  child.once('exit', () => workers.delete(child));
-  return child;
-}
-
-const kill9 = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
-
-const rods = (args: string[]) =>
-  execFileP(process.execPath, [path.join(ROOT, 'bin/rods.mjs'), ...args], {
-    cwd: ROOT,
-    env: { ...process.env, RODS_TASK_QUEUE: TASK_QUEUE },
-    maxBuffer: 16 * 1024 * 1024,
-  });
+const workers = workerProcesses(TASK_QUEUE);
+const { rods, kill9 } = workers;
+const startWorker = () => workers.start();
 
 beforeAll(async () => {
   const executor = new ExecutorClient();
@@ -100,7 +67,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const w of [...workers]) await kill9(w);
+  await workers.killAll();
   await standin?.close();
   await pool.end();
 });
@@ -176,7 +143,7 @@ describe('evaluation of a checkpoint', () => {
   }, 600_000);
 
   it('compares two evaluations per category with intervals, and names a broken endpoint as the reason it ended', async () => {
-    expect(workers.size, 'the first test left a worker running').toBe(1);
+    expect(workers.running.size, 'the first test left a worker running').toBe(1);
     // A base endpoint (no checkpoint) on two tasks, the policy right on one.
     const base = JSON.parse(
       (
