@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
-import type { Command } from 'commander';
-import { dashboardHint, runDemo } from '../../dev/demo/run.js';
+import { type Command, Option } from 'commander';
+import { DEMO_GENERATORS, type DemoGenerator, dashboardHint, runDemo } from '../../dev/demo/run.js';
 import { ABLATION_SWITCHES, parseAblationSwitches } from '../../domain/ablation.js';
 import { UsageError } from '../../entry/cli/errors.js';
 import { printJson } from '../../entry/cli/output.js';
@@ -11,9 +11,19 @@ export function register(program: Command): void {
   program
     .command('demo')
     .description(
-      'run the demo campaign: the real pipeline with the stand-in generator and the SIMULATED trainer, then write a report (report.md, SVG charts, summary.json); the stack must be up (npm run demo does that)',
+      "run the demo campaign: the real pipeline with the stand-in generator (or the stack's vLLM) and the SIMULATED trainer, then write a report (report.md, SVG charts, summary.json); the stack must be up (npm run demo does that)",
     )
-    .option('--steps <n>', 'training steps', (v) => Number.parseInt(v, 10), 30)
+    .addOption(
+      new Option(
+        '--generator <kind>',
+        "the generator: standin (the rule-based stand-in), or vllm (the stack's vLLM, brought up as `npm run stack:up -- --services vllm` does, serving its tiny random model unless RODS_VLLM_MODEL names one; campaign dev/examples/campaign.vllm.json: few, short answers; the report says why its candidates were rejected)",
+      )
+        .choices(DEMO_GENERATORS)
+        .default('standin'),
+    )
+    .option('--steps <n>', 'training steps (default 30; 6 with --generator vllm)', (v) =>
+      Number.parseInt(v, 10),
+    )
     .option(
       '--per-category <n>',
       'BFCL seeds per category (4 categories)',
@@ -44,7 +54,8 @@ export function register(program: Command): void {
     )
     .action(
       async (opts: {
-        steps: number;
+        generator: DemoGenerator;
+        steps?: number;
         perCategory: number;
         checkpointEvery: number;
         out: string;
@@ -52,7 +63,8 @@ export function register(program: Command): void {
         ablation?: string;
         keep?: boolean;
       }) => {
-        if (!(opts.steps >= 1)) throw new UsageError('--steps must be >= 1');
+        const steps = opts.steps ?? (opts.generator === 'vllm' ? 6 : 30);
+        if (!(steps >= 1)) throw new UsageError('--steps must be >= 1');
         if (!(opts.checkpointEvery >= 1)) throw new UsageError('--checkpoint-every must be >= 1');
         if (!(opts.perCategory >= 1 && opts.perCategory <= 200))
           throw new UsageError('--per-category must be in 1..200');
@@ -67,7 +79,8 @@ export function register(program: Command): void {
         const db = createPool({ application: 'rods-demo', max: 4 });
         try {
           const r = await runDemo(db, {
-            steps: opts.steps,
+            steps,
+            generator: opts.generator,
             perCategory: opts.perCategory,
             checkpointEvery: opts.checkpointEvery,
             out: opts.out,

@@ -1,6 +1,7 @@
 // The demo campaign: the real pipeline (worker, aggregator, relay, gateway as processes), the
-// stand-in generator in place of vLLM, and the SIMULATED trainer talking to the gateway. Shows
-// live progress and ends with a report folder: report.md, SVG charts and summary.json.
+// stand-in generator in place of vLLM (or, with --generator vllm, the stack's vLLM), and the
+// SIMULATED trainer talking to the gateway. Shows live progress and ends with a report folder:
+// report.md, SVG charts and summary.json.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,11 +29,18 @@ import { poolContamination } from '../../domain/contamination.js';
 import { workflowIds } from '../../domain/ids.js';
 import { structuralCategory } from '../../domain/structure.js';
 import { DEFAULT_PORT } from '../../entry/gateway/server.js';
+import { pickServices, up } from '../../infra/stack/cli.js';
+import { vllmService, vllmSettings } from '../../infra/stack/vllm.js';
 import { DEFAULT_CONFIG } from '../../platform/config/campaign-config.js';
 import { recordedPlan } from '../../platform/store/campaign-plans.js';
 import { loadCampaign } from '../../platform/store/campaigns.js';
 import { retryOnConnectionLoss } from '../../platform/store/db.js';
-import { eventCountsByType, synthesisLatencyRows } from '../../platform/store/events/campaign-reads.js';
+import {
+  eventCountsByType,
+  type StageFailureRow,
+  stageFailures,
+  synthesisLatencyRows,
+} from '../../platform/store/events/campaign-reads.js';
 import { rejectionsWithReason } from '../../platform/store/pool/funnel.js';
 import { generatedMemberTasks } from '../../platform/store/pool/members.js';
 import { poolComposition } from '../../platform/store/pool/view.js';
@@ -40,11 +48,22 @@ import { stepSummaries } from '../../platform/store/steps/view.js';
 import { executeUpdateWithRetry, temporalClient } from '../../platform/temporal/connect.js';
 import { freePort } from '../../platform/util/free-port.js';
 import { SimulatedTrainer, type StepReport } from '../simulator/trainer.js';
+import { STANDIN_MODEL } from '../standin/server.js';
 import { barChart, lineChart } from './charts.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-/** How long the stopped campaign may take to let its last syntheses finish. */
-const COMPLETE_TIMEOUT_MS = 180_000;
+/** How long the stopped campaign may take to let its last syntheses finish (vLLM on a CPU is slower). */
+const COMPLETE_TIMEOUT_MS = { standin: 180_000, vllm: 900_000 };
+
+/** The generators the demo runs with: the stand-in (dev/standin/) or the stack's vLLM. */
+export const DEMO_GENERATORS = ['standin', 'vllm'] as const;
+export type DemoGenerator = (typeof DEMO_GENERATORS)[number];
+
+/** The campaign file of each generator: vLLM's asks for few, short answers (a CPU, a tiny model). */
+const CAMPAIGN_FILE: Record<DemoGenerator, string> = {
+  standin: 'dev/examples/campaign.standin.json',
+  vllm: 'dev/examples/campaign.vllm.json',
+};
 
 interface DemoManifest {
   checkpoints: number;
@@ -69,6 +88,15 @@ export interface DemoOptions {
   ablation?: Record<string, unknown>;
   /** Leave the gateway running after the report (its dashboard), with a script to stop it. */
   keep?: boolean;
+  /** The generator: the stand-in (default) or the stack's vLLM, brought up as `stack:up` does. */
+  generator?: DemoGenerator;
+}
+
+/** Where the demo's generator answered, and under what model name. */
+export interface DemoGeneratorInfo {
+  kind: DemoGenerator;
+  baseUrl: string;
+  model: string;
 }
 
 /** The gateway's dashboard for the demo campaign, and the file holding a read-only token for it. */
@@ -237,12 +265,18 @@ export async function runDemo(
   };
   let keptGateway: ChildProcess | undefined;
   const taskQueue = `rods-demo-${randomUUID().slice(0, 8)}`;
+  const kind = opts.generator ?? 'standin';
+  const vllm = kind === 'vllm' ? vllmSettings() : undefined;
+  const generator: DemoGeneratorInfo = vllm
+    ? { kind, baseUrl: vllmService().endpoint, model: vllm.servedName }
+    : { kind, baseUrl: `http://127.0.0.1:${standinPort}/v1`, model: STANDIN_MODEL };
   const env = {
     RODS_TASK_QUEUE: taskQueue,
     RODS_GATEWAY_TOKENS_FILE: tokensFile,
     RODS_SINK_DIR: path.join(out, 'pool-sink'),
-    // The stand-in is the worker's `default` generator endpoint; the campaign only names it.
-    RODS_GENERATOR_BASE_URL: `http://127.0.0.1:${standinPort}/v1`,
+    // The generator is the worker's `default` endpoint; the campaign only names it.
+    RODS_GENERATOR_BASE_URL: generator.baseUrl,
+    ...(vllm?.apiKey ? { RODS_GENERATOR_API_KEY: vllm.apiKey } : {}),
   };
   const children: ChildProcess[] = [];
   const log = (m: string) => {
@@ -252,16 +286,33 @@ export async function runDemo(
   const began = Number(process.env.RODS_DEMO_STARTED_AT_MS) || Date.now() - process.uptime() * 1000;
   const timings: DemoTimings = { setupSeconds: 0, firstStepSeconds: 0, stepsSeconds: 0 };
   try {
-    log('starting the stand-in generator (in place of vLLM), worker, aggregator, relay and gateway ...');
-    const standin = startProcess(
-      'standin-generator',
-      ['standin-generator', '--port', String(standinPort), '--seed', '1', '--quiet'],
-      logDir,
-      env,
-      false,
-      'rods-dev',
+    if (vllm) {
+      // As `npm run stack:up -- --services vllm`: reused when it answers, else started (its log
+      // is .stack/logs/vllm.log).
+      log(`bringing up the stack's vLLM (${generator.model} on ${generator.baseUrl}) ...`);
+      // up() reports on stdout, which --json keeps for the summary alone.
+      const say = console.log;
+      console.log = (...a: unknown[]) => console.error(...a);
+      try {
+        await up(pickServices('vllm'));
+      } finally {
+        console.log = say;
+      }
+    }
+    log(
+      `starting ${vllm ? '' : 'the stand-in generator (in place of vLLM), '}worker, aggregator, relay and gateway ...`,
     );
-    children.push(standin);
+    const standin = vllm
+      ? undefined
+      : startProcess(
+          'standin-generator',
+          ['standin-generator', '--port', String(standinPort), '--seed', '1', '--quiet'],
+          logDir,
+          env,
+          false,
+          'rods-dev',
+        );
+    if (standin) children.push(standin);
     children.push(startProcess('worker', ['worker', '--task-queue', taskQueue], logDir, env));
     children.push(startProcess('aggregator', ['aggregator', '--session-timeout-ms', '6000'], logDir, env));
     children.push(startProcess('relay', ['relay', '--name', 'demo'], logDir, env));
@@ -274,14 +325,21 @@ export async function runDemo(
     );
     if (opts.keep) keptGateway = gateway;
     else children.push(gateway);
-    await waitHttp(`http://127.0.0.1:${standinPort}/v1/models`, 'stand-in generator', standin);
+    if (standin) await waitHttp(`${generator.baseUrl}/models`, 'stand-in generator', standin);
     await waitHttp(`${gw}/healthz`, 'gateway', gateway);
 
-    const example = JSON.parse(
-      readFileSync(path.join(ROOT, 'dev/examples/campaign.standin.json'), 'utf8'),
-    ) as Record<string, unknown>;
+    const example = JSON.parse(readFileSync(path.join(ROOT, CAMPAIGN_FILE[kind]), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     const { campaignId: _c, name: _n, ...config } = example;
     config.seeds = { perCategory: opts.perCategory };
+    // Generator and judge: the model the endpoint serves (RODS_VLLM_MODEL may name another).
+    config.generator = {
+      ...(config.generator as object),
+      model: generator.model,
+      judgeModel: generator.model,
+    };
     if (opts.ablation && Object.keys(opts.ablation).length > 0)
       (config as { ablation?: unknown }).ablation = opts.ablation;
     const created = await fetch(`${gw}/v1/campaigns`, {
@@ -289,7 +347,7 @@ export async function runDemo(
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({
         campaignId,
-        name: 'demo campaign (stand-in generator, simulated trainer)',
+        name: `demo campaign (${vllm ? `vLLM generator ${generator.model}` : 'stand-in generator'}, simulated trainer)`,
         config,
       }),
     });
@@ -366,13 +424,21 @@ export async function runDemo(
       const handle = client.workflow.getHandle(workflowIds.campaign(campaignId));
       await executeUpdateWithRetry(handle as never, 'stop', [{ reason: 'demo over' }]);
       log(`campaign ${campaignId}: stopped; waiting for its running syntheses to finish ...`);
+      // What the syntheses have come to, every 10 s while they finish (minutes with vLLM).
+      const progress = setInterval(() => {
+        synthesisProgress(db, campaignId)
+          .then((p) => log(`  ${p}`))
+          .catch(() => {});
+      }, 10_000);
       try {
-        await bounded('the campaign workflow', COMPLETE_TIMEOUT_MS, () => handle.result());
+        await bounded('the campaign workflow', COMPLETE_TIMEOUT_MS[kind], () => handle.result());
       } catch (e) {
         const r = await campaignStatus({ db, temporal: client }, campaignId, { deadLetters: false });
         throw new Error(
           `the campaign workflow did not complete (${(e as Error).message}):\n${r ? renderFindings(r, diagnose(r)) : ''}`,
         );
+      } finally {
+        clearInterval(progress);
       }
     } finally {
       await close();
@@ -393,6 +459,7 @@ export async function runDemo(
       .map((t) => t.taskId);
     const categories = { generated: generated.length, mismatches: categoryMismatches };
     const cost = await generatorCost(db, campaignId, funnel);
+    const failures = await stageFailures(db, campaignId);
     // Every generated task against the evaluation set (domain/contamination.ts), as `rods contamination` does.
     const campaign = await loadCampaign(db, campaignId);
     const rule = (campaign?.config ?? DEFAULT_CONFIG).synthesis.contamination;
@@ -440,6 +507,8 @@ export async function runDemo(
       contamination,
       manifest,
       timings,
+      generator,
+      failures,
     );
     if (keptGateway?.pid !== undefined && keptGateway.exitCode === null) {
       dashboard.gatewayPid = keptGateway.pid;
@@ -461,6 +530,14 @@ export async function runDemo(
   }
 }
 
+/** One line on the syntheses so far: selected, ended by outcome, and the generator's tokens. */
+async function synthesisProgress(db: pg.Pool, campaignId: string): Promise<string> {
+  const f = await synthesisFunnel(db, campaignId);
+  const cost = await generatorCost(db, campaignId, f);
+  const failed = cost.byStage.reduce((a, s) => a + s.failed, 0);
+  return `syntheses: ${f.selected} selected, ${f.validated} validated, ${f.rejected} rejected; ${failed} model stages failed; generator tokens ${cost.tokens.total}`;
+}
+
 /** Where the dashboard is and how to open it with the token. */
 export function dashboardHint(d: DemoDashboard): string {
   return (
@@ -468,6 +545,25 @@ export function dashboardHint(d: DemoDashboard): string {
     `  token (read-only): ${d.tokenFile}; paste it into the page, or open\n` +
     `  "${d.url.replace('#campaign=', '#token=$(cat ' + d.tokenFile + ')&campaign=')}"`
   );
+}
+
+/** The refused model stages by reason, the most frequent first (at most 10 rows). */
+function failureTable(failures: StageFailureRow[]): string {
+  if (failures.length === 0) return 'No model stage had every answer refused.';
+  const cell = (t: string) => t.replace(/\|/g, '\\|').replace(/\s+/g, ' ');
+  const rows = failures
+    .slice(0, 10)
+    .map(
+      (f) =>
+        `| ${f.stage} | ${f.model ?? '-'} | ${f.runs} | ${f.promptTokens} / ${f.completionTokens} | ${cell(f.reason)} |`,
+    );
+  const more =
+    failures.length > 10 ? `\n\n${failures.length - 10} more reasons in summary.json (stageFailures).` : '';
+  return `Model stages whose every answer was refused (StageFailed; the run is then rejected as generator-output-invalid), by reason:
+
+| stage | model | runs | tokens (prompt / completion) | reason |
+| --- | --- | --- | --- | --- |
+${rows.join('\n')}${more}`;
 }
 
 function mean(xs: (number | null)[]): number | null {
@@ -494,13 +590,25 @@ function writeReport(
   },
   manifest: DemoManifest | null,
   timings: DemoTimings,
+  generator: DemoGeneratorInfo,
+  failures: StageFailureRow[],
 ) {
   const varB = mean(rows.map((r) => r.varBoundary));
   const varOther = mean(rows.flatMap((r) => [r.varHard, r.varMastered]));
   const ratio = varB !== null && varOther ? varB / varOther : null;
   const last = rows[rows.length - 1];
+  // What the refused answers cost (StageFailed): in the ledger's totals, and apart here.
+  const failed = failures.reduce(
+    (a, f) => ({
+      runs: a.runs + f.runs,
+      promptTokens: a.promptTokens + f.promptTokens,
+      completionTokens: a.completionTokens + f.completionTokens,
+    }),
+    { runs: 0, promptTokens: 0, completionTokens: 0 },
+  );
   const summary = {
     campaignId,
+    generator,
     ablation,
     steps: rows.length,
     seconds: Number(seconds.toFixed(1)),
@@ -535,8 +643,12 @@ function writeReport(
     synthesisFunnel: funnel,
     // Generated tasks (ever in the pool) and those whose category is not what their structure gives.
     generatedCategories: categories,
-    // The stand-in's tokens (reported as vLLM reports usage): in all, by stage, per outcome.
+    // The generator's tokens (the usage the endpoint reported): in all, by stage, per outcome.
     generatorCost: cost,
+    // Model stages whose every answer was refused (StageFailed), by stage, model and reason, and
+    // what they cost in all (counted in generatorCost too).
+    stageFailures: failures,
+    failedStages: failed,
     // Generated tasks (ever in the pool) against the evaluation set; candidates the gate rejected.
     contamination,
     // The last checkpoint's manifest (rods manifest): its tasks, groups and verified Merkle root.
@@ -593,8 +705,11 @@ function writeReport(
   const md = `# Demo campaign ${campaignId}
 
 A SIMULATED GRPO trainer (simulator/model.ts) trained for ${rows.length} steps on the BFCL
-multi-turn seeds through the gateway; the generator was the stand-in (standin/), not an LLM. The
-figures show the pipeline's behaviour on simulated dynamics, not model quality.
+multi-turn seeds through the gateway; ${
+    generator.kind === 'vllm'
+      ? `the generator was vLLM serving \`${generator.model}\` at ${generator.baseUrl} (the stack's tiny random model unless RODS_VLLM_MODEL names another: its answers are noise, so candidates are expected to be rejected; see why below)`
+      : 'the generator was the stand-in (standin/), not an LLM'
+  }. The figures show the pipeline's behaviour on simulated dynamics, not model quality.
 
 | figure | value |
 | --- | --- |
@@ -620,7 +735,7 @@ The synthesis funnel (runs reaching each stage; candidates by outcome):
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | ${funnel.selected} | ${funnel.planned} | ${funnel.executed} | ${funnel.repaired} | ${funnel.rewritten} | ${funnel.judged} | ${funnel.augmented} | ${funnel.validated} | ${funnel.rejected} | ${funnel.injected} |
 
-Generator tokens (the stand-in's usage, as vLLM reports it): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}, per useful task ${cost.perUseful ?? '-'} (${cost.useful} injected tasks observed in the boundary band within \`pool.usefulWithinSteps\` of their injection).
+Generator tokens (${generator.kind === 'vllm' ? "vLLM's usage" : "the stand-in's usage, as vLLM reports it"}, model \`${generator.model}\`): ${cost.tokens.total} in all (${cost.tokens.prompt} prompt, ${cost.tokens.completion} completion); per selected run ${cost.perSelected ?? '-'}, per validated candidate ${cost.perValidated ?? '-'}, per injected task ${cost.perInjected ?? '-'}, per useful task ${cost.perUseful ?? `- (none useful: ${cost.tokens.total} tokens for no useful task)`} (${cost.useful} injected tasks observed in the boundary band within \`pool.usefulWithinSteps\` of their injection). Of them, refused answers (${failed.runs} model stages whose every answer was refused, StageFailed): ${failed.promptTokens + failed.completionTokens} (${failed.promptTokens} prompt, ${failed.completionTokens} completion).
 
 Evaluation-set contamination (\`rods contamination\`): ${contamination.compared} generated tasks compared with ${contamination.evaluationTasks} evaluation tasks (the BFCL multi-turn tasks past the seeds); ${contamination.contaminated} contaminated, largest shared n-gram share ${contamination.maxTextOverlap.toFixed(3)}; ${contamination.rejected} candidates rejected by the gate.
 
@@ -636,6 +751,8 @@ Rejected by reason: ${
       .map(([k, n]) => `${k} ${n}`)
       .join(', ') || 'none'
   }.
+
+${failureTable(failures)}
 
 ![bands](bands.svg)
 ![variance](variance.svg)

@@ -120,3 +120,29 @@ export async function candidateEventCounts(
   );
   return rows;
 }
+
+/** Model stages of the campaign whose every answer was refused, by stage, model and reason. */
+export interface StageFailureRow {
+  stage: string;
+  model: string | null;
+  reason: string;
+  /** StageFailed events (one per stage run). */
+  runs: number;
+  /** What the refused answers cost, as the endpoint reported it. */
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** The campaign's StageFailed events grouped by stage, model and reason, the most frequent first. */
+export async function stageFailures(db: Queryable, campaignId: string): Promise<StageFailureRow[]> {
+  const { rows } = await db.query<StageFailureRow>(
+    `select payload->>'stage' as stage, payload->>'model' as model, payload->>'reason' as reason,
+            count(*)::int as runs,
+            coalesce(sum((payload->>'promptTokens')::bigint), 0)::float8 as "promptTokens",
+            coalesce(sum((payload->>'completionTokens')::bigint), 0)::float8 as "completionTokens"
+       from events where payload->>'campaignId' = $1 and type = 'StageFailed'
+      group by 1, 2, 3 order by runs desc, stage, reason`,
+    [campaignId],
+  );
+  return rows;
+}
