@@ -13,7 +13,7 @@
 //               platform's owners and the analysis modules, never a stage's internals
 //   operations  infra/: the local stack (used by entry points and development tools only)
 //   development dev/, test/ and tests
-const TESTS = '\\.(unit|int|e2e|soak)\\.test\\.ts$';
+const TESTS = '\\.(unit|int|e2e|soak|vllm)\\.test\\.ts$';
 const DOMAIN = '^domain/';
 const WIRE = '^(schemas|platform/codec)/';
 const PLATFORM = '^platform/';
