@@ -8,6 +8,11 @@ import type { Command } from 'commander';
 import type { EvaluationInput } from '../../../activities/evaluation.js';
 import { recordedManifest } from '../../../analysis/manifest/manifest.js';
 import {
+  type EvaluationWorkflowView,
+  evaluationWorkflowView,
+  waitingLines,
+} from '../../../analysis/status/evaluation-workflow.js';
+import {
   accuracyRow,
   compareAccuracy,
   type EvaluationTask,
@@ -107,6 +112,15 @@ function printView(v: EvaluationView, withOutcomes: boolean): void {
           o.valid ? '' : `: ${o.errorType ?? ''} ${(o.error ?? '').slice(0, 160)}`
         }`,
       );
+}
+
+async function workflowOf(evaluationId: string): Promise<EvaluationWorkflowView> {
+  const { client, close } = await temporalClient({ lazy: true });
+  try {
+    return await evaluationWorkflowView(client, evaluationId, { timeoutMs: 5000 });
+  } finally {
+    await close();
+  }
 }
 
 async function viewOrFail(db: Pool, id: string): Promise<EvaluationView> {
@@ -274,8 +288,13 @@ export function register(program: Command): void {
     .action(async (id: string, opts: { tasks?: boolean; json?: boolean }) => {
       await withDb(async (db) => {
         const v = await viewOrFail(db, id);
-        if (opts.json) printJson(summary(v, true));
-        else printView(v, Boolean(opts.tasks));
+        // A running evaluation that does not move says why: its workflow's pending activities.
+        const workflow = v.status === 'running' ? await workflowOf(v.evaluationId) : undefined;
+        if (opts.json) printJson({ ...summary(v, true), ...(workflow ? { workflow } : {}) });
+        else {
+          printView(v, Boolean(opts.tasks));
+          if (workflow) for (const line of waitingLines(workflow)) console.log(line);
+        }
       });
     });
 
