@@ -4,12 +4,15 @@
 // finished), a reconfiguration re-asks with the new settings, the campaign's end looks once more,
 // and a campaign without the setting never asks.
 import { Context } from '@temporalio/activity';
+import proto from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
 import { checkpointEvaluationInput, type EvaluationInput } from '../domain/evaluation.js';
 import { workflowIds } from '../domain/ids.js';
 import { reconfigureUpdate, statusQuery, stopUpdate } from '../platform/temporal/campaign-messages.js';
 import { useWorkflowEnv } from '../test/support/workflow-env.js';
 import { campaignWorkflow } from './campaign.js';
+
+const { temporal } = proto;
 
 const env = useWorkflowEnv();
 
@@ -140,7 +143,17 @@ describe('campaign workflow: evaluation on checkpoint', () => {
     const refused = events.filter((e) => e.startChildWorkflowExecutionFailedEventAttributes);
     const started = events.filter((e) => e.childWorkflowExecutionStartedEventAttributes);
     expect([initiated.length, refused.length, started.length]).toEqual([3, 1, 2]);
-    expect(events.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
+    // UNHANDLED_COMMAND is the server refusing a task's commands because new events arrived
+    // meanwhile (here an abandoned child's completion landing as the campaign completes); the SDK
+    // runs the task again. Under load it happens or not: any other cause is a failure of ours.
+    const causes = temporal.api.enums.v1.WorkflowTaskFailedCause as unknown as Record<number, string>;
+    const taskFailures = events.filter((e) => {
+      const cause = e.workflowTaskFailedEventAttributes?.cause;
+      // a number decoded from protobuf, its name once converted from JSON
+      const name = typeof cause === 'number' ? causes[cause] : cause;
+      return cause != null && name !== 'WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND';
+    });
+    expect(taskFailures).toEqual([]);
   }, 60_000);
 
   it('asks again with the new settings after a reconfiguration, stops asking when they are removed, and never asks without them', async () => {

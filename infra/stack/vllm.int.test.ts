@@ -55,7 +55,10 @@ async function tokenize(messages: ChatMessage[]): Promise<{ count: number; max_m
 /** Requests the engine is generating for now (vLLM's Prometheus gauge); 0 when it did not answer. */
 async function requestsRunning(): Promise<number> {
   try {
-    const text = await (await fetch(`${new URL(cfg.baseUrl).origin}/metrics`)).text();
+    // A fresh connection each time: never one uvicorn is closing.
+    const text = await (
+      await fetch(`${new URL(cfg.baseUrl).origin}/metrics`, { headers: { connection: 'close' } })
+    ).text();
     const line = text.split('\n').find((l) => l.startsWith('vllm:num_requests_running'));
     return Number(line?.split(' ').at(-1) ?? 0);
   } catch {
@@ -156,12 +159,20 @@ describe('chatJson against vLLM (tiny local model)', () => {
       backoffMaxMs: 200,
       timeoutMs: 120_000,
     });
+    let ended: unknown;
     const answer = chatJson('plan', ask('Plan a task.'), Verdict, long, { seed: 9 }).catch((e: unknown) => e);
+    void answer.then((r) => {
+      ended = r ?? 'an answer';
+    });
     try {
-      await waitUntil(async () => (await requestsRunning()) > 0, {
-        what: 'vLLM generating the answer',
-        timeoutMs: 60_000,
-      });
+      await waitUntil(
+        async () => {
+          // An answer that ends before the kill says why here, not as a 60 s wait.
+          if (ended !== undefined) throw new Error(`the answer ended before the kill: ${String(ended)}`);
+          return (await requestsRunning()) > 0;
+        },
+        { what: 'vLLM generating the answer', timeoutMs: 60_000 },
+      );
       // The server and its engine (a child in the server's process group) at once.
       process.kill(-pid!, 'SIGKILL');
       const e = await answer;
