@@ -7,13 +7,13 @@ import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { eventIds, streams } from '../domain/ids.js';
+import { streams } from '../domain/ids.js';
 import type { TaskRecord } from '../domain/task.js';
 import { registerCampaign } from '../platform/store/campaigns.js';
 import { createPool } from '../platform/store/db.js';
-import { recordCheckpoint } from '../platform/store/events/checkpoints.js';
 import { evaluationView } from '../platform/store/events/evaluations.js';
 import { readStream } from '../platform/store/events/event-store.js';
+import { recordTestCheckpoint } from '../test/support/checkpoints/recorded.js';
 import { createEvaluationActivities, type EvaluationInput } from './evaluation.js';
 import {
   type EvaluateTaskRequest,
@@ -69,19 +69,10 @@ function scriptedExecutor(verdict: (taskId: string) => boolean | 'endpoint-down'
 async function campaignWithCheckpoint() {
   const campaignId = `eval-${randomUUID().slice(0, 8)}`;
   await registerCampaign(pool, { campaignId, config: { seeds: { perCategory: 4 } } });
-  await recordCheckpoint(pool, {
-    eventId: eventIds.checkpointSaved(campaignId, 'run-1-step-3'),
-    campaignId,
+  await recordTestCheckpoint(pool, campaignId, {
     checkpointId: 'run-1-step-3',
-    runId: 'run-1',
     trainerStep: 3,
-    resumedFrom: null,
-    digest: null,
-    retrainedSteps: [],
-    manifestTasks: 0,
-    manifestGroups: 0,
     manifestRoot: 'ab'.repeat(32),
-    occurredAt: Date.now(),
   });
   return campaignId;
 }

@@ -6,13 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorClient } from '../activities/executor-client.js';
 import { fetchPolicyTasks, Policy } from '../dev/standin/policy.js';
 import { type StandinServer, startStandin } from '../dev/standin/server.js';
-import { eventIds, streams, workflowIds } from '../domain/ids.js';
+import { streams, workflowIds } from '../domain/ids.js';
 import { createPool } from '../platform/store/db.js';
-import { recordCheckpoint } from '../platform/store/events/checkpoints.js';
 import { evaluationIds, evaluationView } from '../platform/store/events/evaluations.js';
 import { readStreamOf } from '../platform/store/events/event-store.js';
 import { temporalClient } from '../platform/temporal/connect.js';
 import { freePort } from '../platform/util/free-port.js';
+import { recordTestCheckpoint } from '../test/support/checkpoints/recorded.js';
 import { waitUntil } from '../test/support/wait.js';
 import { workerProcesses } from '../test/support/worker-process.js';
 
@@ -73,19 +73,10 @@ describe('evaluation on checkpoint', () => {
       { timeoutMs: 120_000, what: 'the campaign to be seeded' },
     );
 
-    await recordCheckpoint(pool, {
-      eventId: eventIds.checkpointSaved(campaignId, CHECKPOINT),
-      campaignId,
+    await recordTestCheckpoint(pool, campaignId, {
       checkpointId: CHECKPOINT,
-      runId: 'run-1',
       trainerStep: 4,
-      resumedFrom: null,
-      digest: null,
-      retrainedSteps: [],
-      manifestTasks: 0,
-      manifestGroups: 0,
       manifestRoot: 'ab'.repeat(32),
-      occurredAt: Date.now(),
     });
     await kill9(worker);
     worker = startWorker();

@@ -3,13 +3,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorClient } from '../activities/executor-client.js';
 import { fetchPolicyTasks, Policy } from '../dev/standin/policy.js';
 import { type StandinServer, startStandin } from '../dev/standin/server.js';
-import { eventIds, streams } from '../domain/ids.js';
+import { streams } from '../domain/ids.js';
 import { registerCampaign } from '../platform/store/campaigns.js';
 import { createPool } from '../platform/store/db.js';
-import { recordCheckpoint } from '../platform/store/events/checkpoints.js';
 import { evaluationIds, evaluationView } from '../platform/store/events/evaluations.js';
 import { readStreamOf } from '../platform/store/events/event-store.js';
 import { freePort } from '../platform/util/free-port.js';
+import { recordTestCheckpoint } from '../test/support/checkpoints/recorded.js';
 import { waitUntil } from '../test/support/wait.js';
 import { workerProcesses } from '../test/support/worker-process.js';
 
@@ -50,19 +50,10 @@ beforeAll(async () => {
     policyDelayMs: 250,
   });
   await registerCampaign(pool, { campaignId });
-  await recordCheckpoint(pool, {
-    eventId: eventIds.checkpointSaved(campaignId, CHECKPOINT),
-    campaignId,
+  await recordTestCheckpoint(pool, campaignId, {
     checkpointId: CHECKPOINT,
-    runId: 'run-1',
     trainerStep: 4,
-    resumedFrom: null,
-    digest: null,
-    retrainedSteps: [],
-    manifestTasks: 0,
-    manifestGroups: 0,
     manifestRoot: 'cd'.repeat(32),
-    occurredAt: Date.now(),
   });
 }, 120_000);
 
